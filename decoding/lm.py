@@ -1,0 +1,179 @@
+"""A thin stateful wrapper over a causal LM: the one narrow interface strategies call.
+
+Glossary
+    cache        the model's KV cache (`transformers.DynamicCache`), one row per sequence.
+    fork         an independent copy of a cache (branching, drafting ahead).
+    crop         drop cached positions past a length (rejected speculative tokens).
+    reorder      select / repeat cache rows by index (beams, particles after resampling).
+    early exit   logits from an intermediate layer: final norm + LM head on its hidden state.
+
+Every call to `forward` is one model call and increments `forward_passes`; strategies read the
+counter to put the number on their events.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache
+
+from decoding.models import LoadedModel
+
+
+@dataclass
+class Output:
+    logits: torch.Tensor  # (B, T, V) float32
+    cache: DynamicCache
+    hidden: torch.Tensor | None = None  # (B, T, D) last layer (normed) when asked for
+    hidden_states: tuple | None = None  # all layers when asked for (embeddings first)
+
+
+class LM:
+    """Model + tokenizer with cache helpers. Holds no per-run state but a call counter."""
+
+    def __init__(self, loaded: LoadedModel):
+        self.loaded = loaded
+        self.model = loaded.model
+        self.tokenizer = loaded.tokenizer
+        self.device = _input_device(loaded)
+        self.forward_passes = 0
+        self.config = self.model.config
+        self.num_layers = self.config.num_hidden_layers
+        self.vocab_size = self.model.get_output_embeddings().weight.shape[0]
+
+    @property
+    def name(self) -> str:
+        return self.loaded.name
+
+    @torch.inference_mode()
+    def forward(
+        self,
+        input_ids: torch.Tensor,  # (B, T) new tokens only
+        cache: DynamicCache | None = None,
+        *,
+        attention_mask: torch.Tensor | None = None,  # (B, past + T) or a 4D custom mask
+        position_ids: torch.Tensor | None = None,  # (B, T)
+        output_hidden_states: bool = False,
+        last_only: bool = False,  # only the last position's logits (saves a (T, V) matmul on prefill)
+    ) -> Output:
+        if cache is None:
+            cache = DynamicCache(config=self.config)
+        out = self.model(
+            input_ids=input_ids.to(self.device),
+            past_key_values=cache,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            use_cache=True,
+            output_hidden_states=output_hidden_states,
+            logits_to_keep=1 if last_only else 0,
+        )
+        self.forward_passes += 1
+        hidden_states = out.hidden_states if output_hidden_states else None
+        return Output(
+            logits=out.logits.float(),
+            cache=out.past_key_values,
+            hidden=hidden_states[-1] if hidden_states else None,
+            hidden_states=hidden_states,
+        )
+
+    def prefill(self, prompt_ids: list[int] | torch.Tensor, rows: int = 1, **kwargs) -> Output:
+        """Run the prompt once; `rows` > 1 repeats its cache for batched rows (beams, particles)."""
+        ids = torch.as_tensor(prompt_ids, dtype=torch.long, device=self.device).view(1, -1)  # (1, T)
+        out = self.forward(ids, last_only=not kwargs.get("output_hidden_states"), **kwargs)
+        if rows > 1:
+            out.cache = repeat_cache(out.cache, rows)
+            out.logits = out.logits.expand(rows, -1, -1).contiguous()
+        return out
+
+    @torch.inference_mode()
+    def logits_from_layer(self, hidden_states: tuple, layer: int) -> torch.Tensor:
+        """Early-exit logits (B, T, V) from the output of decoder layer `layer` (1-based).
+
+        `hidden_states` is the model's tuple (embeddings, layer 1, ..., layer L). transformers
+        returns the last entry already passed through the final norm, so the norm is applied
+        only to intermediate layers.
+        """
+        if not 1 <= layer <= self.num_layers:
+            raise ValueError(f"`layer` must be in [1, {self.num_layers}], got {layer}")
+        h = hidden_states[layer]
+        if layer < self.num_layers:
+            h = self.final_norm(h)
+        return self.model.get_output_embeddings()(h).float()
+
+    @property
+    def final_norm(self) -> torch.nn.Module:
+        base = getattr(self.model, "model", None)
+        norm = getattr(base, "norm", None) or getattr(base, "final_layernorm", None)
+        if norm is None:
+            raise NotImplementedError(f"{type(self.model).__name__}: final norm not found for early exit")
+        return norm
+
+    # Text helpers -------------------------------------------------------------------------
+    def token_text(self, token_id: int) -> str:
+        return self.tokenizer.decode([token_id], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+    def decode(self, token_ids: list[int]) -> str:
+        return self.tokenizer.decode(token_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+    @property
+    def stop_ids(self) -> set[int]:
+        ids = set()
+        for source in (getattr(self.model, "generation_config", None), self.tokenizer):
+            eos = getattr(source, "eos_token_id", None)
+            if isinstance(eos, int):
+                ids.add(eos)
+            elif eos:
+                ids.update(int(i) for i in eos)
+        return ids
+
+    @property
+    def has_chat_template(self) -> bool:
+        return bool(getattr(self.tokenizer, "chat_template", None))
+
+    def encode_prompt(self, prompt: str, chat: bool = True) -> tuple[list[int], str, bool]:
+        """(ids, the text the model sees, whether the chat template was applied)."""
+        if chat and self.has_chat_template:
+            text = self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
+            ids = self.tokenizer(text, add_special_tokens=False).input_ids
+            return list(ids), text, True
+        ids = self.tokenizer(prompt).input_ids  # the tokenizer adds BOS where the model expects it
+        return list(ids), prompt, False
+
+
+# Cache helpers (pure functions of a cache) ---------------------------------------------------
+def fork_cache(cache: DynamicCache) -> DynamicCache:
+    """An independent copy: extending the copy leaves the original untouched."""
+    return copy.deepcopy(cache)
+
+
+def crop_cache(cache: DynamicCache, length: int) -> DynamicCache:
+    """Keep the first `length` positions (in place, returned for chaining)."""
+    if not 0 <= length <= cache.get_seq_length():
+        raise ValueError(f"`length` must be in [0, {cache.get_seq_length()}], got {length}")
+    cache.crop(length - cache.get_seq_length())  # transformers 5 takes minus the tokens to remove
+    return cache
+
+
+def reorder_cache(cache: DynamicCache, row_ids: torch.Tensor) -> DynamicCache:
+    """Rows selected (and repeated) by `row_ids` (N,), e.g. beam parents or particle ancestors.
+
+    In place, returned for chaining.
+    """
+    cache.reorder_cache(row_ids.long())
+    return cache
+
+
+def repeat_cache(cache: DynamicCache, rows: int) -> DynamicCache:
+    """A batch of `rows` identical rows from a one-row cache."""
+    return reorder_cache(cache, torch.zeros(rows, dtype=torch.long))
+
+
+def _input_device(loaded: LoadedModel) -> torch.device:
+    """Where inputs go: the embedding's device (differs from `loaded.device` under device_map)."""
+    try:
+        return loaded.model.get_input_embeddings().weight.device
+    except AttributeError:
+        return loaded.device

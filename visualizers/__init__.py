@@ -1,0 +1,31 @@
+"""Visualizers: pure functions from a Trace (or its prefix while streaming) to a figure or HTML.
+
+No model, no tokenizer, no globals: each call builds a new plotly Figure or HTML string from the
+events alone, so the same functions serve the app, notebooks, saved traces and tests.
+
+    tokens_html(trace, color_by="prob", selected_step=None) -> str   coloured token chips
+    token_table(trace) -> pandas.DataFrame                            one row per TokenStep (CSV)
+    entropy_figure(trace, selected_step=None) -> go.Figure            entropy / p(chosen) / kept size
+    distribution_figure(trace, step=None) -> go.Figure                top alternatives at one step
+    beams_figure(trace) -> go.Figure                                  beam search tree
+    figure_to_html(fig) -> str                                        standalone, offline HTML
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from visualizers.beams import beams_figure
+from visualizers.distribution import distribution_figure
+from visualizers.entropy import entropy_figure
+from visualizers.tokens import token_table, tokens_html
+
+
+def figure_to_html(fig: go.Figure) -> str:
+    """A complete HTML page with plotly.js inlined (works offline, no CDN)."""
+    if not isinstance(fig, go.Figure):
+        raise ValueError(f"`fig` must be a plotly.graph_objects.Figure, got {type(fig).__name__}")
+    return fig.to_html(include_plotlyjs=True, full_html=True)
+
+
+__all__ = ["beams_figure", "distribution_figure", "entropy_figure", "figure_to_html", "token_table", "tokens_html"]

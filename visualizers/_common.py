@@ -1,0 +1,77 @@
+"""Helpers shared by the visualizers: reading events out of a trace, showing token text, empty figures.
+
+Glossary
+    visible text    a token's text with invisible characters replaced by symbols: newline "⏎",
+                    tab "⇥", carriage return "␍", other control characters by their Unicode
+                    control pictures ("\\x0f" -> "␏"), the empty string "∅". Spaces are kept.
+    label           visible text in quotes, shortened, for axis ticks and hovers ("' Paris'").
+    plotly-safe     escaped with `&lt;` / `&gt;` / `&amp;`, which plotly decodes back when drawing,
+                    so a token "<b>" is shown as text instead of turning the label bold.
+"""
+
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+
+from decoding.events import BeamStep, TokenStep, Trace
+
+TEMPLATE = "plotly_white"
+WAITING = "waiting for tokens…"
+
+_SYMBOLS = {"\n": "⏎", "\t": "⇥", "\r": "␍", "\x7f": "␡"}
+
+
+def token_steps(trace: Trace) -> list[TokenStep]:
+    return [e for e in trace.events if isinstance(e, TokenStep)]
+
+
+def beam_steps(trace: Trace) -> list[BeamStep]:
+    return [e for e in trace.events if isinstance(e, BeamStep)]
+
+
+def vocab_size(trace: Trace) -> int | None:
+    start = trace.start
+    return start.vocab_size if start else None
+
+
+def visible(text: str) -> str:
+    """The token text with invisible characters shown as symbols (spaces kept)."""
+    if text == "":
+        return "∅"
+    out = []
+    for ch in text:
+        if ch in _SYMBOLS:
+            out.append(_SYMBOLS[ch])
+        elif ord(ch) < 0x20:
+            out.append(chr(0x2400 + ord(ch)))  # Unicode "control pictures" block
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def label(text: str, max_chars: int = 18) -> str:
+    """Quoted visible text, shortened to `max_chars` (not escaped)."""
+    shown = visible(text)
+    if len(shown) > max_chars:
+        shown = shown[: max_chars - 1] + "…"
+    return f"'{shown}'"
+
+
+def plotly_safe(text: str) -> str:
+    """Escape text for plotly labels and hovers (plotly decodes &lt; &gt; &amp; when drawing)."""
+    return html.escape(text, quote=False)
+
+
+def empty_figure(message: str = WAITING, *, title: str | None = None, height: int = 300,
+                 x_title: str | None = None, y_title: str | None = None) -> go.Figure:
+    """A valid figure with no data and a centred message (used before the first event arrives)."""
+    fig = go.Figure()
+    fig.add_annotation(text=plotly_safe(message), x=0.5, y=0.5, xref="paper", yref="paper",
+                       showarrow=False, font=dict(size=14, color="#666"))
+    fig.update_layout(template=TEMPLATE, height=height, margin=dict(l=50, r=20, t=40 if title else 20, b=40),
+                      title=dict(text=plotly_safe(title)) if title else None)
+    fig.update_xaxes(title_text=x_title, showticklabels=False, showgrid=False, zeroline=False)
+    fig.update_yaxes(title_text=y_title, showticklabels=False, showgrid=False, zeroline=False)
+    return fig

@@ -1,0 +1,174 @@
+"""The generated text as coloured token chips (HTML), and the per-token table behind it (CSV export).
+
+Glossary
+    chip        one `<span class="tok" data-step="N">` per TokenStep; its background encodes the
+                chosen token's raw probability (`color_by="prob"`) or the step's raw entropy
+                (`color_by="entropy"`) on the Viridis scale, lightened so dark text stays
+                readable in light and dark themes. Purple means uncertain in both modes.
+    tooltip     the chip's `title`: step, p, rank, entropy, kept set, then the top alternatives
+                with ✓ (kept by truncation) or ✗ (cut); the chosen one is marked ◀.
+    selected    the chip of `selected_step` gets the extra class `sel` (outlined).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+
+import pandas as pd
+from plotly.colors import sample_colorscale, unlabel_rgb
+
+from decoding.events import TokenStep, Trace
+from visualizers._common import WAITING, beam_steps, token_steps, visible, vocab_size
+
+COLOR_BY = ("prob", "entropy")
+ENTROPY_CAP = 6.0  # nats; entropies at or above this get the "most uncertain" colour
+_SCALE = "Viridis"
+_WHITE_MIX = 0.5  # share of white mixed into the scale, so chips stay light
+_SPECIAL = re.compile(r"^<\|[^<>|]*\|>$|^</?s>$|^<(pad|unk|eos|bos|mask)>$")
+
+TABLE_COLUMNS = ["step", "token_id", "token", "prob", "sampling_prob", "rank", "entropy", "entropy_truncated",
+                 "kept_size", "top_alternatives", "elapsed_s"]
+
+_CSS = " ".join("""
+.dl-tokens{line-height:1.9;font-size:15px}
+.dl-tokens .dl-text{white-space:pre-wrap;word-break:break-word;overflow-wrap:anywhere}
+.dl-tokens .tok{color:#111;border-radius:3px;padding:1px 0;cursor:pointer;
+ box-shadow:inset -1px 0 0 rgba(0,0,0,.18)}
+.dl-tokens .tok:hover{box-shadow:inset 0 0 0 1px rgba(0,0,0,.55)}
+.dl-tokens .tok.sel{outline:2px solid #e4572e;outline-offset:1px}
+.dl-tokens .tok .sym{opacity:.6}
+.dl-tokens .tok.special{font-family:ui-monospace,monospace;font-size:.85em;font-style:italic}
+.dl-tokens .dl-legend{display:flex;flex-wrap:wrap;align-items:center;gap:.5em;font-size:12px;opacity:.85;
+ margin-bottom:.4em}
+.dl-tokens .dl-bar{display:inline-block;width:9em;height:.9em;border-radius:3px;border:1px solid rgba(127,127,127,.5)}
+.dl-tokens .dl-note,.dl-tokens .dl-empty{font-size:13px;opacity:.75;font-style:italic}
+.dl-tokens .tok-plain{white-space:pre-wrap}
+""".split())
+
+
+def tokens_html(trace: Trace, *, color_by: str = "prob", selected_step: int | None = None) -> str:
+    """The generated text as HTML chips, one per TokenStep, coloured by probability or entropy.
+
+    Works on a trace prefix while streaming. Beam traces (no TokenStep) show the best text uncoloured.
+    """
+    if color_by not in COLOR_BY:
+        raise ValueError(f"`color_by` must be one of {', '.join(map(repr, COLOR_BY))}, got {color_by!r}")
+    steps = token_steps(trace)
+    if steps:
+        cap = _entropy_cap(trace)
+        last_special = _ends_with_stop(trace, steps)
+        chips = "".join(_chip(e, color_by, cap, selected_step, special=last_special and e is steps[-1]) for e in steps)
+        body = _legend(color_by, cap) + f'<div class="dl-text">{chips}</div>'
+    elif beam_steps(trace) or trace.finish:
+        body = _plain_text(trace)
+    else:
+        body = f'<div class="dl-empty">{html.escape(WAITING)}</div>'
+    return f'<div class="dl-tokens"><style>{_CSS}</style>{body}</div>'
+
+
+def token_table(trace: Trace) -> pd.DataFrame:
+    """One row per TokenStep (for CSV export); `top_alternatives` is a compact string."""
+    rows = [{
+        "step": e.step, "token_id": e.token_id, "token": e.token_text, "prob": e.prob,
+        "sampling_prob": e.sampling_prob, "rank": e.rank, "entropy": e.entropy,
+        "entropy_truncated": e.entropy_truncated, "kept_size": e.kept_size,
+        "top_alternatives": "; ".join(
+            f"'{visible(t)}' {p:.4f}" + ("" if kept else " (cut)")
+            for t, p, kept in zip(e.top_tokens, e.top_probs, e.top_kept)),
+        "elapsed_s": e.elapsed_s,
+    } for e in token_steps(trace)]
+    return pd.DataFrame(rows, columns=TABLE_COLUMNS)
+
+
+def chip_color(t: float) -> str:
+    """Background for a confidence `t` in [0, 1] (0 = uncertain, purple; 1 = confident, yellow)."""
+    t = min(max(float(t), 0.0), 1.0) if math.isfinite(t) else 0.0
+    r, g, b = unlabel_rgb(sample_colorscale(_SCALE, [t])[0])
+    mix = [round(c * (1 - _WHITE_MIX) + 255 * _WHITE_MIX) for c in (r, g, b)]
+    return "#{:02x}{:02x}{:02x}".format(*mix)
+
+
+def _confidence(e: TokenStep, color_by: str, cap: float) -> float:
+    return e.prob if color_by == "prob" else 1.0 - min(e.entropy, cap) / cap
+
+
+def _entropy_cap(trace: Trace) -> float:
+    v = vocab_size(trace)
+    return min(ENTROPY_CAP, math.log(v)) if v and v > 1 else ENTROPY_CAP
+
+
+def _ends_with_stop(trace: Trace, steps: list[TokenStep]) -> bool:
+    finish = trace.finish
+    return bool(finish and finish.stop_reason == "eos" and finish.token_ids
+                and finish.token_ids[-1] == steps[-1].token_id)
+
+
+def _chip(e: TokenStep, color_by: str, cap: float, selected_step: int | None, *, special: bool) -> str:
+    classes = ["tok"]
+    special = special or bool(_SPECIAL.match(e.token_text)) or e.token_text == ""
+    if special:
+        classes.append("special")
+    if selected_step is not None and e.step == selected_step:
+        classes.append("sel")
+    color = chip_color(_confidence(e, color_by, cap))
+    tooltip = html.escape(tooltip_text(e), quote=True).replace("\n", "&#10;")
+    return (f'<span class="{" ".join(classes)}" data-step="{e.step}" style="background:{color}" '
+            f'title="{tooltip}">{_chip_text(e.token_text)}</span>')
+
+
+def _chip_text(text: str) -> str:
+    """Escaped token text: spaces kept, newline as ⏎ plus a real line break, controls as symbols."""
+    if text == "":
+        return '<span class="sym">∅</span>'
+    parts = []
+    for ch in text:
+        if ch == "\n":
+            parts.append('<span class="sym">⏎</span><br>')
+        elif ord(ch) >= 0x20 and ch != "\x7f":
+            parts.append(html.escape(ch))
+        else:
+            parts.append(f'<span class="sym">{visible(ch)}</span>')
+    return "".join(parts)
+
+
+def tooltip_text(e: TokenStep) -> str:
+    """Plain-text tooltip for one step (escaped by the caller)."""
+    lines = [f"step {e.step} · '{visible(e.token_text)}' · p={e.prob:.3g} (rank {e.rank}) · H={e.entropy:.2f} nats",
+             f"drawn with q={e.sampling_prob:.3g} from {e.kept_size} kept tokens (H={e.entropy_truncated:.2f} nats)"]
+    for tid, tok, p, kept in zip(e.top_ids, e.top_tokens, e.top_probs, e.top_kept):
+        mark = "✓" if kept else "✗ (cut)"
+        chosen = " ◀ chosen" if tid == e.token_id else ""
+        lines.append(f"  '{visible(tok)}' {p:.3f} {mark}{chosen}")
+    if e.token_id not in e.top_ids:
+        lines.append(f"  … chosen '{visible(e.token_text)}' is rank {e.rank}")
+    return "\n".join(lines)
+
+
+def _legend(color_by: str, cap: float) -> str:
+    stops = ",".join(chip_color(i / 10) for i in range(11))
+    if color_by == "prob":
+        left, right, what = "low probability (surprising)", "high probability (confident)", "chosen token's probability"
+    else:
+        left, right, what = f"high entropy ≥ {cap:.1f} nats (uncertain)", "low entropy (confident)", "step entropy"
+    return (f'<div class="dl-legend"><span>colour = {html.escape(what)}:</span><span>{html.escape(left)}</span>'
+            f'<span class="dl-bar" style="background:linear-gradient(to right,{stops})"></span>'
+            f'<span>{html.escape(right)}</span><span>· hover a token for alternatives</span></div>')
+
+
+def _plain_text(trace: Trace) -> str:
+    finish, beams = trace.finish, beam_steps(trace)
+    if finish:
+        text, note = finish.text, "final text"
+    else:
+        last = beams[-1]
+        text = last.beams[0]["text"] if last.beams else ""
+        note = f"best live beam after step {last.step}"
+    if beams:
+        note = (f"Beam search keeps several hypotheses, so there is no single per-token probability to colour; "
+                f"showing the {note} (see the beam tree).")
+    else:
+        note = f"No per-token steps in this trace; showing the {note}."
+    return (f'<div class="dl-note">{html.escape(note)}</div>'
+            f'<div class="dl-text"><span class="tok-plain">{_chip_text(text)}</span></div>')
