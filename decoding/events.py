@@ -48,6 +48,7 @@ class RunStarted(Event):
     dtype: str
     vocab_size: int
     forward_passes: int = 0
+    prefix_ids: list[int] = field(default_factory=list)  # generated ids a branch starts from (steps continue after them)
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ class BeamStep(Event):
 class RunFinished(Event):
     kind: ClassVar[str] = "finish"
     text: str  # the generated text (prompt excluded)
-    token_ids: list[int]  # the generated ids (prompt excluded; the stop token included if produced)
+    token_ids: list[int]  # the generated ids (prompt excluded, a branch's prefix included, stop token included)
     stop_reason: str  # "eos", "max_new_tokens" or "cancelled"
     elapsed_s: float
     forward_passes: int = 0
@@ -190,7 +191,8 @@ def stats(trace: Trace) -> dict:
     tokens = trace.of_kind("token")
     beams = trace.of_kind("beams")
     finish = trace.finish
-    num_tokens = len(finish.token_ids) if finish else len(tokens) or len(beams)
+    prefix = len(trace.start.prefix_ids) if trace.start else 0
+    num_tokens = len(finish.token_ids) - prefix if finish else len(tokens) or len(beams)
     elapsed = finish.elapsed_s if finish else max((e.elapsed_s for e in tokens + beams), default=0.0)
     forward_passes = sum(getattr(e, "forward_passes", 0) for e in trace.events)
     first = (tokens or beams)[0].elapsed_s if (tokens or beams) else None

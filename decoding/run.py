@@ -92,24 +92,35 @@ def generate(
     seed: int | None = 0,
     chat: bool = True,
     should_stop: Callable[[], bool] | None = None,
+    prefix_ids: list[int] | None = None,
 ) -> Iterator[Event]:
-    """Yield a RunStarted, the strategy's events as they happen, then a RunFinished."""
+    """Yield a RunStarted, the strategy's events as they happen, then a RunFinished.
+
+    `prefix_ids` branches a run: generation continues after these already generated ids (for
+    example an earlier run's first tokens plus a chosen alternative); steps are numbered after
+    them and RunFinished.token_ids includes them.
+    """
     info, config = validate_request(prompt, strategy, params, max_new_tokens, seed)
     lm = as_lm(model)
     prompt_ids, prompt_text, chat_applied = lm.encode_prompt(prompt, chat=chat)
+    prefix_ids = [int(t) for t in (prefix_ids or [])]
+    if any(not 0 <= t < lm.vocab_size for t in prefix_ids):
+        raise ValueError(f"`prefix_ids` must be token ids in [0, {lm.vocab_size}), got {prefix_ids}")
     generator = torch.Generator(device="cpu")
     generator.manual_seed(seed if seed is not None else torch.seed())
-    ctx = RunContext(lm=lm, prompt_ids=prompt_ids, max_new_tokens=max_new_tokens, generator=generator,
-                     should_stop=should_stop or (lambda: False), started=time.perf_counter())
+    ctx = RunContext(lm=lm, prompt_ids=prompt_ids + prefix_ids, max_new_tokens=max_new_tokens, generator=generator,
+                     should_stop=should_stop or (lambda: False), started=time.perf_counter(),
+                     step_offset=len(prefix_ids))
     yield RunStarted(
         model=lm.name, strategy=info.name, params=dataclasses.asdict(config), prompt=prompt,
         prompt_text=prompt_text, prompt_ids=prompt_ids, chat=chat_applied, seed=seed,
         max_new_tokens=max_new_tokens, device=str(lm.device), dtype=str(lm.loaded.dtype).removeprefix("torch."),
-        vocab_size=lm.vocab_size,
+        vocab_size=lm.vocab_size, prefix_ids=prefix_ids,
     )
     outcome = Outcome()
     yield from info.fn(ctx, config, outcome)
-    yield RunFinished(text=lm.decode(outcome.token_ids), token_ids=outcome.token_ids, stop_reason=outcome.stop_reason,
+    token_ids = prefix_ids + outcome.token_ids
+    yield RunFinished(text=lm.decode(token_ids), token_ids=token_ids, stop_reason=outcome.stop_reason,
                       elapsed_s=ctx.elapsed(), extra=outcome.extra)
 
 

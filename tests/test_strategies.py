@@ -268,3 +268,23 @@ def test_beam_steps_record_every_beam(tiny_lm):
 def test_params_are_recorded_with_defaults(tiny_lm):
     trace = run_to_trace(tiny_lm, PROMPT, strategy="sample", params={"top_p": "0.8"}, max_new_tokens=2)
     assert trace.start.params == dataclasses.asdict(sampling.SamplingParams(top_p=0.8))
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "sample"])
+def test_branch_continues_after_the_prefix(tiny_lm, strategy):
+    """A branch from step 3 with the original token equals the original run's continuation (greedy),
+    and numbering, text and statistics account for the prefix."""
+    base = run_to_trace(tiny_lm, PROMPT, strategy=strategy, max_new_tokens=10, seed=4)
+    prefix = base.finish.token_ids[:3]
+    branch = run_to_trace(tiny_lm, PROMPT, strategy=strategy, max_new_tokens=7, seed=4, prefix_ids=prefix)
+    tokens = branch.of_kind("token")
+    assert tokens[0].step == 3 and branch.start.prefix_ids == prefix
+    assert branch.finish.token_ids[:3] == prefix
+    assert stats(branch)["num_tokens"] == len(branch.finish.token_ids) - 3
+    if strategy == "greedy":
+        assert branch.finish.token_ids == base.finish.token_ids
+    alt = base.of_kind("token")[3].top_ids[1]  # the runner-up at step 3
+    other = run_to_trace(tiny_lm, PROMPT, strategy=strategy, max_new_tokens=5, prefix_ids=prefix + [alt])
+    assert other.finish.token_ids[:4] == prefix + [alt]
+    with pytest.raises(ValueError, match="`prefix_ids`"):
+        list(generate(tiny_lm, PROMPT, prefix_ids=[10**9]))

@@ -65,11 +65,12 @@ class RunContext:
     """What every strategy gets: the model, the prompt, limits, randomness and a stop check."""
 
     lm: LM
-    prompt_ids: list[int]
+    prompt_ids: list[int]  # what the model is fed first (prompt, plus a branch's prefix)
     max_new_tokens: int
     generator: torch.Generator
     should_stop: Callable[[], bool]
     started: float  # perf_counter() at the start of the run
+    step_offset: int = 0  # index of the first generated step (a branch continues numbering)
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
@@ -123,7 +124,7 @@ def token_loop(ctx: RunContext, outcome: Outcome,
     for step in range(ctx.max_new_tokens):
         logits = out.logits[0, -1]  # (V,)
         token_id, final_logits, extra = choose(logits, ids)
-        yield token_event(ctx, step, token_id, logits, final_logits, forward_passes=1, extra=extra)
+        yield token_event(ctx, ctx.step_offset + step, token_id, logits, final_logits, forward_passes=1, extra=extra)
         ids.append(token_id)
         outcome.token_ids.append(token_id)
         if token_id in stop_ids:
@@ -194,7 +195,7 @@ def contrastive(ctx: RunContext, params: ContrastiveParams, outcome: Outcome) ->
         kept = torch.full_like(logits, float("-inf"))
         kept[top_ids] = torch.log(top_probs)
         extra = {"candidates": top_ids.tolist(), "scores": scores.tolist(), "chosen": best}
-        yield token_event(ctx, step, token_id, logits, kept, forward_passes, extra)
+        yield token_event(ctx, ctx.step_offset + step, token_id, logits, kept, forward_passes, extra)
         forward_passes = 0
         outcome.token_ids.append(token_id)
         if token_id in stop_ids:
@@ -239,7 +240,7 @@ def beam(ctx: RunContext, params: BeamParams, outcome: Outcome) -> Iterator[Even
         entropy = sampling.entropy(out.logits[live[0][0] if live else 0, -1]).item()
         beams = [{"token_ids": seqs[p] + [t], "text": lm.decode(seqs[p] + [t]), "score": s, "parent": p,
                   "token_id": t, "token_text": lm.token_text(t), "logprob": lp_t} for p, t, s, lp_t in live]
-        yield BeamStep(step=step, beams=beams,
+        yield BeamStep(step=ctx.step_offset + step, beams=beams,
                        finished=[{"token_ids": h["token_ids"], "text": lm.decode(h["token_ids"]), "score": h["score"]} for h in ended],
                        entropy=entropy, elapsed_s=ctx.elapsed(), forward_passes=1)
         seqs = [b["token_ids"] for b in beams]
