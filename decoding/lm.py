@@ -14,6 +14,7 @@ counter to put the number on their events.
 from __future__ import annotations
 
 import copy
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -117,8 +118,9 @@ class LM:
     def decode(self, token_ids: list[int]) -> str:
         return self.tokenizer.decode(token_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
 
-    @property
-    def stop_ids(self) -> set[int]:
+    @functools.cached_property
+    def stop_ids(self) -> frozenset[int]:
+        """Token ids that end a run: the model's and the tokenizer's end-of-sequence ids."""
         ids = set()
         for source in (getattr(self.model, "generation_config", None), self.tokenizer):
             eos = getattr(source, "eos_token_id", None)
@@ -126,7 +128,7 @@ class LM:
                 ids.add(eos)
             elif eos:
                 ids.update(int(i) for i in eos)
-        return ids
+        return frozenset(ids)
 
     @property
     def has_chat_template(self) -> bool:

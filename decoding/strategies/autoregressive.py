@@ -84,6 +84,17 @@ class Outcome:
         self.stop_reason = "max_new_tokens"
         self.extra: dict = {}
 
+    def add(self, ctx: RunContext, token_id: int) -> bool:
+        """Record a token; True when the run must end here (stop token or cancelled)."""
+        self.token_ids.append(token_id)
+        if token_id in ctx.lm.stop_ids:
+            self.stop_reason = "eos"
+        elif ctx.should_stop():
+            self.stop_reason = "cancelled"
+        else:
+            return False
+        return True
+
 
 def token_event(ctx: RunContext, step: int, token_id: int, raw_logits: torch.Tensor,
                 final_logits: torch.Tensor, forward_passes: int, extra: dict | None = None) -> TokenStep:
@@ -118,7 +129,7 @@ def token_event(ctx: RunContext, step: int, token_id: int, raw_logits: torch.Ten
 def token_loop(ctx: RunContext, outcome: Outcome,
                choose: Callable[[torch.Tensor, list[int]], tuple[int, torch.Tensor, dict]]) -> Iterator[Event]:
     """One token per model call. `choose(logits (V,), ids so far)` -> (token, final logits, extra)."""
-    lm, stop_ids = ctx.lm, ctx.lm.stop_ids
+    lm = ctx.lm
     out = lm.prefill(ctx.prompt_ids)
     ids = list(ctx.prompt_ids)
     for step in range(ctx.max_new_tokens):
@@ -126,12 +137,7 @@ def token_loop(ctx: RunContext, outcome: Outcome,
         token_id, final_logits, extra = choose(logits, ids)
         yield token_event(ctx, ctx.step_offset + step, token_id, logits, final_logits, forward_passes=1, extra=extra)
         ids.append(token_id)
-        outcome.token_ids.append(token_id)
-        if token_id in stop_ids:
-            outcome.stop_reason = "eos"
-            return
-        if ctx.should_stop():
-            outcome.stop_reason = "cancelled"
+        if outcome.add(ctx, token_id):
             return
         if step + 1 < ctx.max_new_tokens:
             out = lm.forward(torch.tensor([[token_id]], device=lm.device), out.cache)
@@ -177,7 +183,7 @@ def contrastive(ctx: RunContext, params: ContrastiveParams, outcome: Outcome) ->
 
     Each step runs the k candidates as k rows of one batched call, then keeps the chosen row.
     """
-    lm, stop_ids, k = ctx.lm, ctx.lm.stop_ids, params.top_k
+    lm, k = ctx.lm, params.top_k
     out = lm.prefill(ctx.prompt_ids, output_hidden_states=True)
     context_hidden = out.hidden[0]  # (T, D)
     logits = out.logits[0, -1]  # (V,)
@@ -197,12 +203,7 @@ def contrastive(ctx: RunContext, params: ContrastiveParams, outcome: Outcome) ->
         extra = {"candidates": top_ids.tolist(), "scores": scores.tolist(), "chosen": best}
         yield token_event(ctx, ctx.step_offset + step, token_id, logits, kept, forward_passes, extra)
         forward_passes = 0
-        outcome.token_ids.append(token_id)
-        if token_id in stop_ids:
-            outcome.stop_reason = "eos"
-            return
-        if ctx.should_stop():
-            outcome.stop_reason = "cancelled"
+        if outcome.add(ctx, token_id):
             return
         cache = reorder_cache(cand.cache, torch.tensor([best]))  # keep the chosen row
         context_hidden = torch.cat([context_hidden, cand_hidden[best : best + 1]], 0)
