@@ -84,6 +84,39 @@ class BeamStep(Event):
 
 
 @dataclass(frozen=True)
+class SpecRound(Event):
+    """One speculative round: the drafter proposes a tree, the target verifies it in one call.
+
+    Each node: {"id", "parent" (-1 = the context), "depth" (1 = first drafted position),
+    "token_id", "token_text", "q" (draft probability of the token; 1.0 for deterministic
+    drafters), "logq_cum" (cumulative draft log-prob from the root), "p" (target probability of
+    the token at its parent position, temperature applied), "status" ("accepted", "rejected" or
+    "unvisited"), "u" (the uniform draw, None for greedy or unvisited), "accept_prob"}.
+    """
+
+    kind: ClassVar[str] = "spec_round"
+    round: int  # 0-based
+    step: int  # index of the first token this round produced
+    drafter: str  # e.g. "early-exit@L20", "prompt-lookup"
+    nodes: list[dict]  # the draft tree
+    accepted_path: list[int]  # node ids accepted, root to deepest
+    extra_token_id: int  # the target's own token ending the round
+    extra_token_text: str
+    extra_kind: str  # "bonus" (all accepted to a leaf), "residual" (sampling) or "correction" (greedy)
+    extra_p: float  # target probability of the extra token
+    token_ids: list[int]  # accepted tokens then the extra token
+    dists: list[dict]  # per expanded position: {"parent" (node id, -1 = root), "p_top_ids", "p_top_probs",
+    #                    "q_top_ids", "q_top_probs" (empty for deterministic drafters), "overlap" = sum min(p, q)}
+    draft_forward_passes: int
+    target_forward_passes: int
+    draft_time_s: float
+    verify_time_s: float
+    elapsed_s: float
+    extra: dict = field(default_factory=dict)  # drafter state (exit layer, per-layer acceptance, draft length)
+    forward_passes: int = 0  # target calls counted here too, so stats() treats all strategies alike
+
+
+@dataclass(frozen=True)
 class RunFinished(Event):
     kind: ClassVar[str] = "finish"
     text: str  # the generated text (prompt excluded)
@@ -94,7 +127,7 @@ class RunFinished(Event):
     extra: dict = field(default_factory=dict)
 
 
-EVENT_TYPES: dict[str, type[Event]] = {cls.kind: cls for cls in (RunStarted, TokenStep, BeamStep, RunFinished)}
+EVENT_TYPES: dict[str, type[Event]] = {cls.kind: cls for cls in (RunStarted, TokenStep, BeamStep, SpecRound, RunFinished)}
 
 
 def event_from_dict(data: dict) -> Event:
@@ -197,7 +230,7 @@ def stats(trace: Trace) -> dict:
     forward_passes = sum(getattr(e, "forward_passes", 0) for e in trace.events)
     first = (tokens or beams)[0].elapsed_s if (tokens or beams) else None
     entropies = [e.entropy for e in tokens] if tokens else [e.entropy for e in beams]
-    return {
+    out = {
         "num_tokens": num_tokens,
         "elapsed_s": round(elapsed, 4),
         "tokens_per_s": round(num_tokens / elapsed, 3) if elapsed > 0 else None,
@@ -208,6 +241,29 @@ def stats(trace: Trace) -> dict:
         "mean_prob": _round(_mean(e.prob for e in tokens)),
         "mean_kept_size": _round(_mean(e.kept_size for e in tokens)),
         "stop_reason": finish.stop_reason if finish else "running",
+    }
+    rounds = trace.of_kind("spec_round")
+    if rounds:
+        out |= speculative_stats(rounds, num_tokens)
+    return out
+
+
+def speculative_stats(rounds: list, num_tokens: int) -> dict:
+    """Acceptance statistics of speculative rounds (drafted = draft tokens the target judged)."""
+    accepted = [len(r.accepted_path) for r in rounds]
+    judged = sum(sum(1 for n in r.nodes if n["status"] != "unvisited") for r in rounds)
+    target = sum(r.target_forward_passes for r in rounds)
+    return {
+        "rounds": len(rounds),
+        "target_forward_passes": target,
+        "draft_forward_passes": sum(r.draft_forward_passes for r in rounds),
+        "target_forward_passes_per_token": round(target / num_tokens, 3) if num_tokens else None,
+        "mean_accepted_length": round(sum(accepted) / len(rounds), 3),
+        "acceptance_rate": round(sum(accepted) / judged, 3) if judged else None,
+        "mean_draft_nodes": round(sum(len(r.nodes) for r in rounds) / len(rounds), 2),
+        "draft_efficiency": round(sum(accepted) / max(1, sum(len(r.nodes) for r in rounds)), 3),
+        "draft_time_s": round(sum(r.draft_time_s for r in rounds), 4),
+        "verify_time_s": round(sum(r.verify_time_s for r in rounds), 4),
     }
 
 

@@ -79,6 +79,33 @@ class LM:
             hidden_states=hidden_states,
         )
 
+    def forward_tree(self, pending_ids: list[int], parents: list[int], tokens: list[int], cache: DynamicCache) -> Output:
+        """Verify a token tree in ONE call: tree attention mask and depth-based position ids.
+
+        `pending_ids` (P >= 1) are context tokens not yet in `cache` (causal among themselves);
+        tree node i (token `tokens[i]`, parent `parents[i]`, -1 = after the last pending token)
+        sees the cache, every pending token, its ancestors and itself, at position
+        L + P - 1 + depth(i). Logits row P - 1 predicts the root's children, row P + i node i's.
+        """
+        past, num_pending, n = cache.get_seq_length(), len(pending_ids), len(tokens)
+        depth: list[int] = []
+        for p in parents:
+            depth.append(1 if p < 0 else depth[p] + 1)
+        positions = [past + i for i in range(num_pending)] + [past + num_pending - 1 + d for d in depth]
+        q_len = num_pending + n
+        mask = torch.zeros(q_len, past + q_len, dtype=torch.bool)  # (Q, KV) True = may attend
+        mask[:, :past] = True
+        mask[:num_pending, past:past + num_pending] = torch.ones(num_pending, num_pending, dtype=torch.bool).tril()
+        mask[num_pending:, past:past + num_pending] = True
+        for i in range(n):
+            j = i
+            while j >= 0:  # self and ancestors
+                mask[num_pending + i, past + num_pending + j] = True
+                j = parents[j]
+        ids = torch.tensor([list(pending_ids) + list(tokens)], device=self.device)  # (1, Q)
+        return self.forward(ids, cache, attention_mask=mask[None, None].to(self.device),
+                            position_ids=torch.tensor([positions], device=self.device))
+
     def prefill(self, prompt_ids: list[int] | torch.Tensor, rows: int = 1, **kwargs) -> Output:
         """Run the prompt once; `rows` > 1 repeats its cache for batched rows (beams, particles)."""
         ids = torch.as_tensor(prompt_ids, dtype=torch.long, device=self.device).view(1, -1)  # (1, T)
