@@ -79,7 +79,8 @@ class LM:
             hidden_states=hidden_states,
         )
 
-    def forward_tree(self, pending_ids: list[int], parents: list[int], tokens: list[int], cache: DynamicCache) -> Output:
+    def forward_tree(self, pending_ids: list[int], parents: list[int], tokens: list[int], cache: DynamicCache,
+                     output_hidden_states: bool = False) -> Output:
         """Verify a token tree in ONE call: tree attention mask and depth-based position ids.
 
         `pending_ids` (P >= 1) are context tokens not yet in `cache` (causal among themselves);
@@ -104,7 +105,8 @@ class LM:
                 j = parents[j]
         ids = torch.tensor([list(pending_ids) + list(tokens)], device=self.device)  # (1, Q)
         return self.forward(ids, cache, attention_mask=mask[None, None].to(self.device),
-                            position_ids=torch.tensor([positions], device=self.device))
+                            position_ids=torch.tensor([positions], device=self.device),
+                            output_hidden_states=output_hidden_states)
 
     def prefill(self, prompt_ids: list[int] | torch.Tensor, rows: int = 1, **kwargs) -> Output:
         """Run the prompt once; `rows` > 1 repeats its cache for batched rows (beams, particles)."""

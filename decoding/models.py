@@ -33,6 +33,7 @@ Progress = Callable[[str], None]
 
 DEFAULT_MODEL = "smollm2-135m"
 TINY_MODEL = "tiny-random"
+TINY_DRAFT_MODEL = "tiny-random-draft"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 QUANTIZATIONS = ("none", "8bit", "4bit")
 HUB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -82,6 +83,13 @@ REGISTRY: dict[str, ModelSpec] = {
         description="tiny random-initialised Llama with a byte-level tokenizer (tests only)",
         tiny_config=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=4,
                          num_attention_heads=4, num_key_value_heads=2, seed=0),
+        suggested=False,
+    ),
+    TINY_DRAFT_MODEL: ModelSpec(
+        name=TINY_DRAFT_MODEL,
+        description="tiny random 2-layer Llama sharing tiny-random's tokenizer (a draft model for tests)",
+        tiny_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, seed=1),
         suggested=False,
     ),
 }
@@ -318,7 +326,7 @@ def build_tiny_model(
     )
     torch.manual_seed(seed)  # weights depend only on `seed`
     model = LlamaForCausalLM(config).to(device=device, dtype=dtype)
-    return LoadedModel(TINY_MODEL, model, tokenizer, device, dtype, "tiny")
+    return LoadedModel(TINY_MODEL, model, tokenizer, device, dtype, "tiny")  # renamed by load_model
 
 
 def byte_tokenizer():

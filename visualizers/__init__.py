@@ -29,3 +29,14 @@ def figure_to_html(fig: go.Figure) -> str:
 
 
 __all__ = ["beams_figure", "distribution_figure", "entropy_figure", "figure_to_html", "token_table", "tokens_html"]
+
+# speculative decoding (draft tree, acceptance, p vs q overlap, round-coloured text, summary table)
+from visualizers.speculative import (  # noqa: E402
+    acceptance_figure,
+    draft_tree_figure,
+    overlap_figure,
+    spec_tokens_html,
+    speculative_summary_html,
+)
+
+__all__ += ["acceptance_figure", "draft_tree_figure", "overlap_figure", "spec_tokens_html", "speculative_summary_html"]

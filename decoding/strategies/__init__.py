@@ -11,6 +11,7 @@ from typing import Callable
 
 from decoding import sampling
 from decoding.strategies import autoregressive as ar
+from decoding.strategies import speculative as spec
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,9 @@ STRATEGIES: dict[str, StrategyInfo] = {
                      family="beam"),
         StrategyInfo("contrastive", ar.contrastive, ar.ContrastiveParams,
                      "contrastive search: top-k re-ranked by probability minus similarity to the context"),
+        StrategyInfo("speculative", spec.speculative, spec.SpeculativeParams,
+                     "speculative decoding: a drafter proposes a token tree, the target verifies it in one pass",
+                     family="speculative", uses_seed=True),
     )
 }
 
@@ -52,6 +56,16 @@ _EXTRA_HELP = {
     ("beam", "length_penalty"): ("[-5, 5]", "Finished scores are divided by length ** this: above 0 favours longer answers."),
     ("contrastive", "top_k"): ("[2, 64]", "How many likely candidates are re-ranked at each step."),
     ("contrastive", "penalty_alpha"): ("[0, 1]", "Weight of the penalty for repeating the context (0 = greedy)."),
+    ("speculative", "drafter"): ("model|early-exit|prompt-lookup|token-recycling", "Who proposes the draft tokens."),
+    ("speculative", "draft_model"): ("name or hub id", "drafter=model: a smaller model with the target's tokenizer."),
+    ("speculative", "tree"): ("chain|static|dynamic", "Shape of the draft: one chain, a full tree, or best-first by draft probability."),
+    ("speculative", "draft_length"): ("[1, 16]", "Draft tokens per chain / maximum tree depth."),
+    ("speculative", "width"): ("[1, 8]", "Children per node (static) or nodes kept per level (dynamic)."),
+    ("speculative", "node_budget"): ("[1, 64]", "At most this many draft tokens per round."),
+    ("speculative", "adaptive"): ("true|false", "Chains: lengthen after a fully accepted round, shorten otherwise."),
+    ("speculative", "exit_layer"): ("[0, layers-1]", "early-exit: draft with the first L layers; 0 picks L each round (DEL)."),
+    ("speculative", "ngram"): ("[1, 8]", "prompt-lookup: longest n-gram matched in the context."),
+    ("speculative", "temperature"): ("[0, 5]", "0 verifies greedily; above 0 speculative sampling at this temperature."),
     ("mirostat", "tau"): None,
     ("mirostat", "eta"): None,
 }

@@ -1,0 +1,238 @@
+"""Drafters that run a model: a separate draft model, or the target's first layers (early exit).
+
+Papers followed
+    Leviathan et al. 2023 / Chen et al. 2023 (a small draft model sharing the tokenizer);
+    Elhoushi et al. 2024, "LayerSkip" (self-speculation: the first L layers of the target draft,
+    their KV shared in spirit; here the exit model is a view on the same weights);
+    Zarch et al. 2025, "DEL: Context-Aware Dynamic Exit Layer for Efficient Self-Speculative
+    Decoding" (pick the exit layer and draft length per round from the acceptance each layer
+    would have had on the tokens just verified);
+    Li et al. 2024, "EAGLE-2" and Xiong et al. 2024, "DySpec" (dynamic trees grown by the
+    cumulative draft probability under a node budget); Chen et al. 2024, "Sequoia" (siblings
+    sampled without replacement, so sampling verification stays lossless).
+
+Glossary
+    plan        the tree shape for this round: chain, static (full width-ary tree) or dynamic.
+    level       one draft forward pass: all frontier nodes are expanded at once (tree attention).
+    exit layer  L in 1..num_layers-1: draft logits = LM head(final norm(hidden state of layer L)).
+"""
+
+from __future__ import annotations
+
+import copy
+import heapq
+import math
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from decoding.lm import LM, crop_cache
+from decoding.models import LoadedModel
+from decoding.spec.verify import ROOT, DraftTree
+
+TOP_RECORDED = 8  # top tokens of p and q recorded per expanded position
+
+
+@dataclass(frozen=True)
+class TreePlan:
+    shape: str = "chain"  # "chain", "static" or "dynamic"
+    depth: int = 4  # draft length (chain) / maximum depth (trees)
+    width: int = 2  # children per node (static) / frontier kept per level (dynamic)
+    budget: int = 16  # maximum nodes in a tree
+
+
+@dataclass
+class Draft:
+    tree: DraftTree
+    q_dists: dict[int, torch.Tensor] = field(default_factory=dict)  # parent -> (V,) draft distribution there
+    forward_passes: int = 0
+    seconds: float = 0.0
+    info: dict = field(default_factory=dict)  # drafter state for the event (exit layer, ...)
+
+
+def gumbel_top_k(logq: torch.Tensor, k: int, generator: torch.Generator) -> list[int]:
+    """k distinct tokens sampled without replacement from softmax(logq), in draw order (Gumbel-top-k)."""
+    u = torch.rand(logq.shape, generator=generator, dtype=torch.float64).clamp_(1e-12, 1 - 1e-12)
+    keys = logq.double() - torch.log(-torch.log(u))
+    keys[~torch.isfinite(logq)] = -math.inf
+    k = min(k, int(torch.isfinite(logq).sum()))
+    return keys.topk(k).indices.tolist()
+
+
+def shallow_view(model: torch.nn.Module, num_layers: int) -> torch.nn.Module:
+    """The same model cut after `num_layers` decoder layers, sharing every weight (no copy).
+
+    transformers' decoders loop over `layers[:config.num_hidden_layers]`, so a config copy
+    with fewer layers on shallow module copies is enough; the final norm and LM head run on the
+    last kept layer, which is exactly the early-exit head.
+    """
+    config = copy.deepcopy(model.config)
+    config.num_hidden_layers = num_layers
+    if getattr(config, "layer_types", None):
+        config.layer_types = config.layer_types[:num_layers]
+    base = copy.copy(model.model)
+    base._modules = base._modules.copy()
+    base.config = config
+    top = copy.copy(model)
+    top._modules = top._modules.copy()
+    top._modules["model"] = base
+    top.config = config
+    return top
+
+
+class ModelDrafter:
+    """Drafts with a causal LM over the target's vocabulary, one forward pass per tree level."""
+
+    def __init__(self, lm: LM, name: str):
+        self.lm, self.name = lm, name
+        self.cache, self.cached_ids = None, []
+
+    def _sync(self, context: list[int]) -> list[int]:
+        """Crop the draft cache to its common prefix with the context; return the ids to feed."""
+        keep = 0
+        for a, b in zip(self.cached_ids, context[:-1]):
+            if a != b:
+                break
+            keep += 1
+        if self.cache is None:
+            from transformers import DynamicCache
+
+            self.cache = DynamicCache(config=self.lm.config)
+        elif keep < self.cache.get_seq_length():
+            crop_cache(self.cache, keep)
+        self.cached_ids = list(context[:-1])
+        return list(context[keep:])
+
+    def propose(self, context: list[int], plan: TreePlan, temperature: float, generator: torch.Generator) -> Draft:
+        t0 = time.perf_counter()
+        greedy = temperature == 0
+        pending = self._sync(context)  # level 0 also feeds the tokens the cache lacks
+        passes = 0
+        draft = Draft(DraftTree())
+        tree = draft.tree
+        frontier = [ROOT]
+        scores: dict[int, float] = {ROOT: 0.0}  # cumulative draft log-prob
+        past = len(context) - 1
+        for level in range(plan.depth):
+            if not frontier or len(tree) >= plan.budget:
+                break
+            out = self.lm.forward_tree(pending, tree.parents, tree.tokens, self.cache)
+            crop_cache(self.cache, past)  # keep context[:-1]; the tree is recomputed next level
+            pending = [context[-1]]
+            passes += 1
+            logits = out.logits[0, -(1 + len(tree)):]  # (1 + n, V): the root row, then one per node
+            candidates = []  # (score, parent, token, q(token)) in each parent's draw order
+            for parent in frontier:
+                row = logits[0 if parent == ROOT else 1 + parent]
+                logq = torch.log_softmax(row / (temperature if not greedy else 1.0), -1)  # (V,)
+                draft.q_dists[parent] = logq.exp()
+                k = 1 if plan.shape == "chain" else plan.width
+                picks = logq.topk(k).indices.tolist() if greedy else gumbel_top_k(logq, k, generator)
+                candidates.append([(scores[parent] + logq[t].item(), parent, t, logq[t].exp().item()) for t in picks])
+            frontier = []
+            for score, parent, token, q in _select(candidates, plan, budget=plan.budget - len(tree)):
+                node = tree.add(parent, token, q)
+                if not greedy:
+                    tree.sibling_q[parent] = draft.q_dists[parent]
+                scores[node] = score
+                frontier.append(node)
+        draft.forward_passes, draft.seconds = passes, time.perf_counter() - t0
+        draft.info["logq_cum"] = [scores[i] for i in range(len(tree))]
+        return draft
+
+    def observe(self, **kwargs) -> None:
+        """Model drafters learn nothing between rounds."""
+
+
+def _select(candidates: list[list[tuple]], plan: TreePlan, budget: int) -> list[tuple]:
+    """Which candidate children join the tree this level.
+
+    chain/static: all of them (within the budget). dynamic: the `width` best by cumulative
+    draft log-prob across the whole level, taking each parent's candidates in draw order (so
+    sampled siblings stay a without-replacement prefix and verification stays lossless).
+    """
+    if plan.shape != "dynamic":
+        flat = [c for group in candidates for c in group]
+        return flat[:budget]
+    heap = [(-group[0][0], g, 0) for g, group in enumerate(candidates) if group]
+    heapq.heapify(heap)
+    chosen = []
+    while heap and len(chosen) < min(plan.width, budget):
+        _, g, i = heapq.heappop(heap)
+        chosen.append(candidates[g][i])
+        if i + 1 < len(candidates[g]):
+            heapq.heappush(heap, (-candidates[g][i + 1][0], g, i + 1))
+    return chosen
+
+
+class EarlyExitDrafter(ModelDrafter):
+    """Self-speculation: the target's first `exit_layer` layers draft (LayerSkip-style).
+
+    With `exit_layer=0` the layer and the draft length are chosen every round (DEL): after each
+    verification the target's hidden states give, for every candidate layer, how well its
+    early-exit distribution agreed with the target on the positions just verified; a running
+    mean per layer (alpha_l) picks the layer and length that maximise expected tokens per unit
+    of compute, (1 - alpha^(k+1)) / (1 - alpha) / (1 + k * cost_l), with cost_l = l / L.
+    """
+
+    def __init__(self, target: LM, exit_layer: int = 0, candidate_layers: list[int] | None = None):
+        num_layers = target.num_layers
+        if exit_layer and not 1 <= exit_layer < num_layers:
+            raise ValueError(f"`exit_layer` must be in [1, {num_layers - 1}] (or 0 = dynamic), got {exit_layer}")
+        self.target = target
+        self.dynamic = exit_layer == 0
+        default = sorted({max(1, round(num_layers * f)) for f in (0.4, 0.55, 0.7, 0.8, 0.9)} - {num_layers})
+        self.candidates = [exit_layer] if exit_layer else (candidate_layers or default)
+        self.alpha = {layer: None for layer in self.candidates}  # running acceptance estimate per layer
+        self.views = {}
+        self.layer = self.candidates[-1] if self.dynamic else exit_layer
+        self.length: int | None = None  # chosen draft length (dynamic only)
+        self._use(self.layer)
+
+    def _use(self, layer: int) -> None:
+        if layer not in self.views:
+            loaded = self.target.loaded
+            view = LoadedModel(f"{loaded.name}@L{layer}", shallow_view(loaded.model, layer), loaded.tokenizer,
+                               loaded.device, loaded.dtype, loaded.source)
+            self.views[layer] = ModelDrafter(LM(view), f"early-exit@L{layer}")
+        self.layer = layer
+        self.current = self.views[layer]
+
+    @property
+    def name(self) -> str:
+        return self.current.name
+
+    def propose(self, context, plan, temperature, generator) -> Draft:
+        if self.dynamic and self.length is not None:
+            plan = TreePlan(plan.shape, self.length, plan.width, plan.budget)
+        draft = self.current.propose(context, plan, temperature, generator)
+        draft.info |= {"exit_layer": self.layer, "draft_length": plan.depth,
+                       "alpha": {str(k): (round(v, 4) if v is not None else None) for k, v in self.alpha.items()}}
+        return draft
+
+    @property
+    def needs_hidden_states(self) -> bool:
+        return self.dynamic
+
+    def observe(self, *, hidden_states=None, rows=None, target_probs=None, greedy=True, max_depth=4, **kwargs) -> None:
+        """Update alpha_l from the verification pass, then choose next round's layer and length."""
+        if not self.dynamic or hidden_states is None or not rows:
+            return
+        p = target_probs  # (R, V) target distributions at the verified rows
+        for layer in self.candidates:
+            logq = self.target.logits_from_layer(tuple(h[:, rows] for h in hidden_states), layer)[0]  # (R, V)
+            if greedy:
+                agree = (logq.argmax(-1) == p.argmax(-1)).double().mean().item()
+            else:
+                agree = torch.minimum(p, torch.softmax(logq, -1)).sum(-1).mean().item()
+            old = self.alpha[layer]
+            self.alpha[layer] = agree if old is None else 0.7 * old + 0.3 * agree
+        best = max(((self._value(l, k), l, k) for l in self.candidates for k in range(1, max_depth + 1)))
+        self.length = best[2]
+        self._use(best[1])
+
+    def _value(self, layer: int, k: int) -> float:
+        a = min(self.alpha[layer] or 0.0, 0.999)
+        expected = (1 - a ** (k + 1)) / (1 - a)
+        return expected / (1 + k * layer / self.target.num_layers)

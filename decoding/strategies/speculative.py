@@ -1,0 +1,188 @@
+"""Speculative decoding: a drafter proposes a token tree, the target verifies it in one call.
+
+Papers followed: see `decoding.spec.verify` (Leviathan et al. 2023, Chen et al. 2023, SpecInfer,
+Sequoia), `decoding.spec.model_drafters` (draft model, LayerSkip early exit, DEL, EAGLE-2 /
+DySpec dynamic trees) and `decoding.spec.retrieval` (prompt lookup, Token Recycling).
+
+Glossary
+    round     draft a tree, verify it with ONE target forward pass (tree attention), keep the
+              accepted path plus one token of the target's own.
+    draft / accepted / bonus / residual / correction: see `decoding.spec.verify`.
+    pending   tokens the target has produced but not yet run through itself (at least the
+              round's extra token); they are fed in front of the next round's tree.
+
+With temperature 0 (default) the output equals the target's greedy output exactly, whatever the
+drafter; with temperature T > 0 the output is distributed as the target's softmax(logits / T).
+Each round yields a SpecRound event, then one TokenStep per produced token (forward_passes 0:
+the round's event carries the model calls).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Iterator
+
+import torch
+from transformers import DynamicCache
+
+from decoding.events import Event, SpecRound
+from decoding.lm import LM, crop_cache
+from decoding.spec.model_drafters import TOP_RECORDED, EarlyExitDrafter, ModelDrafter, TreePlan
+from decoding.spec.retrieval import PromptLookupDrafter, TokenRecyclingDrafter
+from decoding.spec.verify import ROOT, verify_tree
+from decoding.strategies.autoregressive import Outcome, RunContext, token_event
+
+DRAFTERS = ("model", "early-exit", "prompt-lookup", "token-recycling")
+TREES = ("chain", "static", "dynamic")
+
+
+@dataclass(frozen=True)
+class SpeculativeParams:
+    drafter: str = "early-exit"  # model | early-exit | prompt-lookup | token-recycling
+    draft_model: str = ""  # drafter=model: registry name or hub id sharing the target's tokenizer
+    tree: str = "chain"  # chain | static (full width-ary tree) | dynamic (best-first by draft probability)
+    draft_length: int = 4  # chain length / maximum tree depth, [1, 16]
+    width: int = 2  # children per node (static) or frontier per level (dynamic), [1, 8]
+    node_budget: int = 16  # maximum draft tokens per round, [1, 64]
+    adaptive: bool = False  # draft length +2 after a fully accepted round, -1 otherwise (transformers' heuristic)
+    exit_layer: int = 0  # early-exit: draft with the first L layers; 0 = choose per round (DEL)
+    ngram: int = 3  # prompt-lookup: longest n-gram matched, [1, 8]
+    temperature: float = 0.0  # 0 = greedy verification; > 0 = speculative sampling at this temperature
+
+    def __post_init__(self):
+        if self.drafter not in DRAFTERS:
+            raise ValueError(f"`drafter` must be one of {', '.join(DRAFTERS)}, got {self.drafter!r}")
+        if self.tree not in TREES:
+            raise ValueError(f"`tree` must be one of {', '.join(TREES)}, got {self.tree!r}")
+        if self.drafter == "model" and not self.draft_model:
+            raise ValueError("`draft_model` is required with drafter=model (e.g. draft_model=smollm2-135m)")
+        for name, low, high in (("draft_length", 1, 16), ("width", 1, 8), ("node_budget", 1, 64),
+                                ("exit_layer", 0, 256), ("ngram", 1, 8)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ValueError(f"`{name}` must be an integer in [{low}, {high}], got {value!r}")
+        if not 0.0 <= self.temperature <= 5.0:
+            raise ValueError(f"`temperature` must be in [0, 5], got {self.temperature!r}")
+
+
+def make_drafter(lm: LM, params: SpeculativeParams):
+    if params.drafter == "early-exit":
+        return EarlyExitDrafter(lm, params.exit_layer)
+    if params.drafter == "prompt-lookup":
+        return PromptLookupDrafter(params.ngram)
+    if params.drafter == "token-recycling":
+        return TokenRecyclingDrafter(lm.vocab_size)
+    from decoding.models import load_model
+
+    draft = LM(load_model(params.draft_model, device=str(lm.loaded.device), dtype=str(lm.loaded.dtype).removeprefix("torch.")))
+    if draft.vocab_size != lm.vocab_size or draft.tokenizer.get_vocab() != lm.tokenizer.get_vocab():
+        raise ValueError(f"`draft_model` {params.draft_model!r} does not share the target's tokenizer "
+                         f"({draft.vocab_size} vs {lm.vocab_size} vocabulary rows); pick a model of the same family")
+    return ModelDrafter(draft, f"model:{draft.name}")
+
+
+def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) -> Iterator[Event]:
+    lm, temperature = ctx.lm, params.temperature
+    greedy = temperature == 0
+    drafter = make_drafter(lm, params)
+    context = list(ctx.prompt_ids)
+    cache = DynamicCache(config=lm.config)
+    prefill_passes = 0
+    if len(context) > 1:
+        cache = lm.forward(torch.tensor([context[:-1]], device=lm.device), cache, last_only=True).cache
+        prefill_passes = 1
+    pending, length, step = [context[-1]], params.draft_length, ctx.step_offset
+    for round_index in range(ctx.max_new_tokens):
+        plan = TreePlan(params.tree, length, params.width, params.node_budget)
+        draft = drafter.propose(context, plan, temperature, ctx.generator)
+        tree = draft.tree
+        t0 = time.perf_counter()
+        past, num_pending = cache.get_seq_length(), len(pending)
+        hidden = getattr(drafter, "needs_hidden_states", False)
+        out = lm.forward_tree(pending, tree.parents, tree.tokens, cache, output_hidden_states=hidden)
+        row_logits = out.logits[0, num_pending - 1:]  # (1 + n, V): root, then one row per node
+        probs = torch.softmax(row_logits / (temperature if not greedy else 1.0), -1)  # (1 + n, V)
+        verdict = verify_tree(tree, probs, ctx.generator, greedy)
+        verify_s = time.perf_counter() - t0
+        produced = [tree.tokens[i] for i in verdict.accepted] + [verdict.extra_token]
+        rows = [0] + [1 + i for i in verdict.accepted]  # the row each produced token was judged at
+        origins = ["draft"] * len(verdict.accepted) + [verdict.extra_kind]
+        keep = _keep_count(produced, lm.stop_ids, ctx.max_new_tokens - (step - ctx.step_offset))
+        crop_cache(cache, past + num_pending)  # commit the pending tokens; the tree is dropped
+        drafter.observe(hidden_states=out.hidden_states, rows=[num_pending - 1 + r for r in rows],
+                        target_probs=probs[rows], greedy=greedy, max_depth=params.draft_length,
+                        row_tokens=pending + tree.tokens, row_logits=out.logits[0])
+        yield _round_event(ctx, lm, round_index, step, drafter, draft, verdict, probs, produced,
+                           target_passes=1 + (prefill_passes if round_index == 0 else 0), verify_s=verify_s)
+        for j in range(keep):
+            final = torch.full_like(row_logits[rows[j]], float("-inf")) if greedy else row_logits[rows[j]] / temperature
+            if greedy:
+                final[produced[j]] = 0.0
+            yield token_event(ctx, step, produced[j], row_logits[rows[j]], final, forward_passes=0,
+                              extra={"round": round_index, "origin": origins[j]})
+            step += 1
+        context += produced[:keep]
+        pending = produced[:keep]
+        done = False
+        for token in produced[:keep]:
+            done = outcome.add(ctx, token) or done
+        if done or step - ctx.step_offset >= ctx.max_new_tokens:
+            return
+        if params.adaptive and params.tree == "chain":
+            length = min(16, length + 2) if len(verdict.accepted) == len(tree) and len(tree) else max(1, length - 1)
+
+
+def _keep_count(produced: list[int], stop_ids, budget: int) -> int:
+    """How many produced tokens the run keeps: up to and including a stop token, within budget."""
+    for i, token in enumerate(produced):
+        if token in stop_ids:
+            return min(i + 1, budget)
+    return min(len(produced), budget)
+
+
+def _round_event(ctx, lm, round_index, step, drafter, draft, verdict, probs, produced, target_passes, verify_s):
+    tree, depths = draft.tree, draft.tree.depths()
+    visits = {v.node: v for v in verdict.visits}
+    logq_cum = draft.info.pop("logq_cum", None) or _cum_logq(tree)
+    nodes = []
+    for i, token in enumerate(tree.tokens):
+        parent = tree.parents[i]
+        visit = visits.get(i)
+        status = "unvisited" if visit is None else ("accepted" if visit.accepted else "rejected")
+        nodes.append({"id": i, "parent": parent, "depth": depths[i], "token_id": token,
+                      "token_text": lm.token_text(token), "q": tree.q_token[i], "logq_cum": logq_cum[i],
+                      "p": probs[parent + 1, token].item(), "status": status,
+                      "u": visit.u if visit else None, "accept_prob": visit.accept_prob if visit else None})
+    dists = []
+    for parent in [ROOT] + sorted({p for p in tree.parents if p != ROOT}):
+        p = probs[parent + 1]
+        p_top = p.topk(TOP_RECORDED)
+        q = draft.q_dists.get(parent)
+        children = [tree.tokens[i] for i in tree.children(parent)]
+        overlap = torch.minimum(p, q).sum().item() if q is not None else sum(p[c].item() for c in children)
+        q_top = q.topk(TOP_RECORDED) if q is not None else None
+        dists.append({"parent": parent, "p_top_ids": p_top.indices.tolist(), "p_top_probs": p_top.values.tolist(),
+                      "q_top_ids": q_top.indices.tolist() if q_top is not None else [],
+                      "q_top_probs": q_top.values.tolist() if q_top is not None else [],
+                      "p_top_tokens": [lm.token_text(t) for t in p_top.indices.tolist()],
+                      "q_top_tokens": [lm.token_text(t) for t in q_top.indices.tolist()] if q_top is not None else [],
+                      "overlap": overlap})
+    last = verdict.accepted[-1] if verdict.accepted else ROOT
+    return SpecRound(
+        round=round_index, step=step, drafter=drafter.name, nodes=nodes, accepted_path=list(verdict.accepted),
+        extra_token_id=verdict.extra_token, extra_token_text=lm.token_text(verdict.extra_token),
+        extra_kind=verdict.extra_kind, extra_p=probs[last + 1, verdict.extra_token].item(), token_ids=produced,
+        dists=dists, draft_forward_passes=draft.forward_passes, target_forward_passes=target_passes,
+        draft_time_s=draft.seconds, verify_time_s=verify_s, elapsed_s=ctx.elapsed(), extra=draft.info,
+        forward_passes=target_passes,
+    )
+
+
+def _cum_logq(tree) -> list[float]:
+    import math
+
+    out: list[float] = []
+    for i, parent in enumerate(tree.parents):
+        out.append((out[parent] if parent != ROOT else 0.0) + math.log(max(tree.q_token[i], 1e-30)))
+    return out

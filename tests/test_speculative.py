@@ -1,0 +1,255 @@
+"""Speculative decoding: lossless verification, tree attention, drafters, statistics."""
+
+import math
+
+import pytest
+import torch
+
+from decoding import generate, run_to_trace
+from decoding.events import SpecRound, TokenStep, stats
+from decoding.spec import verify
+from decoding.spec.model_drafters import TreePlan, gumbel_top_k, shallow_view
+from decoding.spec.retrieval import PromptLookupDrafter, build_trie
+from decoding.spec.verify import ROOT, DraftTree, verify_chain, verify_tree
+
+PROMPT = "Summarise: the cat sat on the mat. The cat sat on the mat and the dog sat on the mat."
+
+
+# ---------------------------------------------------------------- statistics helpers
+def chi2_pvalue(counts: list[int], probs: list[float]) -> float:
+    """Pearson chi-square p-value (Wilson-Hilferty approximation of the chi2 tail)."""
+    n = sum(counts)
+    stat = sum((c - n * p) ** 2 / (n * p) for c, p in zip(counts, probs) if p > 0)
+    k = sum(1 for p in probs if p > 0) - 1
+    z = ((stat / k) ** (1 / 3) - (1 - 2 / (9 * k))) / math.sqrt(2 / (9 * k))
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+P = torch.tensor([0.35, 0.25, 0.2, 0.1, 0.06, 0.04], dtype=torch.float64)  # target at the root
+Q = torch.tensor([0.05, 0.1, 0.15, 0.3, 0.25, 0.15], dtype=torch.float64)  # a poor drafter
+CHILD_P = torch.tensor([0.1, 0.5, 0.1, 0.1, 0.1, 0.1], dtype=torch.float64)  # target after any first token
+
+
+def first_token_counts(make_tree, trials=20_000, seed=0):
+    """Run verification many times on hand-made distributions; count the first output token."""
+    gen = torch.Generator().manual_seed(seed)
+    counts = [0] * len(P)
+    for _ in range(trials):
+        tree = make_tree(gen)
+        probs = torch.stack([P] + [CHILD_P] * len(tree))
+        verdict = verify_tree(tree, probs, gen, greedy=False)
+        first = tree.tokens[verdict.accepted[0]] if verdict.accepted else verdict.extra_token
+        counts[first] += 1
+    return counts
+
+
+def chain_from_q(gen):
+    tree = DraftTree()
+    tree.sibling_q[ROOT] = Q
+    x = int(torch.multinomial(Q, 1, generator=gen))
+    tree.add(ROOT, x, Q[x].item())
+    return tree
+
+
+def siblings_without_replacement(gen):
+    tree = DraftTree()
+    tree.sibling_q[ROOT] = Q
+    for x in gumbel_top_k(Q.log(), 3, gen):
+        node = tree.add(ROOT, x, Q[x].item())
+        tree.add(node, 1, 0.5)  # a deterministic grandchild
+    return tree
+
+
+def deterministic_children(gen):
+    tree = DraftTree()
+    for x in (3, 4):  # fixed guesses, as retrieval drafters make
+        tree.add(ROOT, x, 1.0)
+    return tree
+
+
+@pytest.mark.parametrize("make_tree", [chain_from_q, siblings_without_replacement, deterministic_children])
+def test_speculative_sampling_output_follows_the_target(make_tree):
+    counts = first_token_counts(make_tree)
+    assert chi2_pvalue(counts, P.tolist()) > 0.001, counts
+
+
+@pytest.mark.parametrize("make_tree", [chain_from_q, siblings_without_replacement, deterministic_children])
+def test_the_statistical_test_catches_a_wrong_rule(make_tree, monkeypatch):
+    """Resampling from p instead of the residual after a rejection is a classic bug: it must fail."""
+    monkeypatch.setattr(verify, "residual_distribution", lambda p, q: p.clone())
+    counts = first_token_counts(make_tree, trials=20_000, seed=1)
+    assert chi2_pvalue(counts, P.tolist()) < 1e-6, counts
+
+
+def test_two_token_sequences_follow_the_target():
+    """Accepted token then the bonus: the pair is distributed as p(x1) p(x2 | x1)."""
+    gen = torch.Generator().manual_seed(3)
+    counts: dict[tuple, int] = {}
+    trials = 30_000
+    for _ in range(trials):
+        x = int(torch.multinomial(Q, 1, generator=gen))
+        probs = torch.stack([P, CHILD_P])
+        verdict = verify_chain([x], [Q], probs, gen, greedy=False)
+        out = [x] * len(verdict.accepted) + [verdict.extra_token]
+        if len(out) == 2:
+            counts[tuple(out)] = counts.get(tuple(out), 0) + 1
+    # P(accept x and then y) = min(p(x), q(x)) * CHILD_P(y)
+    expected = {(x, y): min(P[x], Q[x]).item() * CHILD_P[y].item() for x in range(6) for y in range(6)}
+    total = sum(expected.values())
+    keys = sorted(expected)
+    assert chi2_pvalue([counts.get(k, 0) for k in keys], [expected[k] / total for k in keys]) > 0.001
+    assert sum(counts.values()) / trials == pytest.approx(total, abs=0.01)
+
+
+def test_greedy_verification_accepts_exactly_the_argmax_path():
+    tree = DraftTree()
+    a = tree.add(ROOT, 0, 0.9)
+    tree.add(ROOT, 2, 0.1)
+    tree.add(a, 3, 0.5)  # argmax after node a is 1, so this is rejected
+    probs = torch.stack([P, CHILD_P, CHILD_P, CHILD_P])
+    verdict = verify_tree(tree, probs, None, greedy=True)
+    assert verdict.accepted == [a] and verdict.extra_token == 1 and verdict.extra_kind == "correction"
+
+
+# ---------------------------------------------------------------- tree attention
+def test_tree_verification_logits_equal_per_path_forwards(tiny_lm):
+    context = [5, 6, 7, 8, 9]
+    parents = [-1, -1, 0, 0, 1, 2, 5]
+    tokens = [11, 12, 13, 14, 15, 16, 17]
+    cache = tiny_lm.prefill(context[:3]).cache
+    out = tiny_lm.forward_tree(context[3:], parents, tokens, cache)
+    tree = DraftTree()
+    for p, t in zip(parents, tokens):
+        tree.add(p, t)
+    with torch.inference_mode():
+        for i in range(len(tokens)):
+            path = context + [tokens[j] for j in tree.path(i)]
+            ref = tiny_lm.model(torch.tensor([path])).logits[0, -1]
+            assert torch.allclose(out.logits[0, 2 + i], ref, atol=1e-5)
+        assert torch.allclose(out.logits[0, 1], tiny_lm.model(torch.tensor([context])).logits[0, -1], atol=1e-5)
+
+
+def test_early_exit_view_shares_weights_and_equals_layer_logits(tiny_lm):
+    view = shallow_view(tiny_lm.model, 2)
+    ids = torch.tensor([[3, 4, 5, 6]])
+    out = tiny_lm.forward(ids, output_hidden_states=True)
+    with torch.inference_mode():
+        assert torch.allclose(view(ids).logits.float(), tiny_lm.logits_from_layer(out.hidden_states, 2), atol=1e-6)
+    assert {p.data_ptr() for p in view.parameters()} <= {p.data_ptr() for p in tiny_lm.model.parameters()}
+    assert tiny_lm.model.config.num_hidden_layers == 4  # the target is untouched
+
+
+# ---------------------------------------------------------------- drafters
+def test_prompt_lookup_finds_the_latest_longest_match():
+    drafter = PromptLookupDrafter(ngram=2)
+    context = [1, 2, 3, 4, 9, 1, 2, 3, 5, 7, 1, 2]
+    assert drafter.continuations(context, 3, limit=2) == [[3, 5, 7], [3, 4, 9]]
+    tree = drafter.propose(context, TreePlan("static", depth=3, width=2), 0.0, None).tree
+    assert tree.tokens == [3, 5, 7, 4, 9] and tree.parents == [ROOT, 0, 1, 0, 3]
+
+
+def test_trie_merges_prefixes_within_budget():
+    tree = build_trie([[1, 2, 3], [1, 2, 4], [5]], budget=4)
+    assert tree.tokens == [1, 2, 3, 4] and tree.parents == [ROOT, 0, 1, 1]
+
+
+def test_gumbel_top_k_samples_without_replacement():
+    gen = torch.Generator().manual_seed(0)
+    logq = torch.log(torch.tensor([0.7, 0.2, 0.1, 0.0]))
+    firsts = [gumbel_top_k(logq, 2, gen) for _ in range(4000)]
+    assert all(len(set(f)) == 2 and 3 not in f for f in firsts)
+    assert sum(f[0] == 0 for f in firsts) / 4000 == pytest.approx(0.7, abs=0.03)
+
+
+# ---------------------------------------------------------------- the strategy
+TINY_DRAFTERS = [
+    {"drafter": "model", "draft_model": "tiny-random-draft"},
+    {"drafter": "early-exit", "exit_layer": 2},
+    {"drafter": "early-exit"},  # dynamic exit layer (DEL)
+    {"drafter": "prompt-lookup"},
+    {"drafter": "token-recycling"},
+]
+
+
+@pytest.mark.parametrize("tree", ["chain", "static", "dynamic"])
+@pytest.mark.parametrize("drafter", TINY_DRAFTERS, ids=lambda d: "-".join(map(str, d.values())))
+def test_greedy_speculative_equals_target_greedy_on_tiny_models(tiny_lm, drafter, tree):
+    base = run_to_trace(tiny_lm, PROMPT, strategy="greedy", max_new_tokens=30)
+    spec = run_to_trace(tiny_lm, PROMPT, strategy="speculative", params=drafter | {"tree": tree}, max_new_tokens=30)
+    assert spec.finish.token_ids == base.finish.token_ids
+    tokens = spec.of_kind("token")
+    assert [e.token_id for e in tokens] == spec.finish.token_ids and [e.step for e in tokens] == list(range(30))
+    rounds = spec.of_kind("spec_round")
+    assert sum(len(r.token_ids) for r in rounds) >= 30
+    for r in rounds:
+        assert [n["status"] for n in r.nodes if n["id"] in r.accepted_path] == ["accepted"] * len(r.accepted_path)
+        path_tokens = [r.nodes[i]["token_id"] for i in r.accepted_path]
+        assert r.token_ids == path_tokens + [r.extra_token_id]
+
+
+@pytest.mark.parametrize("params", [
+    {"drafter": "early-exit", "exit_layer": 24, "tree": "chain"},
+    {"drafter": "early-exit", "tree": "dynamic"},
+    {"drafter": "prompt-lookup", "tree": "static"},
+    {"drafter": "token-recycling", "tree": "chain", "adaptive": True},
+], ids=lambda p: "-".join(map(str, p.values())))
+def test_greedy_speculative_equals_target_greedy_on_the_real_model(smol_lm, params):
+    base = run_to_trace(smol_lm, PROMPT, strategy="greedy", max_new_tokens=24)
+    spec = run_to_trace(smol_lm, PROMPT, strategy="speculative", params=params, max_new_tokens=24)
+    assert spec.finish.token_ids == base.finish.token_ids
+    s = stats(spec)
+    assert s["target_forward_passes"] == sum(r.target_forward_passes for r in spec.of_kind("spec_round"))
+    assert 0 <= s["acceptance_rate"] <= 1 and s["mean_accepted_length"] >= 0
+
+
+def test_speculative_sampling_first_token_matches_the_target_on_a_model(tiny_lm):
+    """End to end: the first sampled token of a speculative run is distributed as softmax(logits / T)."""
+    temperature, trials = 0.6, 1500
+    ids, _, _ = tiny_lm.encode_prompt(PROMPT)
+    with torch.inference_mode():
+        p = torch.softmax(tiny_lm.model(torch.tensor([ids])).logits[0, -1].double() / temperature, -1)
+    top = p.topk(8).indices.tolist()
+    counts = [0] * 9
+    for seed in range(trials):
+        events = generate(tiny_lm, PROMPT, strategy="speculative", max_new_tokens=1, seed=seed,
+                          params={"drafter": "model", "draft_model": "tiny-random-draft", "tree": "static",
+                                  "temperature": temperature})
+        first = next(e for e in events if isinstance(e, TokenStep)).token_id
+        counts[top.index(first) if first in top else 8] += 1
+    expected = [p[t].item() for t in top] + [1 - p[top].sum().item()]
+    assert chi2_pvalue(counts, expected) > 0.001, (counts, expected)
+
+
+def test_rounds_record_the_tree_and_timing(tiny_lm):
+    trace = run_to_trace(tiny_lm, PROMPT, strategy="speculative", max_new_tokens=12, seed=0,
+                         params={"drafter": "model", "draft_model": "tiny-random-draft", "tree": "static", "temperature": 1.0})
+    rounds = trace.of_kind("spec_round")
+    assert rounds and all(isinstance(r, SpecRound) for r in rounds)
+    r = rounds[0]
+    assert r.draft_forward_passes >= 1 and r.target_forward_passes == 2  # prefill + one verification
+    assert {d["parent"] for d in r.dists} >= {ROOT}
+    for n in r.nodes:
+        assert n["status"] in {"accepted", "rejected", "unvisited"}
+        assert (n["u"] is None) == (n["status"] == "unvisited")
+    assert 0 <= r.dists[0]["overlap"] <= 1
+    s = stats(trace)
+    assert {"target_forward_passes", "mean_accepted_length", "acceptance_rate"} <= set(s)
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"drafter": "oracle"}, "`drafter` must be one of"),
+    ({"tree": "forest"}, "`tree` must be one of"),
+    ({"drafter": "model"}, "`draft_model` is required"),
+    ({"draft_length": 0}, r"`draft_length` must be an integer in \[1, 16\]"),
+    ({"temperature": -1}, "`temperature`"),
+    ({"drafter": "early-exit", "exit_layer": 99}, "`exit_layer` must be in"),
+])
+def test_bad_speculative_parameters(tiny_lm, params, message):
+    with pytest.raises(ValueError, match=message):
+        list(generate(tiny_lm, PROMPT, strategy="speculative", params=params, max_new_tokens=4))
+
+
+def test_a_draft_model_with_another_tokenizer_is_refused(smol_lm):
+    with pytest.raises(ValueError, match="does not share the target's tokenizer"):
+        list(generate(smol_lm, PROMPT, strategy="speculative", max_new_tokens=4,
+                      params={"drafter": "model", "draft_model": "tiny-random"}))

@@ -1,0 +1,431 @@
+"""Speculative decoding pictures: the draft tree of a round, acceptance over rounds, p versus q at one
+position, the generated text coloured by round, and a summary table.
+
+Papers followed: Leviathan et al. 2023 and Chen et al. 2023 (speculative sampling of a chain),
+Miao et al. 2024 "SpecInfer" and Chen et al. 2024 "Sequoia" (token trees). The events are
+`SpecRound` (one per round) followed by the round's `TokenStep`s (see decoding/events.py).
+
+Glossary
+    draft / drafted   tokens the drafter proposed this round, as a tree rooted at the context.
+    accepted          drafted tokens the target kept (green); they reach the output.
+    rejected          drafted tokens the target tried and refused (red, faded).
+    unvisited         drafted tokens never judged, because an ancestor was rejected or a sibling
+                      was accepted first (grey, faded).
+    extra token       the target's own token that ends every round (gold diamond): "bonus" (all
+                      accepted to a leaf, drawn from p), "residual" (after a rejection, drawn from
+                      norm(max(0, p - q))) or "correction" (greedy: the target's argmax).
+    overlap           Σ min(p, q) over the vocabulary at one position: the probability that a
+                      token drawn from q is accepted there (a deterministic draft x: p(x)).
+"""
+
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from decoding.events import SpecRound, Trace, stats
+from visualizers._common import TEMPLATE, WAITING, empty_figure, label, plotly_safe, token_steps, visible
+from visualizers.beams import _lines
+from visualizers.tokens import _chip_text
+
+STATUSES = ("accepted", "rejected", "unvisited")
+COLORS = {"accepted": "#54a24b", "rejected": "#e45756", "unvisited": "#bab0ac", "extra": "#f2b701",
+          "root": "#555555", "edge": "#b0b0b0", "p": "#4c78a8", "q": "#f58518", "overlap": "#54a24b"}
+OPACITY = {"accepted": 1.0, "rejected": 0.55, "unvisited": 0.4}
+ROUND_COLORS = ["#b3cde3", "#fed9a6", "#ccebc5", "#decbe4", "#fbb4ae", "#ffffcc", "#e5d8bd", "#fddaec"]
+TREE_X_TITLE, TREE_Y_TITLE = "draft depth (0 = context)", "branches"
+WAITING_ROUND = "waiting for the first draft round…"
+NOT_SPECULATIVE = "no speculative rounds in this trace: run the speculative strategy to see one"
+ACCEPTANCE_HEIGHT = 360
+OWN = ("bonus", "residual", "correction")
+
+
+def spec_rounds(trace: Trace) -> list[SpecRound]:
+    return [e for e in trace.events if isinstance(e, SpecRound)]
+
+
+def _no_rounds_message(trace: Trace) -> str:
+    # In a speculative trace every TokenStep follows its SpecRound, so tokens without rounds mean another strategy.
+    return NOT_SPECULATIVE if token_steps(trace) or trace.finish else WAITING_ROUND
+
+
+def _pick_round(trace: Trace, round_index: int | None) -> tuple[SpecRound | None, str | None]:
+    """The requested round (default: the latest), or None and a message for an empty figure."""
+    if round_index is not None and (isinstance(round_index, bool) or not isinstance(round_index, int)
+                                    or round_index < 0):
+        raise ValueError(f"`round_index` must be None or an integer >= 0, got {round_index!r}")
+    rounds = spec_rounds(trace)
+    if not rounds:
+        return None, _no_rounds_message(trace)
+    if round_index is None:
+        return rounds[-1], None
+    found = next((r for r in rounds if r.round == round_index), None)
+    return found, None if found else f"round {round_index} has not been played yet (last round: {rounds[-1].round})"
+
+
+def _fmt(x, spec=".3g") -> str:
+    return "—" if x is None else format(x, spec)
+
+
+def _context_text(trace: Trace, r: SpecRound) -> str | None:
+    """Text of the last token before the round (None at the start of the generation)."""
+    before = [e for e in token_steps(trace) if e.step < r.step]
+    return before[-1].token_text if before else None
+
+
+def _extra_anchor(r: SpecRound) -> int:
+    return r.accepted_path[-1] if r.accepted_path else -1
+
+
+# ---------------------------------------------------------------- draft tree
+
+
+def tree_layout(nodes: list[dict], extra_parent: int | None = None) -> dict:
+    """Tidy (x, y) per node id, root = -1 at (0, y): leaves on consecutive y slots in creation order,
+    parents centred over their children. With `extra_parent`, a virtual child "extra" is laid out last."""
+    ids = {n["id"] for n in nodes}
+    children: dict = {}
+    for n in nodes:
+        children.setdefault(n["parent"] if n["parent"] in ids else -1, []).append(n["id"])
+    if extra_parent is not None:
+        children.setdefault(extra_parent if extra_parent in ids else -1, []).append("extra")
+    pos, next_slot = {}, [0]
+
+    def place(node, depth):
+        kids = children.get(node, [])
+        for k in kids:
+            place(k, depth + 1)
+        if kids:
+            y = (pos[kids[0]][1] + pos[kids[-1]][1]) / 2
+        else:
+            y, next_slot[0] = next_slot[0], next_slot[0] + 1
+        pos[node] = (depth, y)
+
+    place(-1, 0)
+    return pos
+
+
+def draft_tree_figure(trace: Trace, round_index: int | None = None) -> go.Figure:
+    """The draft tree of one round (default: the latest), coloured by the target's verdict."""
+    r, message = _pick_round(trace, round_index)
+    if r is None:
+        return empty_figure(message, x_title=TREE_X_TITLE, y_title=TREE_Y_TITLE)
+    anchor = _extra_anchor(r)
+    pos = tree_layout(r.nodes, anchor)
+    on_path = set(r.accepted_path)
+    by_id = {n["id"]: n for n in r.nodes}
+    fig = go.Figure()
+    edges, path_edges = [], []
+    for n in r.nodes:
+        parent = n["parent"] if n["parent"] in by_id else -1
+        (path_edges if n["id"] in on_path else edges).append((*pos[parent], *pos[n["id"]]))
+    fig.add_trace(_lines(edges, "draft edge", dict(color=COLORS["edge"], width=1.5)))
+    fig.add_trace(_lines(path_edges, "accepted path", dict(color=COLORS["accepted"], width=4)))
+    fig.add_trace(_lines([(*pos[anchor], *pos["extra"])], f"to {r.extra_kind} token",
+                         dict(color=COLORS["extra"], width=3, dash="dot")))
+    context = _context_text(trace, r)
+    fig.add_trace(go.Scatter(
+        x=[pos[-1][0]], y=[pos[-1][1]], mode="markers+text", name="context", showlegend=False,
+        text=[plotly_safe(label(context, 10)) if context is not None else "prompt"], textposition="middle left",
+        marker=dict(symbol="square", size=12, color=COLORS["root"]),
+        hovertemplate="context (last token before the round)<extra></extra>"))
+    show_text = len(r.nodes) <= 120
+    for status in STATUSES:
+        group = [n for n in r.nodes if n.get("status") == status]
+        fig.add_trace(go.Scatter(
+            x=[pos[n["id"]][0] for n in group], y=[pos[n["id"]][1] for n in group], name=status,
+            mode="markers+text" if show_text else "markers", showlegend=True,
+            text=[plotly_safe(label(n["token_text"], 10)) for n in group], textposition="top center",
+            textfont=dict(size=11), opacity=OPACITY[status],
+            marker=dict(size=[_size(n.get("q")) for n in group], color=COLORS[status],
+                        line=dict(color="#333", width=0.6)),
+            customdata=[[plotly_safe(label(n["token_text"], 30)), n["depth"], _fmt(n.get("q")), _fmt(n.get("p")),
+                         _fmt(n.get("accept_prob")), _fmt(n.get("u")), status] for n in group],
+            hovertemplate="%{customdata[0]} · depth %{customdata[1]}<br>q = %{customdata[2]} (draft) · "
+                          "p = %{customdata[3]} (target)<br>accept prob %{customdata[4]} · u = %{customdata[5]}"
+                          "<extra>%{customdata[6]}</extra>"))
+    extra_label = plotly_safe(label(r.extra_token_text, 10))
+    fig.add_trace(go.Scatter(
+        x=[pos["extra"][0]], y=[pos["extra"][1]], mode="markers+text", name=f"target's own ({r.extra_kind})",
+        text=[f"{extra_label} ({r.extra_kind})"], textposition="top center", textfont=dict(size=11),
+        marker=dict(symbol="diamond", size=16, color=COLORS["extra"], line=dict(color="#333", width=0.8)),
+        customdata=[[plotly_safe(label(r.extra_token_text, 30)), r.extra_kind, _fmt(r.extra_p)]],
+        hovertemplate="%{customdata[0]}: the target's %{customdata[1]} token<br>p = %{customdata[2]}<extra></extra>"))
+    leaves = 1 + max(y for _, y in pos.values())
+    depth = max(x for x, _ in pos.values())
+    fig.update_layout(
+        template=TEMPLATE, height=min(max(300, 150 + 42 * leaves), 700), margin=dict(l=70, r=30, t=80, b=40),
+        title=dict(text=tree_title(r), font=dict(size=14)),
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0),
+        xaxis=dict(title=dict(text=TREE_X_TITLE), dtick=1, range=[-0.6, depth + 0.6]),
+        yaxis=dict(title=dict(text=TREE_Y_TITLE), range=[leaves - 0.4, -0.7], showticklabels=False, zeroline=False,
+                   showgrid=False))  # reversed: the first child on top; room above for the labels
+    return fig
+
+
+def tree_title(r: SpecRound) -> str:
+    return (f"round {r.round}: accepted {len(r.accepted_path)} of {len(r.nodes)} drafted · "
+            f"+1 {r.extra_kind} {plotly_safe(label(r.extra_token_text))}")
+
+
+def _size(q) -> float:
+    return 9 + 15 * min(max(q, 0.0), 1.0) if isinstance(q, (int, float)) else 9
+
+
+# ---------------------------------------------------------------- acceptance over rounds
+
+
+def acceptance_figure(trace: Trace) -> go.Figure:
+    """Accepted length per round (+ running acceptance rate), its histogram, and acceptance by depth."""
+    rounds = spec_rounds(trace)
+    if not rounds:
+        return empty_figure(_no_rounds_message(trace), height=ACCEPTANCE_HEIGHT, x_title="round",
+                            y_title="accepted tokens")
+    x = [r.round for r in rounds]
+    accepted = [len(r.accepted_path) for r in rounds]
+    judged = [sum(1 for n in r.nodes if n.get("status") != "unvisited") for r in rounds]
+    running, acc_sum, judged_sum = [], 0, 0
+    for a, j in zip(accepted, judged):
+        acc_sum, judged_sum = acc_sum + a, judged_sum + j
+        running.append(acc_sum / judged_sum if judged_sum else None)
+    max_depth = max([n["depth"] for r in rounds for n in r.nodes] + accepted + [0])
+    fig = make_subplots(rows=1, cols=3, specs=[[{"secondary_y": True}, {}, {}]], horizontal_spacing=0.12,
+                        column_widths=[0.45, 0.25, 0.3],
+                        subplot_titles=("accepted per round", "accepted-length histogram", "acceptance by depth"))
+    fig.add_trace(go.Bar(
+        x=x, y=accepted, name="accepted tokens", marker=dict(color=COLORS["accepted"]),
+        customdata=[[len(r.nodes), j, r.extra_kind] for r, j in zip(rounds, judged)],
+        hovertemplate="round %{x}: accepted %{y} of %{customdata[0]} drafted (%{customdata[1]} judged)"
+                      "<br>+1 %{customdata[2]}<extra></extra>"), row=1, col=1, secondary_y=False)
+    fig.add_trace(go.Scatter(
+        x=x, y=running, name="acceptance rate (running)", mode="lines+markers",
+        line=dict(color=COLORS["p"], width=2), marker=dict(size=5),
+        hovertemplate="after round %{x}: %{y:.3f} of judged drafts accepted<extra></extra>"),
+        row=1, col=1, secondary_y=True)
+    lengths = list(range(max_depth + 1))
+    fig.add_trace(go.Bar(
+        x=lengths, y=[accepted.count(k) for k in lengths], name="rounds", marker=dict(color="#72b7b2"),
+        showlegend=False, hovertemplate="%{y} rounds accepted %{x} tokens<extra></extra>"), row=1, col=2)
+    depths = list(range(1, max_depth + 1))
+    nodes = [n for r in rounds for n in r.nodes if n.get("status") != "unvisited"]
+    per_depth = [(sum(n["status"] == "accepted" for n in nodes if n["depth"] == d),
+                  sum(1 for n in nodes if n["depth"] == d)) for d in depths]
+    fig.add_trace(go.Bar(
+        x=depths, y=[a / j if j else None for a, j in per_depth], name="accepted / judged",
+        marker=dict(color=COLORS["accepted"], opacity=0.75), showlegend=False, customdata=per_depth,
+        hovertemplate="depth %{x}: %{customdata[0]} of %{customdata[1]} judged accepted<extra></extra>"),
+        row=1, col=3)
+    fig.update_xaxes(title_text="round", row=1, col=1)
+    fig.update_yaxes(title_text="accepted tokens", rangemode="tozero", dtick=_int_dtick(max(accepted)),
+                     row=1, col=1, secondary_y=False)
+    fig.update_yaxes(title_text="acceptance rate", range=[0, 1.02], tickmode="linear", tick0=0, dtick=0.2,
+                     showgrid=False, row=1, col=1, secondary_y=True)
+    fig.update_xaxes(title_text="accepted length", dtick=1, row=1, col=2)
+    fig.update_yaxes(title_text="rounds", rangemode="tozero", dtick=_int_dtick(max(accepted.count(k) for k in lengths)),
+                     row=1, col=2)
+    fig.update_xaxes(title_text="draft depth", dtick=1, row=1, col=3)
+    fig.update_yaxes(title_text="accepted fraction", range=[0, 1.02], row=1, col=3)
+    fig.update_annotations(font=dict(size=12))
+    fig.update_layout(template=TEMPLATE, height=ACCEPTANCE_HEIGHT, margin=dict(l=55, r=30, t=70, b=45),
+                      bargap=0.25, legend=dict(orientation="h", yanchor="bottom", y=1.1, xanchor="left", x=0))
+    return fig
+
+
+def _int_dtick(top: int) -> int:
+    """Integer tick spacing giving about five ticks up to `top` (counts have no fractional ticks)."""
+    return max(1, -(-top // 5))
+
+
+# ---------------------------------------------------------------- p versus q at one position
+
+
+def _token_names(trace: Trace, r: SpecRound, d: dict) -> dict:
+    """token id -> text, from everything the trace knows (dists may carry p_/q_top_tokens)."""
+    names = {}
+    for e in token_steps(trace):
+        names.update(zip(e.top_ids, e.top_tokens))
+        names[e.token_id] = e.token_text
+    names.update((n["token_id"], n["token_text"]) for n in r.nodes)
+    names[r.extra_token_id] = r.extra_token_text
+    for side in ("p", "q"):
+        names.update(zip(d.get(f"{side}_top_ids") or [], d.get(f"{side}_top_tokens") or []))
+    return names
+
+
+def overlap_figure(trace: Trace, round_index: int | None = None, parent: int = -1) -> go.Figure:
+    """Target p and draft q at the position after `parent` (-1 = the context) of one round."""
+    if isinstance(parent, bool) or not isinstance(parent, int) or parent < -1:
+        raise ValueError(f"`parent` must be -1 (the context) or a node id >= 0, got {parent!r}")
+    x_title, y_title = "next token (union of p's and q's recorded top tokens)", "probability"
+    r, message = _pick_round(trace, round_index)
+    if r is None:
+        return empty_figure(message, x_title=x_title, y_title=y_title)
+    d = next((d for d in r.dists if d.get("parent") == parent), None)
+    if d is None:
+        known = ", ".join(str(d.get("parent")) for d in r.dists) or "none"
+        return empty_figure(f"round {r.round} has no distributions recorded after node {parent} "
+                            f"(recorded: {known})", x_title=x_title, y_title=y_title)
+    p_top = dict(zip(d.get("p_top_ids") or [], d.get("p_top_probs") or []))
+    q_top = dict(zip(d.get("q_top_ids") or [], d.get("q_top_probs") or []))
+    kids = [n for n in r.nodes if n["parent"] == parent]
+    for n in kids:  # drafted tokens are always known exactly
+        p_top.setdefault(n["token_id"], n.get("p"))
+        if q_top:
+            q_top.setdefault(n["token_id"], n.get("q"))
+    ids = sorted(set(p_top) | set(q_top), key=lambda t: -max(p_top.get(t) or 0, q_top.get(t) or 0))
+    names = _token_names(trace, r, d)
+    labels = [plotly_safe(label(names[t], 12)) if t in names else f"#{t}" for t in ids]
+    xs = list(range(1, len(ids) + 1))
+    fig = go.Figure()
+    width = 0.4 if q_top else 0.7
+    bars = [("p (target)", p_top, "p", -width if q_top else -width / 2)]
+    if q_top:
+        bars.append(("q (draft)", q_top, "q", 0.0))
+    for name, values, key, offset in bars:
+        fig.add_trace(go.Bar(
+            x=xs, y=[values.get(t) for t in ids], name=name, offset=offset, width=width,
+            marker=dict(color=COLORS[key]), customdata=[[lab, t] for lab, t in zip(labels, ids)],
+            hovertemplate=f"%{{customdata[0]}} (id %{{customdata[1]}})<br>{key} = %{{y:.4f}}<extra></extra>"))
+    if q_top:
+        both = [min(p_top[t], q_top[t]) if p_top.get(t) is not None and q_top.get(t) is not None else None
+                for t in ids]
+        fig.add_trace(go.Bar(
+            x=xs, y=both, name="min(p, q)", offset=-width, width=2 * width,
+            marker=dict(color="rgba(84,162,75,0.35)", line=dict(color=COLORS["overlap"], width=1.5),
+                        pattern=dict(shape="/", fgcolor=COLORS["overlap"])),
+            hovertemplate="min(p, q) = %{y:.4f}<extra></extra>"))
+    mark = {"accepted": "✓", "rejected": "✗", "unvisited": "·"}
+    for n in kids:
+        if n["token_id"] in ids:
+            i = ids.index(n["token_id"])
+            top = max(p_top.get(n["token_id"]) or 0, q_top.get(n["token_id"]) or 0)
+            status = n.get("status")
+            fig.add_annotation(x=xs[i], y=top, text=f"▼ drafted {mark.get(status, '?')}", showarrow=False,
+                               yanchor="bottom", yshift=2, font=dict(size=11, color=COLORS.get(status, "#333")))
+    if parent == _extra_anchor(r) and r.extra_token_id in ids:
+        i = ids.index(r.extra_token_id)
+        fig.add_annotation(x=xs[i], y=0, text=f"◆ {r.extra_kind}", showarrow=False, yanchor="top", yshift=-2,
+                           font=dict(size=11, color="#b58900"))
+    fig.update_layout(
+        template=TEMPLATE, height=340, barmode="overlay", margin=dict(l=55, r=20, t=95, b=70),
+        title=dict(text=_overlap_title(trace, r, d, parent, kids, p_top, q_top), font=dict(size=13)),
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1),
+        xaxis=dict(title=dict(text=x_title), tickmode="array", tickvals=xs, ticktext=labels, tickangle=-35),
+        yaxis=dict(title=dict(text=y_title), rangemode="tozero"))
+    return fig
+
+
+def _overlap_title(trace, r, d, parent, kids, p_top, q_top) -> str:
+    if parent == -1:
+        ctx = _context_text(trace, r)
+        where = f"after the context {plotly_safe(label(ctx, 12))}" if ctx is not None else "after the prompt"
+    else:
+        node = next((n for n in r.nodes if n["id"] == parent), None)
+        where = f"after node {parent} {plotly_safe(label(node['token_text'], 12))}" if node else f"after node {parent}"
+    verdicts = ", ".join(f"{plotly_safe(label(n['token_text'], 12))} {n.get('status')}" for n in kids)
+    drafted = f"drafted here: {verdicts}" if kids else "nothing drafted here"
+    greedy = bool(kids) and all(n.get("u") is None for n in kids if n.get("status") != "unvisited")
+    if not q_top:
+        how = ("greedy check: a draft token is accepted iff it is the target's argmax" if greedy else
+               "deterministic drafter: a drafted token x is accepted with probability p(x)")
+        if isinstance(d.get("overlap"), (int, float)) and kids and not greedy:
+            how += f"; Σ p(drafted) = {d['overlap']:.3f}"
+    else:
+        exact = d.get("overlap")
+        if isinstance(exact, (int, float)):
+            how = f"overlap Σ min(p, q) = {exact:.3f} = P(accept a token drawn from q)"
+        else:
+            top = sum(min(p, q_top[t]) for t, p in p_top.items() if p is not None and q_top.get(t) is not None)
+            how = f"overlap Σ min(p, q) ≥ {top:.3f} (recorded top tokens only) = P(accept a token drawn from q)"
+        if greedy:
+            how += " with sampling; greedy check here: accepted iff argmax"
+    return f"round {r.round}, {where}: {how}<br><span style='font-size:12px'>{drafted}</span>"
+
+
+# ---------------------------------------------------------------- text and summary (HTML)
+
+_CSS = " ".join("""
+.dl-spec-tokens{line-height:1.9;font-size:15px}
+.dl-spec-tokens .dl-text{white-space:pre-wrap;word-break:break-word;overflow-wrap:anywhere}
+.dl-spec-tokens .tok{color:#111;border-radius:3px;padding:1px 0;box-shadow:inset -1px 0 0 rgba(0,0,0,.18)}
+.dl-spec-tokens .tok.own{font-weight:700;text-decoration:underline;text-decoration-thickness:2px;
+ text-decoration-color:#b58900;text-underline-offset:3px}
+.dl-spec-tokens .tok .sym{opacity:.6}
+.dl-spec-tokens .dl-legend{display:flex;flex-wrap:wrap;align-items:center;gap:.5em;font-size:12px;opacity:.85;
+ margin-bottom:.4em}
+.dl-spec-tokens .dl-empty,.dl-spec-tokens .dl-note{font-size:13px;opacity:.75;font-style:italic}
+""".split())
+
+
+def spec_tokens_html(trace: Trace) -> str:
+    """The generated text, one chip per TokenStep, background by round; the target's own tokens bold and underlined."""
+    steps, head = token_steps(trace), f'<div class="dl-spec-tokens"><style>{_CSS}</style>'
+    if not steps:
+        return f'{head}<div class="dl-empty">{html.escape(WAITING)}</div></div>'
+    rounds = spec_rounds(trace)
+    by_round = {r.round: r for r in rounds}
+    chips = []
+    for e in steps:
+        r = by_round.get(e.extra.get("round")) or next((r for r in reversed(rounds) if r.step <= e.step), None)
+        k = e.step - r.step if r else None
+        node = None
+        if r is not None and 0 <= k < len(r.accepted_path):
+            node = next((n for n in r.nodes if n["id"] == r.accepted_path[k]), None)
+        origin = e.extra.get("origin") or ("draft" if node else r.extra_kind if r else None)
+        own = origin in OWN
+        color = ROUND_COLORS[r.round % len(ROUND_COLORS)] if r else "#eeeeee"
+        if own:
+            p, q = (r.extra_p if r and k == len(r.accepted_path) else e.prob), None
+            what = f"{origin}: the target's own token"
+        else:
+            p, q = (node.get("p"), node.get("q")) if node else (e.prob, None)
+            what = f"drafted & accepted (depth {node['depth']})" if node else (origin or "token")
+        tooltip = (f"step {e.step} · round {r.round if r else '—'} · '{visible(e.token_text)}'\n{what}\n"
+                   f"p = {_fmt(p)} (target)" + (f" · q = {_fmt(q)} (draft)" if q is not None else ""))
+        chips.append(f'<span class="tok{" own" if own else ""}" data-step="{e.step}" '
+                     f'data-round="{r.round if r else ""}" data-origin="{html.escape(origin or "", quote=True)}" '
+                     f'style="background:{color}" title="{html.escape(tooltip, quote=True).replace(chr(10), "&#10;")}">'
+                     f'{_chip_text(e.token_text)}</span>')
+    legend = (f'<div class="dl-legend"><span>colour = round:</span>'
+              f'<span class="tok" style="background:{ROUND_COLORS[0]}">drafted &amp; accepted</span>'
+              f'<span class="tok own" style="background:{ROUND_COLORS[1]}">target&#x27;s own token</span>'
+              f'<span>(bonus · residual · correction) · hover a token for p and q</span></div>')
+    note = "" if rounds else f'<div class="dl-note">{html.escape(NOT_SPECULATIVE)}</div>'
+    return f'{head}{note}{legend}<div class="dl-text">{"".join(chips)}</div></div>'
+
+
+def speculative_summary_html(trace: Trace, baseline: dict | None = None) -> str:
+    """A table of the run's speculative statistics; with `baseline` (stats of plain decoding of the
+    same target on the same prompt), both tokens/s and the speed-up."""
+    if baseline is not None and not isinstance(baseline, dict):
+        raise ValueError("`baseline` must be None or a stats dict (decoding.events.stats), "
+                         f"got {type(baseline).__name__}")
+    s = stats(trace)
+    if "rounds" not in s:
+        body = f'<div class="dl-empty">{html.escape(_no_rounds_message(trace))}</div>'
+        return f'<div class="dl-spec-summary">{body}</div>'
+    draft, verify = s["draft_time_s"], s["verify_time_s"]
+    share = f" ({draft / (draft + verify):.0%} drafting)" if draft + verify > 0 else ""
+    rows = [("rounds", s["rounds"], ""),
+            ("target forward passes per token", _fmt(s["target_forward_passes_per_token"]), "plain decoding: 1"),
+            ("mean accepted length", _fmt(s["mean_accepted_length"]), "drafted tokens kept per round (+1 own token)"),
+            ("acceptance rate", _fmt(s["acceptance_rate"]), "accepted / judged drafts"),
+            ("draft efficiency", _fmt(s["draft_efficiency"]), "accepted / all drafted nodes"),
+            ("draft vs verify time", f"{draft:.3f} s vs {verify:.3f} s{share}", "")]
+    tps = s["tokens_per_s"]
+    if baseline is not None:
+        base = baseline.get("tokens_per_s")
+        speedup = f"{tps / base:.2f}×" if tps and base else "—"
+        rows += [("tokens/s: speculative vs plain", f"{_fmt(tps)} vs {_fmt(base)}", "wall clock, same target"),
+                 ("speed-up", speedup, "measured side by side; > 1 means faster")]
+    else:
+        rows.append(("tokens/s", _fmt(tps), "wall clock"))
+    cells = "".join(f"<tr><th>{html.escape(str(a))}</th><td>{html.escape(str(b))}</td>"
+                    f"<td class=\"dl-hint\">{html.escape(c)}</td></tr>" for a, b, c in rows)
+    css = (".dl-spec-summary table{border-collapse:collapse;font-size:14px}"
+           ".dl-spec-summary th{text-align:left;font-weight:600;padding:2px 12px 2px 0}"
+           ".dl-spec-summary td{padding:2px 12px 2px 0;font-variant-numeric:tabular-nums}"
+           ".dl-spec-summary .dl-hint{opacity:.65;font-size:12px}")
+    return f'<div class="dl-spec-summary"><style>{css}</style><table>{cells}</table></div>'
