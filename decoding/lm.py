@@ -80,30 +80,37 @@ class LM:
         )
 
     def forward_tree(self, pending_ids: list[int], parents: list[int], tokens: list[int], cache: DynamicCache,
-                     output_hidden_states: bool = False) -> Output:
-        """Verify a token tree in ONE call: tree attention mask and depth-based position ids.
+                     output_hidden_states: bool = False, cached_nodes: int = 0) -> Output:
+        """Verify (or extend) a token tree in ONE call: tree attention mask, depth-based positions.
 
-        `pending_ids` (P >= 1) are context tokens not yet in `cache` (causal among themselves);
-        tree node i (token `tokens[i]`, parent `parents[i]`, -1 = after the last pending token)
-        sees the cache, every pending token, its ancestors and itself, at position
-        L + P - 1 + depth(i). Logits row P - 1 predicts the root's children, row P + i node i's.
+        `pending_ids` (P tokens) are context tokens not yet in `cache`, causal among themselves.
+        Tree node i (token `tokens[i]`, parent `parents[i]`, -1 = after the last context token)
+        sees the cached context, every pending token, its ancestors and itself, at position
+        (last context position) + depth(i). The first `cached_nodes` nodes are already the last
+        entries of `cache` (an earlier call fed them; then P must be 0) and are not fed again.
+        Logits rows: P - 1 predicts the root's children (when P > 0), then one row per fed node.
         """
-        past, num_pending, n = cache.get_seq_length(), len(pending_ids), len(tokens)
+        if cached_nodes and pending_ids:
+            raise ValueError("pending tokens must come before cached tree nodes")
+        past, num_pending = cache.get_seq_length(), len(pending_ids)
+        context = past - cached_nodes  # context tokens in the cache
+        new = range(cached_nodes, len(tokens))
         depth: list[int] = []
         for p in parents:
             depth.append(1 if p < 0 else depth[p] + 1)
-        positions = [past + i for i in range(num_pending)] + [past + num_pending - 1 + d for d in depth]
-        q_len = num_pending + n
+        root_position = context + num_pending - 1
+        positions = [context + i for i in range(num_pending)] + [root_position + depth[i] for i in new]
+        q_len = num_pending + len(new)
         mask = torch.zeros(q_len, past + q_len, dtype=torch.bool)  # (Q, KV) True = may attend
-        mask[:, :past] = True
+        mask[:, :context] = True
         mask[:num_pending, past:past + num_pending] = torch.ones(num_pending, num_pending, dtype=torch.bool).tril()
         mask[num_pending:, past:past + num_pending] = True
-        for i in range(n):
+        for row, i in enumerate(new, start=num_pending):
             j = i
-            while j >= 0:  # self and ancestors
-                mask[num_pending + i, past + num_pending + j] = True
+            while j >= 0:  # self and ancestors, wherever they sit
+                mask[row, context + j if j < cached_nodes else past + num_pending + j - cached_nodes] = True
                 j = parents[j]
-        ids = torch.tensor([list(pending_ids) + list(tokens)], device=self.device)  # (1, Q)
+        ids = torch.tensor([list(pending_ids) + [tokens[i] for i in new]], device=self.device)  # (1, Q)
         return self.forward(ids, cache, attention_mask=mask[None, None].to(self.device),
                             position_ids=torch.tensor([positions], device=self.device),
                             output_hidden_states=output_hidden_states)

@@ -253,3 +253,20 @@ def test_a_draft_model_with_another_tokenizer_is_refused(smol_lm):
     with pytest.raises(ValueError, match="does not share the target's tokenizer"):
         list(generate(smol_lm, PROMPT, strategy="speculative", max_new_tokens=4,
                       params={"drafter": "model", "draft_model": "tiny-random"}))
+
+
+def test_tree_levels_fed_incrementally_equal_one_pass(tiny_lm):
+    """Drafting feeds each level's new nodes only (earlier levels stay in the cache)."""
+    context = [5, 6, 7, 8]
+    parents = [-1, -1, 0, 0, 1, 2]
+    tokens = [11, 12, 13, 14, 15, 16]
+    whole = tiny_lm.forward_tree(context[2:], parents, tokens, tiny_lm.prefill(context[:2]).cache)
+    cache = tiny_lm.prefill(context[:2]).cache
+    first = tiny_lm.forward_tree(context[2:], parents[:2], tokens[:2], cache)
+    second = tiny_lm.forward_tree([], parents[:4], tokens[:4], cache, cached_nodes=2)
+    third = tiny_lm.forward_tree([], parents, tokens, cache, cached_nodes=4)
+    assert torch.allclose(first.logits[0], whole.logits[0, :4], atol=1e-5)
+    assert torch.allclose(second.logits[0], whole.logits[0, 4:6], atol=1e-5)
+    assert torch.allclose(third.logits[0], whole.logits[0, 6:8], atol=1e-5)
+    with pytest.raises(ValueError, match="pending tokens must come before"):
+        tiny_lm.forward_tree([1], parents, tokens, cache, cached_nodes=2)

@@ -32,6 +32,8 @@ from decoding.models import LoadedModel
 from decoding.spec.verify import ROOT, DraftTree
 
 TOP_RECORDED = 8  # top tokens of p and q recorded per expanded position
+OBSERVED_ROWS = 4  # verified positions DEL scores per round
+SCORED_TOKENS = 64  # DEL scores each candidate layer on the target's top tokens only (a cheap LM head)
 
 
 @dataclass(frozen=True)
@@ -113,18 +115,16 @@ class ModelDrafter:
         tree = draft.tree
         frontier = [ROOT]
         scores: dict[int, float] = {ROOT: 0.0}  # cumulative draft log-prob
-        past = len(context) - 1
+        in_cache = 0  # tree nodes already fed (each level feeds only the newest nodes)
         for level in range(plan.depth):
             if not frontier or len(tree) >= plan.budget:
                 break
-            out = self.lm.forward_tree(pending, tree.parents, tree.tokens, self.cache)
-            crop_cache(self.cache, past)  # keep context[:-1]; the tree is recomputed next level
-            pending = [context[-1]]
+            out = self.lm.forward_tree(pending, tree.parents, tree.tokens, self.cache, cached_nodes=in_cache)
+            in_cache, pending = len(tree), []
             passes += 1
-            logits = out.logits[0, -(1 + len(tree)):]  # (1 + n, V): the root row, then one per node
+            logits = out.logits[0, -len(frontier):]  # (F, V): one row per frontier node (the root first)
             candidates = []  # (score, parent, token, q(token)) in each parent's draw order
-            for parent in frontier:
-                row = logits[0 if parent == ROOT else 1 + parent]
+            for row, parent in zip(logits, frontier):
                 logq = torch.log_softmax(row / (temperature if not greedy else 1.0), -1)  # (V,)
                 draft.q_dists[parent] = logq.exp()
                 k = 1 if plan.shape == "chain" else plan.width
@@ -137,6 +137,7 @@ class ModelDrafter:
                     tree.sibling_q[parent] = draft.q_dists[parent]
                 scores[node] = score
                 frontier.append(node)
+        crop_cache(self.cache, len(context) - 1)  # keep context[:-1]; drop the draft tree
         draft.forward_passes, draft.seconds = passes, time.perf_counter() - t0
         draft.info["logq_cum"] = [scores[i] for i in range(len(tree))]
         return draft
@@ -170,10 +171,13 @@ class EarlyExitDrafter(ModelDrafter):
     """Self-speculation: the target's first `exit_layer` layers draft (LayerSkip-style).
 
     With `exit_layer=0` the layer and the draft length are chosen every round (DEL): after each
-    verification the target's hidden states give, for every candidate layer, how well its
-    early-exit distribution agreed with the target on the positions just verified; a running
-    mean per layer (alpha_l) picks the layer and length that maximise expected tokens per unit
-    of compute, (1 - alpha^(k+1)) / (1 - alpha) / (1 + k * cost_l), with cost_l = l / L.
+    verification the target's hidden states tell, for every candidate layer, how often its
+    early-exit head agreed with the target at the positions just verified (scored on the
+    target's top-64 tokens, so the check costs almost nothing); a running mean per layer,
+    alpha_l, picks the layer l and length k maximising expected tokens per unit of compute,
+    (1 - alpha^(k+1)) / (1 - alpha) / (1 + k * cost_l), where cost_l is the parameter share of a
+    draft step (l layers plus the LM head) in a full step. k = 0 (no draft) wins when no layer
+    pays for itself, and the estimates keep updating from the verified rows.
     """
 
     def __init__(self, target: LM, exit_layer: int = 0, candidate_layers: list[int] | None = None):
@@ -187,7 +191,12 @@ class EarlyExitDrafter(ModelDrafter):
         self.alpha = {layer: None for layer in self.candidates}  # running acceptance estimate per layer
         self.views = {}
         self.layer = self.candidates[-1] if self.dynamic else exit_layer
-        self.length: int | None = None  # chosen draft length (dynamic only)
+        self.length: int | None = None  # chosen draft length (dynamic only; 0 = no draft)
+        model = target.model
+        layer_params = sum(p.numel() for p in model.model.layers[0].parameters())
+        head_params = model.get_output_embeddings().weight.numel()
+        self.cost = {l: (l * layer_params + head_params) / (num_layers * layer_params + head_params)
+                     for l in self.candidates}
         self._use(self.layer)
 
     def _use(self, layer: int) -> None:
@@ -201,12 +210,15 @@ class EarlyExitDrafter(ModelDrafter):
 
     @property
     def name(self) -> str:
-        return self.current.name
+        return self.current.name if self.length != 0 else "early-exit (no draft)"
 
     def propose(self, context, plan, temperature, generator) -> Draft:
         if self.dynamic and self.length is not None:
             plan = TreePlan(plan.shape, self.length, plan.width, plan.budget)
-        draft = self.current.propose(context, plan, temperature, generator)
+        if plan.depth == 0:
+            draft = Draft(DraftTree())
+        else:
+            draft = self.current.propose(context, plan, temperature, generator)
         draft.info |= {"exit_layer": self.layer, "draft_length": plan.depth,
                        "alpha": {str(k): (round(v, 4) if v is not None else None) for k, v in self.alpha.items()}}
         return draft
@@ -215,24 +227,33 @@ class EarlyExitDrafter(ModelDrafter):
     def needs_hidden_states(self) -> bool:
         return self.dynamic
 
+    @torch.inference_mode()
     def observe(self, *, hidden_states=None, rows=None, target_probs=None, greedy=True, max_depth=4, **kwargs) -> None:
         """Update alpha_l from the verification pass, then choose next round's layer and length."""
         if not self.dynamic or hidden_states is None or not rows:
             return
-        p = target_probs  # (R, V) target distributions at the verified rows
+        rows, p = rows[:OBSERVED_ROWS], target_probs[:OBSERVED_ROWS]  # (R, V) at the first verified rows
+        top_p, top = p.topk(min(SCORED_TOKENS, p.shape[-1]), -1)  # (R, S) sorted: column 0 is the target's argmax
+        head = self.target.model.get_output_embeddings()
+        weights = head.weight[top]  # (R, S, D)
         for layer in self.candidates:
-            logq = self.target.logits_from_layer(tuple(h[:, rows] for h in hidden_states), layer)[0]  # (R, V)
+            h = self.target.final_norm(hidden_states[layer][0, rows])  # (R, D)
+            logits = torch.einsum("rd,rsd->rs", h.to(weights.dtype), weights).float()  # (R, S)
+            if getattr(head, "bias", None) is not None:
+                logits = logits + head.bias[top].float()
             if greedy:
-                agree = (logq.argmax(-1) == p.argmax(-1)).double().mean().item()
+                agree = (logits.argmax(-1) == 0).double().mean().item()
             else:
-                agree = torch.minimum(p, torch.softmax(logq, -1)).sum(-1).mean().item()
+                agree = torch.minimum(top_p.float(), torch.softmax(logits, -1)).sum(-1).mean().item()
             old = self.alpha[layer]
             self.alpha[layer] = agree if old is None else 0.7 * old + 0.3 * agree
-        best = max(((self._value(l, k), l, k) for l in self.candidates for k in range(1, max_depth + 1)))
+        best = max((self._value(l, k), l, k) for l in self.candidates for k in range(0, max_depth + 1))
         self.length = best[2]
-        self._use(best[1])
+        if best[2]:
+            self._use(best[1])
 
     def _value(self, layer: int, k: int) -> float:
+        """Expected tokens per unit of compute for k draft tokens from `layer` (k = 0: plain decoding)."""
         a = min(self.alpha[layer] or 0.0, 0.999)
         expected = (1 - a ** (k + 1)) / (1 - a)
-        return expected / (1 + k * layer / self.target.num_layers)
+        return expected / (1 + k * self.cost[layer])

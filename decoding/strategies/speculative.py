@@ -90,8 +90,11 @@ def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) ->
     cache = DynamicCache(config=lm.config)
     prefill_passes = 0
     if len(context) > 1:
-        cache = lm.forward(torch.tensor([context[:-1]], device=lm.device), cache, last_only=True).cache
-        prefill_passes = 1
+        learns = getattr(drafter, "learns_from_prefill", False)  # Token Recycling reads every prompt row
+        out = lm.forward(torch.tensor([context[:-1]], device=lm.device), cache, last_only=not learns)
+        cache, prefill_passes = out.cache, 1
+        if learns:
+            drafter.observe(row_tokens=context[:-1], row_logits=out.logits[0])
     pending, length, step = [context[-1]], params.draft_length, ctx.step_offset
     for round_index in range(ctx.max_new_tokens):
         plan = TreePlan(params.tree, length, params.width, params.node_budget)
