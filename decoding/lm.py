@@ -58,6 +58,7 @@ class LM:
         position_ids: torch.Tensor | None = None,  # (B, T)
         output_hidden_states: bool = False,
         last_only: bool = False,  # only the last position's logits (saves a (T, V) matmul on prefill)
+        logits_to_keep: int = 0,  # only the last N positions' logits (0 = all; overrides last_only)
     ) -> Output:
         if cache is None:
             cache = DynamicCache(config=self.config)
@@ -68,7 +69,7 @@ class LM:
             position_ids=position_ids,
             use_cache=True,
             output_hidden_states=output_hidden_states,
-            logits_to_keep=1 if last_only else 0,
+            logits_to_keep=logits_to_keep or (1 if last_only else 0),
         )
         self.forward_passes += 1
         hidden_states = out.hidden_states if output_hidden_states else None

@@ -33,6 +33,7 @@ from decoding.spec.verify import ROOT, DraftTree
 
 TOP_RECORDED = 8  # top tokens of p and q recorded per expanded position
 OBSERVED_ROWS = 4  # verified positions DEL scores per round
+PREFILL_ROWS = 16  # prompt positions DEL scores before the first round (its first estimate)
 SCORED_TOKENS = 64  # DEL scores each candidate layer on the target's top tokens only (a cheap LM head)
 
 
@@ -180,7 +181,7 @@ class EarlyExitDrafter(ModelDrafter):
     pays for itself, and the estimates keep updating from the verified rows.
     """
 
-    def __init__(self, target: LM, exit_layer: int = 0, candidate_layers: list[int] | None = None):
+    def __init__(self, target: LM, exit_layer: int = 0, candidate_layers: list[int] | None = None, max_depth: int = 4):
         num_layers = target.num_layers
         if exit_layer and not 1 <= exit_layer < num_layers:
             raise ValueError(f"`exit_layer` must be in [1, {num_layers - 1}] (or 0 = dynamic), got {exit_layer}")
@@ -192,6 +193,8 @@ class EarlyExitDrafter(ModelDrafter):
         self.views = {}
         self.layer = self.candidates[-1] if self.dynamic else exit_layer
         self.length: int | None = None  # chosen draft length (dynamic only; 0 = no draft)
+        self.max_depth = max_depth  # longest draft DEL may choose
+        self.prefill_rows = PREFILL_ROWS if self.dynamic else 0  # seed alpha_l from the prompt's last rows
         model = target.model
         layer_params = sum(p.numel() for p in model.model.layers[0].parameters())
         head_params = model.get_output_embeddings().weight.numel()
@@ -228,11 +231,12 @@ class EarlyExitDrafter(ModelDrafter):
         return self.dynamic
 
     @torch.inference_mode()
-    def observe(self, *, hidden_states=None, rows=None, target_probs=None, greedy=True, max_depth=4, **kwargs) -> None:
+    def observe(self, *, hidden_states=None, rows=None, target_probs=None, greedy=True, **kwargs) -> None:
         """Update alpha_l from the verification pass, then choose next round's layer and length."""
         if not self.dynamic or hidden_states is None or not rows:
             return
-        rows, p = rows[:OBSERVED_ROWS], target_probs[:OBSERVED_ROWS]  # (R, V) at the first verified rows
+        limit = max(OBSERVED_ROWS, len(rows) if len(rows) == self.prefill_rows else 0)
+        rows, p = rows[:limit], target_probs[:limit]  # (R, V) at the first verified rows
         top_p, top = p.topk(min(SCORED_TOKENS, p.shape[-1]), -1)  # (R, S) sorted: column 0 is the target's argmax
         head = self.target.model.get_output_embeddings()
         weights = head.weight[top]  # (R, S, D)
@@ -247,7 +251,7 @@ class EarlyExitDrafter(ModelDrafter):
                 agree = torch.minimum(top_p.float(), torch.softmax(logits, -1)).sum(-1).mean().item()
             old = self.alpha[layer]
             self.alpha[layer] = agree if old is None else 0.7 * old + 0.3 * agree
-        best = max((self._value(l, k), l, k) for l in self.candidates for k in range(0, max_depth + 1))
+        best = max((self._value(l, k), l, k) for l in self.candidates for k in range(0, self.max_depth + 1))
         self.length = best[2]
         if best[2]:
             self._use(best[1])

@@ -84,7 +84,7 @@ class TokenRecyclingDrafter:
         self.top_k = top_k
         self.adjacency = torch.full((vocab_size, top_k), -1, dtype=torch.long)  # (V, k); -1 = unknown
         self.name = "token-recycling"
-        self.learns_from_prefill = True  # the prompt's own rows seed the table
+        self.prefill_rows = -1  # every prompt row seeds the table
 
     def propose(self, context: list[int], plan: TreePlan, temperature: float, generator) -> Draft:
         """Breadth-first expansion from the last context token: `width` children at depth 1,

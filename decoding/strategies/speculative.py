@@ -68,7 +68,7 @@ class SpeculativeParams:
 
 def make_drafter(lm: LM, params: SpeculativeParams):
     if params.drafter == "early-exit":
-        return EarlyExitDrafter(lm, params.exit_layer)
+        return EarlyExitDrafter(lm, params.exit_layer, max_depth=params.draft_length)
     if params.drafter == "prompt-lookup":
         return PromptLookupDrafter(params.ngram)
     if params.drafter == "token-recycling":
@@ -90,11 +90,8 @@ def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) ->
     cache = DynamicCache(config=lm.config)
     prefill_passes = 0
     if len(context) > 1:
-        learns = getattr(drafter, "learns_from_prefill", False)  # Token Recycling reads every prompt row
-        out = lm.forward(torch.tensor([context[:-1]], device=lm.device), cache, last_only=not learns)
-        cache, prefill_passes = out.cache, 1
-        if learns:
-            drafter.observe(row_tokens=context[:-1], row_logits=out.logits[0])
+        out, prefill_passes = _prefill(lm, drafter, context[:-1], cache, greedy, temperature), 1
+        cache = out.cache
     pending, length, step = [context[-1]], params.draft_length, ctx.step_offset
     for round_index in range(ctx.max_new_tokens):
         plan = TreePlan(params.tree, length, params.width, params.node_budget)
@@ -114,7 +111,7 @@ def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) ->
         keep = _keep_count(produced, lm.stop_ids, ctx.max_new_tokens - (step - ctx.step_offset))
         crop_cache(cache, past + num_pending)  # commit the pending tokens; the tree is dropped
         drafter.observe(hidden_states=out.hidden_states, rows=[num_pending - 1 + r for r in rows],
-                        target_probs=probs[rows], greedy=greedy, max_depth=params.draft_length,
+                        target_probs=probs[rows], greedy=greedy,
                         row_tokens=pending + tree.tokens, row_logits=out.logits[0])
         yield _round_event(ctx, lm, round_index, step, drafter, draft, verdict, probs, produced,
                            target_passes=1 + (prefill_passes if round_index == 0 else 0), verify_s=verify_s)
@@ -134,6 +131,21 @@ def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) ->
             return
         if params.adaptive and params.tree == "chain":
             length = min(16, length + 2) if len(verdict.accepted) == len(tree) and len(tree) else max(1, length - 1)
+
+
+def _prefill(lm: LM, drafter, ids: list[int], cache, greedy: bool, temperature: float):
+    """Run the prompt through the target; drafters that learn (Token Recycling's table, DEL's
+    per-layer agreement) read the prompt's own rows, which this pass computes anyway."""
+    rows = getattr(drafter, "prefill_rows", 0)  # how many trailing prompt rows the drafter wants (-1 = all)
+    hidden = getattr(drafter, "needs_hidden_states", False) and rows != 0
+    out = lm.forward(torch.tensor([ids], device=lm.device), cache, last_only=rows == 0,
+                     logits_to_keep=0 if rows < 0 else min(rows, len(ids)), output_hidden_states=hidden)
+    if rows:
+        kept = out.logits.shape[1]
+        probs = torch.softmax(out.logits[0] / (temperature if not greedy else 1.0), -1)
+        drafter.observe(row_tokens=ids[-kept:], row_logits=out.logits[0], target_probs=probs, greedy=greedy,
+                        hidden_states=out.hidden_states, rows=list(range(len(ids) - kept, len(ids))))
+    return out
 
 
 def _keep_count(produced: list[int], stop_ids, budget: int) -> int:
