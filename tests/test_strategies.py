@@ -10,15 +10,14 @@ from decoding.events import BeamStep, RunFinished, RunStarted, TokenStep, Trace,
 from decoding.strategies import STRATEGIES
 
 PROMPT = "The quick brown fox"
-TOKEN_STRATEGIES = ["greedy", "sample", "mirostat", "contrastive"]
+TOKEN_STRATEGIES = ["greedy", "sample", "mirostat", "contrastive", "speculative"]
 
 
 def untimed(trace: Trace) -> list[dict]:
     """Events without wall-clock fields, for comparing two runs."""
     out = []
     for e in trace.events:
-        d = e.to_dict()
-        d.pop("elapsed_s", None)
+        d = {k: v for k, v in e.to_dict().items() if not k.endswith("_s")}  # wall-clock fields
         out.append(d)
     return out
 

@@ -1,0 +1,48 @@
+"""Decoding Lab in the browser:  python app.py  (http://127.0.0.1:7860)
+
+One tab per lab; each tab is a module in `ui/` that also runs alone. The `/generate` API endpoint
+streams a run's events and ends with the CLI's `--json` summary (see `ui/api.py`).
+
+Environment
+    GRADIO_SERVER_NAME / GRADIO_SERVER_PORT   where to listen (default 127.0.0.1:7860)
+    DECODING_LAB_CONCURRENCY                  model runs at once (default 1)
+    DECODING_LAB_QUEUE_SIZE                   requests that may wait (default 32)
+    DECODING_LAB_SHOW_TEST_MODELS=1           list the tiny random test model in the menu
+    DECODING_LAB_TORCH_THREADS                torch threads (default: all cores but one)
+"""
+
+from __future__ import annotations
+
+import decoding  # noqa: F401  (switches telemetry and analytics off before gradio is imported)
+import gradio as gr
+
+from ui.api import register_api
+from ui.common import configure_torch_threads, launch_kwargs, queue_size
+from ui.playground import build_playground
+
+HEADER = """
+<div class="dl-header">
+  <h1>Decoding Lab</h1>
+  <p>A language model writes one token at a time, each drawn from a probability distribution. Pick a
+  <b>decoding strategy</b> and press <b>Generate</b>: tokens are <b>coloured by how sure the model was</b>, the
+  chart tracks each step's <b>entropy</b>, and clicking a token shows the alternatives it weighed there &mdash;
+  pick one and <b>branch</b> to see where the road not taken leads.</p>
+</div>
+"""
+
+
+def build_app() -> gr.Blocks:
+    with gr.Blocks(title="Decoding Lab", delete_cache=(3600, 24 * 3600)) as demo:
+        gr.HTML(HEADER)
+        with gr.Tabs():
+            with gr.Tab("Playground", id="playground"):
+                build_playground()
+        register_api()
+    return demo.queue(max_size=queue_size(), default_concurrency_limit=1)
+
+
+demo = build_app()
+
+if __name__ == "__main__":
+    configure_torch_threads()
+    demo.launch(**launch_kwargs())

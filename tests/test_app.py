@@ -1,0 +1,335 @@
+"""The Gradio app: callbacks as plain functions (tiny random model), then the real app over HTTP
+with gradio_client (streaming API, bad input, Stop). The server starts once per session and is
+shared with tests/test_browser.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+
+import pytest
+
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+import gradio as gr  # noqa: E402
+
+from decoding.__main__ import summary  # noqa: E402
+from decoding.events import Trace, TokenStep  # noqa: E402
+from decoding.lm import LM  # noqa: E402
+from decoding.run import MAX_NEW_TOKENS_CAP, run_to_trace  # noqa: E402
+from decoding.strategies import param_specs  # noqa: E402
+from ui import playground_callbacks as cb  # noqa: E402
+from ui.common import Redraw, model_choices  # noqa: E402
+from ui.playground_views import new_selection, param_widgets, playground_strategies  # noqa: E402
+
+TINY = "tiny-random"
+CLI_KEYS = {"model", "strategy", "params", "prompt", "text", "token_ids", "stats"}
+STATS_KEYS = {"num_tokens", "tokens_per_s", "forward_passes", "mean_entropy", "time_to_first_token_s", "stop_reason"}
+
+
+def defaults() -> list:
+    return [w.default for w in param_widgets()]
+
+
+def values_with(strategy: str, **params) -> list:
+    return [params.get(w.name, w.default) if w.strategy == strategy else w.default for w in param_widgets()]
+
+
+def run_ui(strategy="sample", prompt="Hello", max_new_tokens=24, values=None, model=TINY, selection=None, chat=False):
+    selection = new_selection() if selection is None else selection
+    updates = list(cb.generate_run(model, strategy, prompt, max_new_tokens, 0, chat, "auto", "prob", selection,
+                                   *(values or defaults())))
+    return updates, updates[-1]["trace"] if "trace" in updates[-1] else updates[0]["trace"], selection
+
+
+# Callbacks as plain functions ------------------------------------------------------------------
+def test_model_menu_hides_test_models_unless_asked(monkeypatch):
+    monkeypatch.delenv("DECODING_LAB_SHOW_TEST_MODELS", raising=False)
+    assert model_choices()[0] == "smollm2-135m" and "gemma3-270m" in model_choices()
+    assert TINY not in model_choices()
+    monkeypatch.setenv("DECODING_LAB_SHOW_TEST_MODELS", "1")
+    assert TINY in model_choices()
+
+
+@pytest.mark.parametrize("strategy", playground_strategies())
+def test_each_strategy_shows_only_its_parameters(strategy):
+    assert {w.name for w in param_widgets(strategy)} == {p["name"] for p in param_specs(strategy)}
+    shown = cb.strategy_changed(strategy)
+    assert shown[f"group:{strategy}"]["visible"] is True
+    assert all(shown[f"group:{s}"]["visible"] is False for s in playground_strategies() if s != strategy)
+    assert shown["beams"]["visible"] is (strategy == "beam")
+    for w in param_widgets(strategy):  # slider defaults inside their ends
+        if w.low is not None:
+            assert w.low <= w.default <= w.high, w
+
+
+def test_generate_streams_and_ends_with_exports():
+    updates, trace, _ = run_ui(max_new_tokens=24, values=values_with("sample", top_p=0.9))
+    final = updates[-1]
+    assert len(updates) >= 2 and trace.finish is not None and trace.start.params["top_p"] == 0.9
+    assert final["text"].count('class="tok') == 24 and "Finished" in final["status"]
+    assert Trace.load(final["dl_json"]).to_dict() == trace.to_dict()
+    assert open(final["dl_csv"]).read().count("\n") == 25  # header + one row per token
+    assert "<html" in open(final["dl_html"]).read()[:500].lower()
+
+
+def test_redraws_are_throttled_by_wall_clock():
+    start = time.perf_counter()
+    updates, trace, _ = run_ui(max_new_tokens=100)
+    elapsed = time.perf_counter() - start
+    assert len(trace.of_kind("token")) == 100
+    assert len(updates) <= 2 + elapsed * 8 + 1  # first + at most ~8 redraws/s + final
+    throttle = Redraw(per_s=8, budget=0.25, max_interval_s=0.5)
+    assert throttle.due()
+    with throttle.timed():
+        time.sleep(0.05)  # a 50 ms drawing: the next one waits 4 x 50 ms, not 1/8 s
+    assert not throttle.due()
+    time.sleep(0.21)
+    assert throttle.due()
+    with throttle.timed():
+        time.sleep(0.3)  # very slow drawings are spaced out, but at most `max_interval_s`
+    assert not throttle.due()
+    time.sleep(0.5)
+    assert throttle.due()
+
+
+@pytest.mark.parametrize("strategy", playground_strategies())
+def test_every_strategy_renders_in_the_playground(strategy):
+    updates, trace, selection = run_ui(strategy=strategy, max_new_tokens=5)
+    final = updates[-1]
+    assert trace.finish is not None and trace.start.strategy == strategy
+    assert final["beams"]["visible"] is (strategy == "beam")
+    assert final["distribution"]["visible"] is (strategy != "beam")  # beam search has no per-step distribution
+    assert final["entropy"]["value"].data and final["stats"].count('class="dl-stat"') == 6
+    if strategy == "beam":  # no per-token steps: nothing to select or branch from
+        with pytest.warns(UserWarning, match="no per-token steps"):
+            assert cb.select_step("main", 0, trace, None, selection, "prob") == {}
+    else:
+        assert cb.select_step("main", 0, trace, None, selection, "entropy")["branch_button"]["interactive"]
+
+
+def test_a_model_that_cannot_load_is_a_clear_error(monkeypatch):
+    from decoding.models import ModelLoadError
+
+    def too_big(name, **kwargs):
+        raise ModelLoadError(f"{name} has 70.00B parameters: ~300.0 GiB in float32 does not fit in the 20.0 GiB free")
+
+    monkeypatch.setattr("ui.common.load_model", too_big)
+    with pytest.raises(gr.Error, match="does not fit"):
+        run_ui(model="meta-llama/Llama-3.1-70B")
+
+
+def test_select_a_token_then_branch_from_an_alternative():
+    _, trace, selection = run_ui(strategy="greedy", max_new_tokens=12)
+    original = trace.to_dict()
+    picked = cb.select_step("main", 4, trace, None, selection, "prob")
+    assert selection == {"run": "main", "step": 4} and picked["step"] == 4
+    assert 'class="tok sel" data-step="4"' in picked["text"]
+    alternative = picked["alternatives"]["value"]
+    step4 = next(e for e in trace.events if isinstance(e, TokenStep) and e.step == 4)
+    assert alternative in step4.top_ids and alternative != step4.token_id
+    updates = list(cb.branch_run(alternative, trace, None, selection, "prob"))
+    branch = updates[-1]["branch"]["trace"]
+    assert branch.start.prefix_ids == trace.finish.token_ids[:4] + [alternative]
+    assert [e.step for e in branch.of_kind("token")][0] == 5
+    assert len(branch.finish.token_ids) == len(trace.finish.token_ids)  # same total length budget
+    assert "Branched at **step 4**" in updates[-1]["branch_summary"] and "dl-forced" in updates[-1]["branch_text"]
+    assert trace.to_dict() == original  # the original run is untouched and still shown
+    assert updates[-1]["text"].count('class="tok') == 12
+
+
+def test_branch_without_a_selected_token_says_what_to_do():
+    _, trace, selection = run_ui(strategy="greedy", max_new_tokens=4)
+    with pytest.raises(gr.Error, match="select a token first"):
+        next(cb.branch_run(None, trace, None, selection, "prob"))
+    with pytest.warns(UserWarning, match="Step 99 is not in this run"):
+        assert cb.select_step("main", 99, trace, None, selection, "prob") == {}  # changes nothing
+    assert selection["step"] is None
+
+
+@pytest.mark.parametrize("prompt, max_new_tokens, values, model, message", [
+    ("", 8, None, TINY, "`prompt` is empty"),
+    ("hi", MAX_NEW_TOKENS_CAP + 1, None, TINY, "`max_new_tokens` must be an integer"),
+    ("hi", 8, values_with("sample", top_p=1.5), TINY, "`top_p` must be in"),
+    ("hi", 8, None, "no-such-model", "unknown model 'no-such-model'"),
+])
+def test_bad_input_raises_a_clear_gr_error(prompt, max_new_tokens, values, model, message):
+    selection = {"run": "main", "step": 3}
+    with pytest.raises(gr.Error, match=message):
+        next(cb.generate_run(model, "sample", prompt, max_new_tokens, 0, False, "auto", "prob", selection,
+                             *(values or defaults())))
+    assert selection == {"run": "main", "step": 3}  # nothing changed
+
+
+def test_replay_restores_views_and_settings(tmp_path):
+    updates, trace, _ = run_ui(strategy="mirostat", max_new_tokens=10, values=values_with("mirostat", tau=4.0))
+    out = cb.replay(updates[-1]["dl_json"], None, None, new_selection(), "entropy")
+    assert out["trace"].to_dict() == trace.to_dict()
+    assert out["strategy"] == "mirostat" and out["param:mirostat.tau"] == 4.0 and out["prompt"] == "Hello"
+    assert out["text"].count('class="tok') == 10 and "Replaying" in out["status"]
+
+
+@pytest.mark.parametrize("content, message", [
+    ("not json at all", "invalid JSON"),
+    ('{"format": "something-else"}', "not a Decoding Lab trace"),
+    ('{"format": "decoding-lab-trace", "version": 1, "events": [{"kind": "token"}]}', "malformed"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00", "not UTF-8"),
+])
+def test_malformed_trace_upload_is_refused_and_changes_nothing(tmp_path, content, message):
+    path = tmp_path / "upload.json"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    _, trace, selection = run_ui(strategy="greedy", max_new_tokens=3)
+    selection["step"] = 1
+    with pytest.raises(gr.Error, match=message):
+        cb.replay(str(path), trace, None, selection, "prob")
+    assert selection == {"run": "main", "step": 1} and trace.finish is not None
+
+
+def test_closing_the_run_stops_the_worker(monkeypatch):
+    """What Stop does: Gradio closes the callback's generator; the worker thread must stop decoding."""
+    calls = count_forward_passes(monkeypatch)
+    run = cb.generate_run(TINY, "greedy", "Hello", MAX_NEW_TOKENS_CAP, 0, False, "auto", "prob", new_selection(),
+                          *defaults())
+    trace = next(run)["trace"]
+    while len(trace.of_kind("token")) < 5:
+        next(run)
+    run.close()
+    time.sleep(0.3)
+    settled = calls["n"]
+    time.sleep(0.5)
+    assert calls["n"] == settled < MAX_NEW_TOKENS_CAP / 4
+    assert trace.finish is not None and trace.finish.stop_reason == "cancelled"  # the run's own last event
+    after = cb.stop_run(trace, None, new_selection(), "prob")
+    assert "**Stopped** the run after" in after["status"] and "Stop" in after["stats"]
+    assert Trace.load(after["dl_json"]).finish.stop_reason == "cancelled"
+
+
+def test_the_real_model_through_the_callback(smol_lm):
+    updates, trace, _ = run_ui(model="smollm2-135m", strategy="greedy", prompt="What is 2+2?", max_new_tokens=8,
+                             chat=True)
+    assert trace.start.model == "smollm2-135m" and trace.finish.text.strip()
+    assert "smollm2-135m" in updates[-1]["stats"] and "tokens / s" in updates[-1]["stats"]
+
+
+def count_forward_passes(monkeypatch) -> dict:
+    calls = {"n": 0}
+    forward = LM.forward
+
+    def counted(self, *args, **kwargs):
+        calls["n"] += 1
+        return forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(LM, "forward", counted)
+    return calls
+
+
+# The real app over HTTP ------------------------------------------------------------------------
+_SERVER: dict = {}
+_LOCK = threading.Lock()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_app_server() -> str:
+    """Launch app.py's Blocks once per test process on 127.0.0.1 (shared with the browser test)."""
+    with _LOCK:
+        if "url" not in _SERVER:
+            import app
+            from ui.common import launch_kwargs
+
+            port = free_port()
+            app.demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                            **launch_kwargs())
+            _SERVER.update(url=f"http://127.0.0.1:{port}/", demo=app.demo)
+        return _SERVER["url"]
+
+
+def stop_app_server() -> None:
+    with _LOCK:
+        if "demo" in _SERVER:
+            _SERVER.pop("demo").close()
+            _SERVER.clear()
+
+
+@pytest.fixture(scope="session")
+def app_url():
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("HF_HUB_OFFLINE", "1")  # the embedded models, as in CI, even on a machine with internet
+        yield start_app_server()
+        stop_app_server()
+
+
+@pytest.fixture(scope="session")
+def client(app_url):
+    from gradio_client import Client
+
+    return Client(app_url, verbose=False)
+
+
+def api_run(client, *args):
+    job = client.submit(*args, api_name="/generate")
+    result = job.result(timeout=300)
+    return job.outputs(), result
+
+
+def test_api_streams_events_then_the_cli_summary(client):
+    outputs, result = api_run(client, TINY, "sample", "Hello", 16, 3, json.dumps({"top_k": 20}), False)
+    kinds = [o.get("kind") for o in outputs[:-1]]
+    assert kinds[0] == "start" and kinds[-1] == "finish" and kinds.count("token") == 16
+    assert set(result) == CLI_KEYS and STATS_KEYS <= set(result["stats"])
+    expected = summary(run_to_trace(TINY, "Hello", strategy="sample", params={"top_k": 20}, max_new_tokens=16,
+                                    seed=3, chat=False))
+    assert result["token_ids"] == expected["token_ids"] and result["text"] == expected["text"]
+    assert result["params"] == expected["params"] and result["stats"]["num_tokens"] == 16
+    assert result["stats"]["forward_passes"] == expected["stats"]["forward_passes"]
+
+
+@pytest.mark.parametrize("args, message", [
+    ((TINY, "greedy", "", 8, 0, "{}"), "`prompt` is empty"),
+    ((TINY, "greedy", "hi", MAX_NEW_TOKENS_CAP + 1, 0, "{}"), "`max_new_tokens` must be an integer"),
+    ((TINY, "sample", "hi", 8, 0, '{"top_p": 1.5}'), "`top_p` must be in"),
+    ((TINY, "sample", "hi", 8, 0, '{"top_p": '), "`params` must be a JSON object"),
+    (("no-such-model", "greedy", "hi", 8, 0, "{}"), "unknown model 'no-such-model'"),
+    ((TINY, "no-such-strategy", "hi", 8, 0, "{}"), "unknown strategy 'no-such-strategy'"),
+])
+def test_api_bad_input_is_a_clear_error_and_the_app_keeps_serving(client, args, message):
+    from gradio_client.exceptions import AppError
+
+    with pytest.raises(AppError, match=message):
+        client.predict(*args, api_name="/generate")
+    assert client.predict(TINY, "greedy", "hi", 3, api_name="/generate")["stats"]["num_tokens"] == 3
+
+
+def test_malformed_trace_upload_over_http_names_the_problem(client, tmp_path):
+    from gradio_client import handle_file
+    from gradio_client.exceptions import AppError
+
+    bad = tmp_path / "notes.json"
+    bad.write_text('{"hello": "world"}')
+    with pytest.raises(AppError, match="Cannot replay notes.json: not a Decoding Lab trace"):
+        client.predict(handle_file(str(bad)), "prob", api_name="/replay")
+    assert client.predict(TINY, "greedy", "hi", 2, api_name="/generate")["stats"]["num_tokens"] == 2
+
+
+def test_cancel_stops_compute_on_the_server(client, monkeypatch):
+    calls = count_forward_passes(monkeypatch)  # the server runs in this process
+    job = client.submit(TINY, "greedy", "Hello", MAX_NEW_TOKENS_CAP, 0, "{}", False, api_name="/generate")
+    deadline = time.time() + 60
+    while len(job.outputs()) < 6 and time.time() < deadline:
+        time.sleep(0.02)
+    assert job.cancel() or True
+    time.sleep(1.0)
+    settled = calls["n"]
+    time.sleep(1.0)
+    assert calls["n"] == settled, "the model kept running after the job was cancelled"
+    assert 6 <= settled < MAX_NEW_TOKENS_CAP / 2
+    assert client.predict(TINY, "greedy", "hi", 2, api_name="/generate")["stats"]["num_tokens"] == 2

@@ -1,0 +1,270 @@
+"""What every tab shares: settings from the environment, the ZeroGPU decorator, the worker thread
+that streams a run, redraw throttling, engine errors as `gr.Error`, and the launch options.
+
+Glossary
+    work      `work(emit, should_stop)`: loads a model and iterates `decoding.run.generate` in a
+              worker thread, `emit`ting each event (and `Status` lines while a model loads).
+    pump      `stream_in_thread(work)`: a generator over batches of what `work` emitted. Closing
+              it (Gradio closes a callback's generator on Stop / cancel) sets `should_stop`, and
+              the strategy ends after its current step: no compute continues behind the user.
+              Its last events (RunFinished "cancelled") still reach the trace via `on_late`.
+    redraw    rebuilding the figures from the growing Trace; `Redraw` decides by wall clock when
+              (at most ~8 per second, and never more than a fifth of the time).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import decoding  # noqa: F401  (switches telemetry off before gradio is imported)
+import gradio as gr
+
+from decoding.embedded import EmbeddedModelError
+from decoding.models import DEFAULT_MODEL, REGISTRY, TINY_MODEL, ModelLoadError, load_model, resolve_spec
+from decoding.run import generate
+
+ASSETS = Path(__file__).resolve().parents[1] / "assets"
+REDRAWS_PER_S = 8.0  # upper bound on live redraws
+REDRAW_BUDGET = 0.2  # share of wall time redraws may take (slow redraws are spaced out further)
+MODEL_CONCURRENCY_ID = "model"  # every model-bound event shares this queue slot
+
+
+def env_int(name: str, default: int, low: int = 1) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"environment variable {name} must be an integer, got {raw!r}") from None
+    if value < low:
+        raise ValueError(f"environment variable {name} must be >= {low}, got {value}")
+    return value
+
+
+def model_concurrency() -> int:
+    """How many model-bound runs execute at once (DECODING_LAB_CONCURRENCY, default 1)."""
+    return env_int("DECODING_LAB_CONCURRENCY", 1)
+
+
+def queue_size() -> int:
+    """How many requests may wait in the queue (DECODING_LAB_QUEUE_SIZE, default 32)."""
+    return env_int("DECODING_LAB_QUEUE_SIZE", 32)
+
+
+def configure_torch_threads() -> int:
+    """Give torch all cores but one (DECODING_LAB_TORCH_THREADS or OMP_NUM_THREADS override).
+
+    The web server, the live redraws (and, on a laptop, the browser) need a core of their own:
+    on a 2-core machine two busy intra-op threads plus that work oversubscribe the CPU and decoding
+    slows several-fold. Called by the app's entry points, not on import.
+    """
+    import torch
+
+    if os.environ.get("DECODING_LAB_TORCH_THREADS", "").strip():
+        threads = env_int("DECODING_LAB_TORCH_THREADS", 1)
+    elif os.environ.get("OMP_NUM_THREADS", "").strip():
+        return torch.get_num_threads()
+    else:
+        threads = max(1, (os.cpu_count() or 1) - 1)
+    torch.set_num_threads(threads)
+    return threads
+
+
+def show_test_models() -> bool:
+    return os.environ.get("DECODING_LAB_SHOW_TEST_MODELS", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def model_choices() -> list[str]:
+    """Registry models the menu lists (tiny test models only with DECODING_LAB_SHOW_TEST_MODELS=1)."""
+    names = [name for name, spec in REGISTRY.items() if spec.suggested]
+    if show_test_models() and TINY_MODEL not in names:
+        names.append(TINY_MODEL)
+    return names
+
+
+def _zero_gpu_decorator() -> Callable:
+    """`spaces.GPU` on a ZeroGPU Space, a no-op everywhere else (the package is never required)."""
+    if os.environ.get("SPACES_ZERO_GPU", "").strip().lower() not in {"1", "true"}:
+        return lambda fn: fn
+    try:
+        import spaces
+    except ImportError:
+        return lambda fn: fn
+    return spaces.GPU
+
+
+gpu = _zero_gpu_decorator()
+
+
+def user_error(err: BaseException) -> gr.Error:
+    """The engine's message for bad input or a model that cannot load, as a Gradio error toast."""
+    return gr.Error(str(err), title="Cannot run this", print_exception=False)
+
+
+USER_ERRORS = (ValueError, ModelLoadError, EmbeddedModelError, OSError)
+
+
+@dataclass(frozen=True)
+class Status:
+    """A progress line from the worker (model loading), shown in the status bar."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class _Failed:
+    error: BaseException
+
+
+_DONE = object()
+
+
+def stream_in_thread(work: Callable[[Callable, Callable[[], bool]], None], *, wait_s: float = 0.1,
+                     on_late: Callable[[object], None] | None = None) -> Iterator[list]:
+    """Run `work(emit, should_stop)` in a worker thread; yield lists of emitted items as they arrive.
+
+    Yields an empty list when nothing arrived within `wait_s` (so callers can keep time) and re-raises
+    the worker's exception. Closing the generator sets `should_stop`; whatever the worker emits after
+    that (the strategy's last step and its RunFinished "cancelled") goes to `on_late`, so the caller's
+    trace still ends properly.
+    """
+    items: queue.SimpleQueue = queue.SimpleQueue()
+    stop, lock = threading.Event(), threading.Lock()
+
+    def emit(item) -> None:
+        with lock:
+            if not stop.is_set():
+                items.put(item)
+            elif on_late is not None and not isinstance(item, _Failed) and item is not _DONE:
+                on_late(item)
+
+    def target():
+        try:
+            work(emit, stop.is_set)
+        except BaseException as err:  # noqa: BLE001 - handed to the consumer, which re-raises it
+            emit(_Failed(err))
+        finally:
+            emit(_DONE)
+
+    threading.Thread(target=target, name="decoding-run", daemon=True).start()
+    try:
+        while True:
+            batch = []
+            with contextlib.suppress(queue.Empty):
+                item = items.get(timeout=wait_s)
+                while True:
+                    if item is _DONE:
+                        if batch:
+                            yield batch
+                        return
+                    if isinstance(item, _Failed):
+                        raise item.error
+                    batch.append(item)
+                    item = items.get_nowait()
+            yield batch
+    finally:
+        with lock:
+            stop.set()
+            while on_late is not None:  # emitted but not consumed yet
+                try:
+                    item = items.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not _DONE and not isinstance(item, _Failed):
+                    on_late(item)
+
+
+def run_work(model: str, prompt: str, *, dtype: str = "auto", **generate_kwargs) -> Callable:
+    """A `work` function: load `model` (emitting Status lines) and emit every event of `generate`."""
+
+    def work(emit, should_stop):
+        loaded = load_model(model, dtype=dtype, progress=lambda message: emit(Status(message)))
+        if should_stop():
+            return
+        emit(Status(f"Generating with {loaded.name}…"))
+        for event in generate(loaded, prompt, should_stop=should_stop, **generate_kwargs):
+            emit(event)
+
+    return work
+
+
+def check_model(model: str) -> None:
+    """Fail fast (ValueError) on a model name that is neither a registry name nor a hub id."""
+    resolve_spec(model)
+
+
+class Redraw:
+    """Wall-clock throttle: `due()` at most `per_s` times a second, spaced so that drawing takes at most
+    `budget` of the time (from a running mean of what `timed()` measured), but never more than
+    `max_interval_s` apart, so a slow machine still shows the text growing."""
+
+    def __init__(self, per_s: float = REDRAWS_PER_S, budget: float = REDRAW_BUDGET, max_interval_s: float = 0.75):
+        self.min_interval, self.budget, self.max_interval = 1.0 / per_s, budget, max_interval_s
+        self.last, self.cost = float("-inf"), 0.0
+
+    def due(self) -> bool:
+        interval = min(max(self.min_interval, self.cost / self.budget), self.max_interval)
+        return time.perf_counter() - self.last >= interval
+
+    @contextlib.contextmanager
+    def timed(self):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.last = time.perf_counter()
+            took = self.last - start
+            self.cost = took if self.cost == 0.0 else 0.7 * self.cost + 0.3 * took
+
+
+def bind(fn: Callable, outputs: dict[str, gr.components.Component]) -> Callable:
+    """Adapt a callback that returns / yields {output name: value} to Gradio's {component: value}.
+
+    The wrapper keeps `fn`'s signature (Gradio reads it for gr.EventData) and closes `fn`'s
+    generator when Gradio closes the wrapper's, so Stop reaches the worker thread.
+    """
+
+    def by_component(update: dict) -> dict:
+        return {outputs[name]: value for name, value in update.items()}
+
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def streaming(*args, **kwargs):
+            with contextlib.closing(fn(*args, **kwargs)) as updates:
+                for update in updates:
+                    yield by_component(update)
+
+        return streaming
+
+    @functools.wraps(fn)
+    def single(*args, **kwargs):
+        return by_component(fn(*args, **kwargs))
+
+    return single
+
+
+def theme() -> gr.themes.Base:
+    """System fonts only: the page loads nothing from outside hosts (offline classrooms, CI)."""
+    return gr.themes.Soft(primary_hue="indigo", secondary_hue="orange", neutral_hue="slate",
+                          font=["ui-sans-serif", "system-ui", "Segoe UI", "Helvetica", "Arial", "sans-serif"],
+                          font_mono=["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "monospace"])
+
+
+def launch_kwargs() -> dict:
+    """Theme and CSS: Gradio 6 takes them in `launch()`."""
+    return {"theme": theme(), "css_paths": [ASSETS / "app.css"]}
+
+
+__all__ = ["DEFAULT_MODEL", "USER_ERRORS", "Redraw", "Status", "bind", "check_model", "configure_torch_threads",
+           "gpu", "launch_kwargs", "model_choices", "model_concurrency", "queue_size", "run_work", "stream_in_thread",
+           "user_error"]

@@ -1,0 +1,185 @@
+"""The Playground tab: pick a model, a strategy and its parameters; watch the text, the entropy
+timeline and each step's alternatives arrive live; click a token to inspect it; branch from it.
+
+    build_playground()   lays the tab out inside the current Blocks and wires it (used by app.py)
+    demo()               the tab as a Blocks of its own:  python -m ui.playground
+
+Handlers live in `ui/playground_callbacks.py` (plain functions, {output name: value}); this module
+only creates widgets and binds names to them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import decoding  # noqa: F401  (switches telemetry off before gradio is imported)
+import gradio as gr
+
+from decoding.models import DEFAULT_MODEL, SUGGESTED_HUB_IDS
+from ui import playground_callbacks as cb
+from ui.common import (MODEL_CONCURRENCY_ID, bind, configure_torch_threads, gpu, launch_kwargs, model_choices,
+                       model_concurrency, queue_size)
+from ui.playground_views import (COLOR_CHOICES, CONTROLS, DEFAULT_STRATEGY, EXAMPLE_PROMPTS, OUTPUTS,
+                                 PRIMARY_PARAMS, UI_MAX_NEW_TOKENS, ParamWidget, new_selection, param_widgets,
+                                 playground_strategies, views)
+
+# Runs in the browser when a token panel loads: a click on a chip reports its step to Python.
+TOKEN_CLICK_JS = """
+element.addEventListener('click', (event) => {
+  const chip = event.target.closest('.tok[data-step]');
+  if (!chip || !element.contains(chip)) return;
+  element.querySelectorAll('.tok.sel').forEach((t) => t.classList.remove('sel'));
+  chip.classList.add('sel');
+  trigger('click', {step: Number(chip.dataset.step)});
+});
+"""
+PNG_NOTE = ("PNG export needs the `kaleido` package (and a Chrome); use the chart's camera button instead."
+            if importlib.util.find_spec("kaleido") is None else "")
+
+
+def _param_widget(w: ParamWidget) -> gr.components.Component:
+    """A slider for a numeric range, else a number box, checkbox, menu or text box; help as `info`."""
+    common = dict(label=w.name.replace("_", " "), elem_id=f"dl-{w.key.replace(':', '-').replace('.', '-')}")
+    info = f"{w.help} Allowed: {w.range_text}."
+    if w.kind in ("int", "float") and w.low is not None:
+        return gr.Slider(w.low, w.high, value=w.default, step=w.step, info=info, **common)
+    if w.kind in ("int", "float"):
+        return gr.Number(w.default, precision=0 if w.kind == "int" else None, info=info, **common)
+    if w.kind == "bool":
+        return gr.Checkbox(bool(w.default), info=w.help, **common)
+    if w.kind == "choice":
+        return gr.Dropdown(list(w.choices), value=w.default, info=w.help, **common)
+    return gr.Textbox(w.default, info=info, **common)
+
+
+def _controls(c: dict) -> None:
+    c["model"] = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model", allow_custom_value=True,
+                             info=f"Embedded models work offline; with internet, type any hub id "
+                                  f"(e.g. {SUGGESTED_HUB_IDS[-1]}).", elem_id="dl-model")
+    c["strategy"] = gr.Dropdown(playground_strategies(), value=DEFAULT_STRATEGY, label="Decoding strategy",
+                                info=cb.strategy_help(DEFAULT_STRATEGY), elem_id="dl-strategy")
+    c["prompt"] = gr.Textbox(EXAMPLE_PROMPTS[0], label="Prompt", lines=3, max_lines=12, elem_id="dl-prompt")
+    with gr.Row():
+        c["generate"] = gr.Button("Generate", variant="primary", elem_id="dl-generate")
+        c["stop"] = gr.Button("Stop", variant="stop", elem_id="dl-stop")
+    c["status"] = gr.Markdown("Ready.", elem_id="dl-status")
+    for name in playground_strategies():
+        widgets = param_widgets(name)
+        with gr.Column(visible=name == DEFAULT_STRATEGY, elem_classes="dl-params") as group:
+            c[f"group:{name}"] = group
+            if not widgets:
+                gr.Markdown(f"**{name}** has no parameters: the most probable token wins every step.",
+                            elem_classes="dl-help")
+            for w in widgets[:PRIMARY_PARAMS]:
+                c[w.key] = _param_widget(w)
+            if widgets[PRIMARY_PARAMS:]:
+                with gr.Accordion("More rules", open=False):
+                    for w in widgets[PRIMARY_PARAMS:]:
+                        c[w.key] = _param_widget(w)
+    with gr.Row():
+        c["max_new_tokens"] = gr.Slider(1, UI_MAX_NEW_TOKENS, value=64, step=1, label="Max new tokens",
+                                        elem_id="dl-max-new-tokens", scale=2)
+        c["seed"] = gr.Number(0, label="Seed", precision=0, minimum=0, elem_id="dl-seed", scale=1, min_width=90)
+    with gr.Row():
+        c["chat"] = gr.Checkbox(True, label="Chat template", info="Send the prompt as a user message.")
+        c["dtype"] = gr.Dropdown(["auto", "float32", "bfloat16"], value="auto", label="dtype",
+                                 info="auto: float32 on CPU, bfloat16 on GPU.")
+    gr.Examples([[p] for p in EXAMPLE_PROMPTS], inputs=c["prompt"], label="Example prompts")
+    with gr.Accordion("Export & replay", open=False, elem_id="dl-export"):
+        with gr.Row():
+            c["dl_json"] = gr.DownloadButton("Trace (JSON)", size="sm", elem_id="dl-download-json")
+            c["dl_csv"] = gr.DownloadButton("Tokens (CSV)", size="sm", elem_id="dl-download-csv")
+            c["dl_html"] = gr.DownloadButton("Entropy chart (HTML)", size="sm", elem_id="dl-download-html")
+        if PNG_NOTE:
+            gr.Markdown(PNG_NOTE, elem_classes="dl-help")
+        c["upload"] = gr.File(label="Replay a saved trace (.json)", file_types=[".json"], type="filepath",
+                              height=110, elem_id="dl-upload")
+
+
+def _initial() -> dict:
+    """What the views show before any run (values only)."""
+    return {k: v.get("value") if isinstance(v, dict) else v for k, v in views(None, None, new_selection()).items()}
+
+
+def _views(c: dict) -> None:
+    initial = _initial()
+    c["stats"] = gr.HTML(initial["stats"], elem_id="dl-stats")
+    with gr.Row(equal_height=True, elem_classes="dl-text-head"):
+        gr.Markdown("### Generated text")
+        c["color_by"] = gr.Radio(COLOR_CHOICES, value="prob", show_label=False, container=False, scale=0,
+                                 min_width=380, elem_id="dl-color-by")
+    c["text"] = gr.HTML(initial["text"], elem_id="dl-main-text", js_on_load=TOKEN_CLICK_JS, elem_classes="dl-panel")
+    c["entropy"] = gr.Plot(initial["entropy"], label="Entropy per step", elem_id="dl-entropy")
+    c["beams"] = gr.Plot(label="Beam search tree", visible=DEFAULT_STRATEGY == "beam", elem_id="dl-beams")
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=5, min_width=320, elem_classes="dl-inspector"):
+            with gr.Row(equal_height=True):
+                c["step"] = gr.Number(None, label="Step", precision=0, minimum=0, scale=0, min_width=90,
+                                      elem_id="dl-step")
+                c["alternatives"] = gr.Dropdown([], label="Alternatives at this step", interactive=False, scale=4,
+                                                elem_id="dl-alternatives")
+            c["branch_button"] = gr.Button("Branch from this alternative ↳", interactive=False, variant="secondary",
+                                           elem_id="dl-branch")
+            c["inspect"] = gr.Markdown(initial["inspect"], elem_classes="dl-help", elem_id="dl-inspect")
+        c["distribution"] = gr.Plot(initial["distribution"], label="Alternatives at the latest step",
+                                    elem_id="dl-distribution", scale=6, min_width=380)
+    with gr.Column(visible=False, elem_classes="dl-branch-box", elem_id="dl-branch-box") as box:
+        c["branch_box"] = box
+        gr.Markdown("### Branch")
+        c["branch_text"] = gr.HTML(elem_id="dl-branch-text", js_on_load=TOKEN_CLICK_JS, elem_classes="dl-panel")
+        c["branch_summary"] = gr.Markdown(elem_classes="dl-summary")
+
+
+def build_playground() -> dict:
+    """Create the tab's widgets in the current Blocks, wire them, and return them by name."""
+    c: dict = {}
+    with gr.Row(equal_height=False, elem_id="dl-playground"):
+        with gr.Column(scale=4, min_width=330, elem_classes="dl-controls"):
+            _controls(c)
+        with gr.Column(scale=9, elem_classes="dl-views"):
+            _views(c)
+    c["trace"], c["branch"], c["selection"] = gr.State(None), gr.State(None), gr.State(new_selection())
+    _wire(c)
+    return c
+
+
+def _wire(c: dict) -> None:
+    params = [c[w.key] for w in param_widgets()]
+    outputs = {name: c[name] for name in OUTPUTS}
+    state = [c["trace"], c["branch"], c["selection"], c["color_by"]]
+    model_bound = dict(concurrency_id=MODEL_CONCURRENCY_ID, concurrency_limit=model_concurrency(),
+                       show_progress="minimal", show_progress_on=[c["status"]], api_visibility="undocumented")
+    quiet = dict(show_progress="hidden", api_visibility="undocumented")
+
+    strategy_outputs = {k: c[k] for k in [f"group:{n}" for n in playground_strategies()] + ["strategy", "beams"]}
+    c["strategy"].change(bind(cb.strategy_changed, strategy_outputs), c["strategy"], list(strategy_outputs.values()),
+                         **quiet)
+    run = c["generate"].click(
+        gpu(bind(cb.generate_run, outputs)),
+        [c[k] for k in ("model", "strategy", "prompt", "max_new_tokens", "seed", "chat", "dtype", "color_by",
+                        "selection")] + params,
+        list(outputs.values()), **model_bound)
+    branch = c["branch_button"].click(gpu(bind(cb.branch_run, outputs)), [c["alternatives"]] + state,
+                                      list(outputs.values()), **model_bound)
+    # Cancel first (Gradio closes the running generator, which stops the worker), then show the result.
+    c["stop"].click(None, cancels=[run, branch], api_visibility="undocumented").then(
+        bind(cb.stop_run, outputs), state, list(outputs.values()), **quiet)
+    c["text"].click(bind(cb.click_main, outputs), state, list(outputs.values()), **quiet)
+    c["branch_text"].click(bind(cb.click_branch, outputs), state, list(outputs.values()), **quiet)
+    c["step"].submit(bind(cb.type_step, outputs), [c["step"]] + state, list(outputs.values()), **quiet)
+    c["color_by"].change(bind(cb.recolor, outputs), state, list(outputs.values()), **quiet)
+    replay_outputs = outputs | {k: c[k] for k in CONTROLS} | {w.key: c[w.key] for w in param_widgets()}
+    c["upload"].upload(bind(cb.replay, replay_outputs), [c["upload"]] + state, list(replay_outputs.values()),
+                       **quiet)
+
+
+def demo() -> gr.Blocks:
+    """The Playground alone, queued like the full app."""
+    with gr.Blocks(title="Decoding Lab · Playground") as blocks:
+        build_playground()
+    return blocks.queue(max_size=queue_size(), default_concurrency_limit=1)
+
+
+if __name__ == "__main__":
+    configure_torch_threads()
+    demo().launch(**launch_kwargs())

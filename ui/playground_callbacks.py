@@ -1,0 +1,216 @@
+"""The Playground's event handlers as plain functions: values in, {output name: value} out.
+
+Each one validates its inputs (a bad one raises `gr.Error` with the engine's message and changes
+nothing), updates the per-user state it was given, and renders with `views`. Model-bound ones
+(`generate_run`, `branch_run`) are generators that stream while the worker thread decodes;
+closing them (Stop) stops the run.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Iterator
+
+import gradio as gr
+
+from decoding.events import Trace, TokenStep, stats
+from decoding.run import validate_request
+from decoding.strategies import STRATEGIES
+from ui.common import USER_ERRORS, check_model, run_work, user_error
+from ui.playground_views import (UI_MAX_NEW_TOKENS, collect_params, export_files, finished_status, focused,
+                                 new_selection, param_widgets, playground_strategies, stream_views, token_at, views)
+
+NO_EXPORTS = {"dl_json": None, "dl_csv": None, "dl_html": None}
+
+
+def strategy_changed(strategy: str) -> dict:
+    """Show only the chosen strategy's parameters (and the beam tree for beam search)."""
+    out = {f"group:{name}": gr.update(visible=name == strategy) for name in playground_strategies()}
+    out["strategy"] = gr.update(info=strategy_help(strategy))
+    out["beams"] = gr.update(visible=strategy == "beam")
+    return out
+
+
+def strategy_help(strategy: str) -> str:
+    """The registry's one-line help as a sentence."""
+    text = STRATEGIES[strategy].help if strategy in STRATEGIES else ""
+    return text[:1].upper() + text[1:] + "." if text else ""
+
+
+def _as_int(value):
+    """Sliders and number boxes may deliver 64.0; the engine wants an int (and reports anything else)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _reset(selection: dict, run: str = "main") -> dict:
+    selection.clear()
+    selection.update(new_selection(), run=run)
+    return selection
+
+
+def generate_run(model, strategy, prompt, max_new_tokens, seed, chat, dtype, color_by, selection,
+                 *param_values) -> Iterator[dict]:
+    """Run the chosen strategy and stream the views; the last update carries the exports."""
+    max_new_tokens, seed = _as_int(max_new_tokens), _as_int(seed)
+    try:
+        params = collect_params(strategy, param_values)
+        validate_request(prompt, strategy, params, max_new_tokens, seed)
+        check_model(model)
+    except USER_ERRORS as err:
+        raise user_error(err) from None
+    selection = _reset(selection)
+    trace, branch = Trace(), None
+    first = views(trace, branch, selection, color_by)
+    yield first | NO_EXPORTS | {"trace": trace, "branch": branch, "selection": selection,
+                                "status": f"Starting {model}…"}
+    work = run_work(model, prompt, dtype=dtype or "auto", strategy=strategy, params=params,
+                    max_new_tokens=max_new_tokens, seed=seed, chat=bool(chat))
+    render = lambda: views(trace, branch, selection, color_by, inspector=False)  # noqa: E731
+    yield from stream_views(work, trace, render, "tokens")
+    yield views(trace, branch, selection, color_by) | export_files(trace) | {
+        "trace": trace, "status": finished_status(trace, "Finished")}
+
+
+def stop_run(trace, branch, selection, color_by, wait_s: float = 3.0) -> dict:
+    """After Stop cancelled the running event: show what was generated, and offer it for export.
+
+    The latest run is the branch if there is one. Its worker ends after the current step and records
+    RunFinished "cancelled"; wait briefly for it.
+    """
+    shown, what = (branch["trace"], "the branch") if branch else (trace, "the run")
+    if shown is None:
+        return {"status": "Nothing is running."}
+    deadline = time.monotonic() + wait_s
+    while shown.finish is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if shown.finish is not None and shown.finish.stop_reason != "cancelled":
+        return {"status": "Nothing is running."}
+    count = stats(shown)["num_tokens"] if shown.start else 0
+    return views(trace, branch, selection, color_by) | export_files(trace) | {
+        "status": f"**Stopped** {what} after {count} tokens."}
+
+
+def select_step(run: str, step, trace, branch, selection, color_by) -> dict:
+    """Inspect `step` of the main run or the branch: marker on the timeline, its alternatives, Branch."""
+    shown = branch["trace"] if run == "branch" and branch else trace if run == "main" else None
+    if shown is None:
+        gr.Warning("Generate some text first, then click one of its tokens.")
+        return {}
+    step = _as_int(step)
+    if step is not None and token_at(shown, step) is None:
+        steps = [e.step for e in shown.events if isinstance(e, TokenStep)]
+        if not steps:
+            gr.Warning("This run has no per-token steps to inspect (beam search keeps whole hypotheses).")
+        else:
+            gr.Warning(f"Step {step} is not in this run: its steps are {steps[0]}–{steps[-1]}.")
+        return {}
+    selection.update(run=run, step=step)
+    return views(trace, branch, selection, color_by) | {"selection": selection}
+
+
+def click_token(trace, branch, selection, color_by, evt: gr.EventData, run: str = "main") -> dict:
+    step = getattr(evt, "_data", None) or {}
+    return select_step(run, step.get("step") if isinstance(step, dict) else None, trace, branch, selection,
+                       color_by)
+
+
+def click_main(trace, branch, selection, color_by, evt: gr.EventData) -> dict:
+    return click_token(trace, branch, selection, color_by, evt, "main")
+
+
+def click_branch(trace, branch, selection, color_by, evt: gr.EventData) -> dict:
+    return click_token(trace, branch, selection, color_by, evt, "branch")
+
+
+def type_step(step, trace, branch, selection, color_by) -> dict:
+    """The step number box: inspect that step of the focused run."""
+    return select_step(selection.get("run", "main"), step, trace, branch, selection, color_by)
+
+
+def recolor(trace, branch, selection, color_by) -> dict:
+    return views(trace, branch, selection, color_by, inspector=False)
+
+
+def branch_source(trace, branch, selection) -> tuple[Trace, TokenStep, dict | None]:
+    """The focused run, its selected step and (for a branch of a branch) its branch info; ValueError if none."""
+    source, _ = focused(trace, branch, selection)
+    event = token_at(source, selection.get("step"))
+    if source is None or event is None:
+        raise ValueError("select a token first: click it in the text (or type its step number)")
+    if STRATEGIES.get(source.start.strategy) is None or STRATEGIES[source.start.strategy].family != "token":
+        raise ValueError(f"branching needs one token per step; {source.start.strategy!r} has none")
+    info = branch["info"] if source is (branch or {}).get("trace") else None
+    return source, event, info
+
+
+def branch_plan(source: Trace, event: TokenStep, info: dict | None, alternative) -> tuple[list[int], int, dict]:
+    """(prefix_ids, max_new_tokens, branch info) to continue `source` from `alternative` at `event.step`."""
+    alternative = _as_int(alternative)
+    if alternative not in event.top_ids:
+        raise ValueError(f"`alternative` must be one of step {event.step}'s recorded alternatives "
+                         f"{event.top_ids}, got {alternative!r}")
+    start, steps = source.start, [e for e in source.events if isinstance(e, TokenStep)]
+    before = [e for e in steps if e.step < event.step]
+    prefix_ids = list(start.prefix_ids) + [e.token_id for e in before] + [alternative]
+    budget = start.max_new_tokens + len(start.prefix_ids)  # the source's total length limit
+    lead = (info["prefix_text"] + info["chosen_text"]) if info else ""
+    after = Trace([e for e in steps if e.step > event.step])
+    index = event.top_ids.index(alternative)
+    plan = {"source": "previous branch" if info else "original run", "step": event.step,
+            "prefix_text": lead + "".join(e.token_text for e in before),
+            "chosen_text": event.top_tokens[index], "chosen_prob": event.top_probs[index],
+            "orig_text": event.token_text, "orig_prob": event.prob,
+            "orig_after": stats(after) | {"stop_reason": stats(source)["stop_reason"]}}
+    return prefix_ids, max(1, budget - len(prefix_ids)), plan
+
+
+def branch_run(alternative, trace, branch, selection, color_by) -> Iterator[dict]:
+    """Continue the focused run from the selected step with another token; the original stays visible."""
+    try:
+        source, event, info = branch_source(trace, branch, selection)
+        prefix_ids, max_new_tokens, plan = branch_plan(source, event, info, alternative)
+    except USER_ERRORS as err:
+        raise user_error(err) from None
+    start = source.start
+    branch = {"trace": Trace(), "info": plan}
+    selection = _reset(selection, run="branch")
+    yield views(trace, branch, selection, color_by) | {"branch": branch, "selection": selection,
+                                                        "status": f"Branching at step {event.step}…"}
+    work = run_work(start.model, start.prompt, dtype=start.dtype, strategy=start.strategy, params=start.params,
+                    max_new_tokens=max_new_tokens, seed=start.seed, chat=start.chat, prefix_ids=prefix_ids)
+    render = lambda: views(trace, branch, selection, color_by, inspector=False)  # noqa: E731
+    yield from stream_views(work, branch["trace"], render, "branch tokens")
+    yield views(trace, branch, selection, color_by) | {"branch": branch, "selection": selection,
+                                                        "status": finished_status(branch["trace"], "Branch finished")}
+
+
+def replay(path, trace, branch, selection, color_by) -> dict:
+    """Load a saved trace into the views (and its settings into the controls); a bad file changes nothing."""
+    if not path:
+        return {}
+    name = Path(path).name
+    try:
+        loaded = Trace.load(path)
+        fresh = new_selection()
+        shown = views(loaded, None, fresh, color_by)
+        exports = export_files(loaded)
+    except (ValueError, OSError, TypeError, KeyError, AttributeError) as err:
+        raise gr.Error(f"Cannot replay {name}: {err}", title="Not a Decoding Lab trace",
+                       print_exception=False) from None
+    start = loaded.start
+    selection.clear()
+    selection.update(fresh)
+    controls = {}
+    if start.strategy in playground_strategies():  # restore the settings, so Generate reruns it
+        controls = {"model": start.model, "strategy": start.strategy, "prompt": start.prompt,
+                    "max_new_tokens": min(max(1, start.max_new_tokens), UI_MAX_NEW_TOKENS), "seed": start.seed,
+                    "chat": start.chat}
+        controls |= {w.key: start.params[w.name] for w in param_widgets(start.strategy) if w.name in start.params}
+    s = stats(loaded)
+    status = (f"**Replaying** {name}: {start.model}, {start.strategy}, {s['num_tokens']} tokens "
+              f"(recorded at {s['tokens_per_s'] or '–'} tokens/s)."
+              + (" Its settings are back in the controls." if controls else ""))
+    return shown | exports | controls | {"trace": loaded, "branch": None, "selection": selection,
+                                     "status": status}
+

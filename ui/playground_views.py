@@ -1,0 +1,318 @@
+"""Playground callbacks as plain functions: values in, {output name: value} out (see `OUTPUTS`).
+
+`ui/playground.py` lays the widgets out and binds these names to components; tests call the
+functions directly. Per-user state is passed in and returned, never kept here:
+
+    trace      the main run (a `Trace`, growing while it streams)
+    branch     {"trace": Trace, "info": {...}} for the branch shown under it, or None
+    selection  {"run": "main" | "branch", "step": int | None}: which token the views inspect
+               (None = the latest). Updated in place too, so a run that is streaming picks up a
+               click made meanwhile.
+
+Glossary
+    focused run  the run the charts and statistics show: the one whose token was clicked last.
+    branch       a run that continues from the prompt + the focused run's tokens before the
+                 selected step + one of that step's alternatives (`generate(prefix_ids=...)`).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import gradio as gr
+
+from decoding.events import BeamStep, Event, TokenStep, Trace, stats
+from decoding.run import MAX_NEW_TOKENS_CAP
+from decoding.strategies import STRATEGIES, get_strategy, param_specs
+from ui.common import USER_ERRORS, Redraw, Status, stream_in_thread, user_error
+from visualizers import beams_figure, distribution_figure, entropy_figure, figure_to_html, token_table, tokens_html
+from visualizers._common import visible
+
+UI_MAX_NEW_TOKENS = min(512, MAX_NEW_TOKENS_CAP)
+DEFAULT_STRATEGY = "greedy"
+COLOR_CHOICES = [("colour by probability", "prob"), ("colour by entropy", "entropy")]
+EXAMPLE_PROMPTS = [
+    "Explain why the sky is blue in two sentences.",
+    "Write a haiku about autumn leaves.",
+    "The capital of France is",
+    "List three uses of a paperclip.",
+    "Once upon a time, in a small village by the sea,",
+]
+# Practical slider ends for parameters whose allowed range is unbounded (the engine still checks).
+UI_MAX = {"temperature": 2.0, "top_k": 100, "repetition_penalty": 2.0, "tau": 10.0}
+UI_STEP = {"temperature": 0.05, "tau": 0.1, "length_penalty": 0.1, "penalty_alpha": 0.05, "top_p": 0.01}
+PRIMARY_PARAMS = 4  # the first parameters of a strategy are shown; the rest sit in an accordion
+STOP_WORDS = {"max_new_tokens": "length", "eos": "end token", "cancelled": "Stop", "running": "running…"}
+
+OUTPUTS = ("status", "stats", "text", "branch_box", "branch_text", "branch_summary", "entropy", "distribution",
+           "beams", "inspect", "step", "alternatives", "branch_button", "trace", "branch", "selection",
+           "dl_json", "dl_csv", "dl_html")
+CONTROLS = ("model", "strategy", "prompt", "max_new_tokens", "seed", "chat")
+
+
+# Parameter widgets ----------------------------------------------------------------------------
+PLAYGROUND_FAMILIES = ("token", "beam")  # other families have labs (tabs) of their own
+
+
+def playground_strategies() -> list[str]:
+    return [name for name, info in STRATEGIES.items() if info.family in PLAYGROUND_FAMILIES]
+
+
+@dataclass(frozen=True)
+class ParamWidget:
+    strategy: str
+    name: str
+    kind: str  # "int" / "float" (slider when the range is numeric, else a number box), "bool", "choice", "text"
+    default: object
+    low: float | None  # slider ends, inside the allowed range (None: no numeric range)
+    high: float | None
+    step: float
+    help: str
+    range_text: str
+    choices: tuple = ()
+
+    @property
+    def key(self) -> str:
+        return f"param:{self.strategy}.{self.name}"
+
+
+_RANGE = re.compile(r"^([\[(])(-?[\d.]+|-?inf),(-?[\d.]+|inf)([\])])$")
+
+
+def param_widgets(strategy: str | None = None) -> list[ParamWidget]:
+    """One widget per strategy parameter, from `param_specs` (all Playground strategies when None)."""
+    widgets = []
+    for name in [strategy] if strategy else playground_strategies():
+        for spec in param_specs(name):
+            kind, range_text = spec["type"], spec["range"]
+            if kind == "bool":
+                widgets.append(ParamWidget(name, spec["name"], "bool", spec["default"], None, None, 1, spec["help"],
+                                           range_text))
+                continue
+            if kind not in ("int", "float"):
+                choices = tuple(range_text.split("|")) if "|" in range_text else ()
+                widgets.append(ParamWidget(name, spec["name"], "choice" if choices else "text", spec["default"],
+                                           None, None, 1, spec["help"], range_text, choices))
+                continue
+            step = 1 if kind == "int" else UI_STEP.get(spec["name"], 0.01)
+            match = _RANGE.match(range_text.replace(" ", ""))
+            low = high = None
+            if match:
+                low, high = float(match.group(2)), float(match.group(3))
+                if match.group(1) == "(":
+                    low += step  # exclusive end: the slider stops one step inside
+                if high == float("inf"):
+                    high = UI_MAX.get(spec["name"], max(10.0, float(spec["default"]) * 4))
+                elif match.group(4) == ")":
+                    high -= step
+            widgets.append(ParamWidget(name, spec["name"], kind, spec["default"], low, high, step, spec["help"],
+                                       range_text))
+    return widgets
+
+
+def collect_params(strategy: str, values: tuple | list) -> dict:
+    """The chosen strategy's parameters from all widgets' values (in `param_widgets()` order)."""
+    everything = param_widgets()
+    if len(values) != len(everything):
+        raise ValueError(f"expected {len(everything)} parameter values, got {len(values)}")
+    params = {}
+    for widget, value in zip(everything, values):
+        if widget.strategy != strategy or value is None:
+            continue
+        if widget.kind == "int" and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        params[widget.name] = value
+    return params
+
+
+# Views ------------------------------------------------------------------------------------------
+def new_selection() -> dict:
+    return {"run": "main", "step": None}
+
+
+def focused(trace: Trace | None, branch: dict | None, selection: dict) -> tuple[Trace | None, str]:
+    if selection.get("run") == "branch" and branch:
+        return branch["trace"], "branch"
+    return trace, "original run"
+
+
+def views(trace: Trace | None, branch: dict | None, selection: dict, color_by: str = "prob", *,
+          inspector: bool = True) -> dict:
+    """Every display output from the state; `inspector=False` while streaming (the user may be picking)."""
+    step = selection.get("step")
+    run = selection.get("run", "main")
+    out = {"text": tokens_html(trace, color_by=color_by, selected_step=step if run == "main" else None)
+           if trace else _placeholder("Press <b>Generate</b>: the text appears here token by token, "
+                                      "coloured by how sure the model was."),
+           "branch_box": gr.update(visible=branch is not None)}
+    if branch:
+        out["branch_text"] = branch_html(branch, color_by, step if run == "branch" else None)
+        out["branch_summary"] = branch_summary(branch)
+    shown, name = focused(trace, branch, selection)
+    shown = shown or Trace()
+    is_beam = shown.start is not None and shown.start.strategy == "beam"
+    out["entropy"] = gr.update(value=entropy_figure(shown, selected_step=step), label=f"Entropy per step · {name}")
+    where = f"step {step}" if step is not None else "the latest step"
+    out["distribution"] = gr.update(value=distribution_figure(shown, step=step), visible=not is_beam,
+                                    label=f"Alternatives at {where} · {name}")
+    out["beams"] = gr.update(value=beams_figure(shown), visible=True) if is_beam else gr.update(visible=False)
+    out["stats"] = stats_html(shown, name)
+    if inspector:
+        out |= inspector_views(shown, name, step)
+    return out
+
+
+def _placeholder(message: str) -> str:
+    return f'<div class="dl-placeholder">{message}</div>'
+
+
+def stats_html(trace: Trace, name: str) -> str:
+    start = trace.start
+    if start is None:
+        return '<div class="dl-stats dl-stats-empty">Statistics appear here once a run starts.</div>'
+    s = stats(trace)
+    cards = [
+        ("tokens", s["num_tokens"]),
+        ("tokens / s", _fmt(s["tokens_per_s"], 1)),
+        ("first token (s)", _fmt(s["time_to_first_token_s"], 2)),
+        ("mean entropy (nats)", _fmt(s["mean_entropy"], 2)),
+        ("forward passes", s["forward_passes"]),
+        ("stopped by", STOP_WORDS.get(s["stop_reason"], s["stop_reason"])),
+    ]
+    body = "".join(f'<div class="dl-stat"><div class="v">{html.escape(str(v))}</div>'
+                   f'<div class="k">{html.escape(k)}</div></div>' for k, v in cards)
+    caption = (f"{html.escape(name)} · {html.escape(start.model)} · {html.escape(describe_settings(start))}"
+               f" · {html.escape(start.dtype)} on {html.escape(start.device)}")
+    return f'<div class="dl-stats"><div class="dl-caption">{caption}</div><div class="dl-cards">{body}</div></div>'
+
+
+def describe_settings(start) -> str:
+    defaults = {p["name"]: p["default"] for p in param_specs(start.strategy)} if start.strategy in STRATEGIES else {}
+    changed = [f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+               for k, v in start.params.items() if defaults.get(k, object()) != v]
+    seed = f", seed {start.seed}" if start.strategy in STRATEGIES and get_strategy(start.strategy).uses_seed else ""
+    return f"{start.strategy}" + (f" ({', '.join(changed)})" if changed else "") + seed
+
+
+def _fmt(value, digits: int, unit: str = "") -> str:
+    return "–" if value is None else f"{value:.{digits}f}{unit}"
+
+
+def inspector_views(trace: Trace, name: str, step: int | None) -> dict:
+    event = token_at(trace, step)
+    if event is None:
+        note = ("Click a token in the text (or type its step number) to see what else the model could have said "
+                "there, then branch from one of those alternatives.")
+        if trace.start is not None and trace.start.strategy == "beam":
+            note = ("Beam search keeps whole hypotheses rather than one choice per token, so there is nothing to "
+                    "branch from.")
+        return {"inspect": note, "step": step, "alternatives": gr.update(choices=[], value=None, interactive=False),
+                "branch_button": gr.update(interactive=False)}
+    choices = [(_alternative_label(event, i), tid) for i, tid in enumerate(event.top_ids)]
+    default = next((tid for tid in event.top_ids if tid != event.token_id), event.top_ids[0])
+    note = (f"**Step {event.step}** of the {name}: chose `{_code(event.token_text)}` "
+            f"(p = {event.prob:.3g}, rank {event.rank}) · entropy {event.entropy:.2f} nats · "
+            f"{event.kept_size} token{'s' if event.kept_size != 1 else ''} kept. Pick an alternative and branch "
+            "to see where it leads.")
+    return {"inspect": note, "step": event.step,
+            "alternatives": gr.update(choices=choices, value=default, interactive=True),
+            "branch_button": gr.update(interactive=True)}
+
+
+def _alternative_label(event: TokenStep, i: int) -> str:
+    mark = "  ◀ chosen" if event.top_ids[i] == event.token_id else ""
+    cut = "" if event.top_kept[i] else "  (cut by truncation)"
+    return f"{i + 1}. '{visible(event.top_tokens[i])}'  p={event.top_probs[i]:.3g}{mark}{cut}"
+
+
+def _code(text: str) -> str:
+    return "'" + visible(text).replace("`", "ˋ") + "'"
+
+
+def token_at(trace: Trace | None, step) -> TokenStep | None:
+    if trace is None or step is None:
+        return None
+    return next((e for e in trace.events if isinstance(e, TokenStep) and e.step == step), None)
+
+
+# Branch display -------------------------------------------------------------------------------
+def branch_html(branch: dict, color_by: str, selected_step: int | None) -> str:
+    """The branch's chips after the shared prefix (muted) and the forced alternative (outlined)."""
+    info = branch["info"]
+    lead = (f'<span class="dl-prefix" title="the same as the {html.escape(info["source"])} before step '
+            f'{info["step"]}">{html.escape(info["prefix_text"])}</span>'
+            f'<span class="dl-forced" title="your pick at step {info["step"]} (p={info["chosen_prob"]:.3g}); '
+            f'the {html.escape(info["source"])} had &#39;{html.escape(visible(info["orig_text"]))}&#39;">'
+            f'{html.escape(info["chosen_text"])}</span>')
+    chips = tokens_html(branch["trace"], color_by=color_by, selected_step=selected_step)
+    marker = '<div class="dl-text">'
+    if marker in chips:
+        return chips.replace(marker, marker + lead, 1)
+    return chips.replace("</style>", f"</style>{marker}{lead}</div>", 1)
+
+
+def branch_summary(branch: dict) -> str:
+    """One sentence on what changed at the branch point, and a small table: original vs branch after it."""
+    info, s = branch["info"], stats(branch["trace"])
+    original, done = info["orig_after"], branch["trace"].finish is not None
+
+    def row(name, t, stop):
+        return (f"| {name} | {t['num_tokens']} | {_fmt(t['mean_entropy'], 2)} | {_fmt(t['mean_prob'], 3)} "
+                f"| {STOP_WORDS.get(stop, stop)} |")
+
+    return (f"Branched at **step {info['step']}**: the {info['source']} chose `{_code(info['orig_text'])}` "
+            f"(p = {info['orig_prob']:.3g}); the branch continues from `{_code(info['chosen_text'])}` "
+            f"(p = {info['chosen_prob']:.3g}) with the same settings.\n\n"
+            f"| after step {info['step']} | tokens | mean entropy | mean p | stopped by |\n|---|---|---|---|---|\n"
+            f"{row(info['source'], original, original['stop_reason'])}\n"
+            f"{row('branch', s, s['stop_reason'] if done else 'running')}")
+
+
+# Exports ----------------------------------------------------------------------------------------
+def export_files(trace: Trace | None) -> dict:
+    """Trace JSON, token table CSV and the entropy chart as standalone HTML, in a fresh folder."""
+    if trace is None or trace.start is None:
+        return {"dl_json": None, "dl_csv": None, "dl_html": None}
+    folder = Path(tempfile.mkdtemp(prefix="decoding-lab-"))
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{trace.start.model}-{trace.start.strategy}")
+    paths = {"dl_json": folder / f"{stem}-trace.json", "dl_csv": folder / f"{stem}-tokens.csv",
+             "dl_html": folder / f"{stem}-entropy.html"}
+    trace.save(paths["dl_json"])
+    token_table(trace).to_csv(paths["dl_csv"], index=False)
+    paths["dl_html"].write_text(figure_to_html(entropy_figure(trace)), encoding="utf-8")
+    return {name: str(path) for name, path in paths.items()}
+
+
+# Streaming ---------------------------------------------------------------------------------------
+def stream_views(work, trace: Trace, render, what: str) -> Iterator[dict]:
+    """Append the worker's events to `trace`; yield `render()` (plus a status line) when a redraw is due."""
+    redraw, status, dirty = Redraw(), None, False
+    try:
+        late = lambda item: trace.append(item) if isinstance(item, Event) else None  # noqa: E731  (after Stop)
+        for batch in stream_in_thread(work, on_late=late):
+            for item in batch:
+                if isinstance(item, Status):
+                    status = item.text
+                else:
+                    trace.append(item)
+            dirty = dirty or bool(batch)
+            if dirty and redraw.due():
+                dirty = False
+                with redraw.timed():
+                    update = render()
+                count = sum(isinstance(e, (TokenStep, BeamStep)) for e in trace.events)
+                update["status"] = f"{status or 'Working…'}" + (f" {count} {what} so far." if count else "")
+                yield update
+    except USER_ERRORS as err:
+        raise user_error(err) from None
+
+
+def finished_status(trace: Trace, what: str) -> str:
+    s = stats(trace)
+    return (f"**{what}**: {s['num_tokens']} tokens in {s['elapsed_s']:.1f} s ({_fmt(s['tokens_per_s'], 1)} tokens/s), "
+            f"stopped by {s['stop_reason'].replace('_', ' ')}.")
