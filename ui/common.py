@@ -268,3 +268,23 @@ def launch_kwargs() -> dict:
 __all__ = ["DEFAULT_MODEL", "USER_ERRORS", "Redraw", "Status", "bind", "check_model", "configure_torch_threads",
            "gpu", "launch_kwargs", "model_choices", "model_concurrency", "queue_size", "run_work", "stream_in_thread",
            "user_error"]
+
+
+def preload_default_model() -> threading.Thread | None:
+    """Load and warm up the default model in the background when the app starts, so the first
+    user does not wait for it (set DECODING_LAB_PRELOAD=0 to skip). A request that arrives
+    meanwhile waits on the same load (the model cache loads each model once)."""
+    if os.environ.get("DECODING_LAB_PRELOAD", "1").strip() in {"0", "false", "no"}:
+        return None
+
+    def warm() -> None:
+        try:
+            loaded = load_model(DEFAULT_MODEL)
+            for _ in generate(loaded, "Hello", max_new_tokens=1):  # first forward pays one-off kernel set-up
+                pass
+        except Exception as err:  # noqa: BLE001 - a failed preload is reported; requests will show the error
+            print(f"preload of {DEFAULT_MODEL} failed: {err}", flush=True)
+
+    thread = threading.Thread(target=warm, name="preload", daemon=True)
+    thread.start()
+    return thread

@@ -13,6 +13,7 @@ Glossary
 from __future__ import annotations
 
 import html
+import functools
 import math
 import re
 
@@ -85,6 +86,11 @@ def token_table(trace: Trace) -> pd.DataFrame:
 def chip_color(t: float) -> str:
     """Background for a confidence `t` in [0, 1] (0 = uncertain, purple; 1 = confident, yellow)."""
     t = min(max(float(t), 0.0), 1.0) if math.isfinite(t) else 0.0
+    return _chip_color_at(round(t, 3))  # 1001 shades: indistinguishable, and redraws stay cheap
+
+
+@functools.lru_cache(maxsize=1024)
+def _chip_color_at(t: float) -> str:
     r, g, b = unlabel_rgb(sample_colorscale(_SCALE, [t])[0])
     mix = [round(c * (1 - _WHITE_MIX) + 255 * _WHITE_MIX) for c in (r, g, b)]
     return "#{:02x}{:02x}{:02x}".format(*mix)
