@@ -9,6 +9,7 @@ Environment
     DECODING_LAB_QUEUE_SIZE                   requests that may wait (default 32)
     DECODING_LAB_SHOW_TEST_MODELS=1           list the tiny random test model in the menu
     DECODING_LAB_TORCH_THREADS                torch threads (default: all cores but one)
+    DECODING_LAB_PRELOAD=0                    do not load the default model at start-up
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ import decoding  # noqa: F401  (switches telemetry and analytics off before grad
 import gradio as gr
 
 from ui.api import register_api
-from ui.common import configure_torch_threads, launch_kwargs, queue_size
+from ui.common import configure_torch_threads, launch_kwargs, preload_default_model, queue_size
 from ui.playground import build_playground
+from ui.speculative import build_speculative
 
 HEADER = """
 <div class="dl-header">
@@ -37,6 +39,8 @@ def build_app() -> gr.Blocks:
         with gr.Tabs():
             with gr.Tab("Playground", id="playground"):
                 build_playground()
+            with gr.Tab("Speculative", id="speculative"):
+                build_speculative()
         register_api()
     return demo.queue(max_size=queue_size(), default_concurrency_limit=1)
 
@@ -45,4 +49,5 @@ demo = build_app()
 
 if __name__ == "__main__":
     configure_torch_threads()
+    preload_default_model()  # in the background: the page is served at once, the model is ready soon after
     demo.launch(**launch_kwargs())

@@ -195,6 +195,12 @@ def test_closing_the_run_stops_the_worker(monkeypatch):
     calls = count_forward_passes(monkeypatch)
     run = cb.generate_run(TINY, "greedy", "Hello", MAX_NEW_TOKENS_CAP, 0, False, "auto", "prob", new_selection(),
                           *defaults())
+    assert_closing_stops_compute(run, calls, limit=MAX_NEW_TOKENS_CAP / 4)
+
+
+def assert_closing_stops_compute(run, calls: dict, limit: float):
+    """Close a callback's generator after 5 tokens (what Stop does); model calls must stop at once.
+    Returns the run's trace."""
     trace = next(run)["trace"]
     while len(trace.of_kind("token")) < 5:
         next(run)
@@ -202,8 +208,9 @@ def test_closing_the_run_stops_the_worker(monkeypatch):
     time.sleep(0.3)
     settled = calls["n"]
     time.sleep(0.5)
-    assert calls["n"] == settled < MAX_NEW_TOKENS_CAP / 4
+    assert calls["n"] == settled < limit
     assert trace.finish is not None and trace.finish.stop_reason == "cancelled"  # the run's own last event
+    return trace
     after = cb.stop_run(trace, None, new_selection(), "prob")
     assert "**Stopped** the run after" in after["status"] and "Stop" in after["stats"]
     assert Trace.load(after["dl_json"]).finish.stop_reason == "cancelled"

@@ -8,6 +8,7 @@ elsewhere set CHROMIUM_PATH). No `playwright install` download is used.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
@@ -32,8 +33,9 @@ def chromium_path() -> str | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def page(app_url):  # noqa: F811
+@contextlib.contextmanager
+def open_page(url: str, ready_selector: str, timeout_ms: int = TIMEOUT_MS):
+    """A headless Debian Chromium page on `url`, once `ready_selector` is on it (skips if no browser)."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
     executable = chromium_path()
     if executable is None:
@@ -42,12 +44,18 @@ def page(app_url):  # noqa: F811
         browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
         context = browser.new_context(viewport={"width": 1280, "height": 900}, device_scale_factor=1)
         page = context.new_page()
-        page.set_default_timeout(TIMEOUT_MS)
-        page.goto(app_url, wait_until="load")
-        page.wait_for_selector("#dl-generate")
+        page.set_default_timeout(timeout_ms)
+        page.goto(url, wait_until="load")
+        page.wait_for_selector(ready_selector)
         yield page
         context.close()
         browser.close()
+
+
+@pytest.fixture(scope="module")
+def page(app_url):  # noqa: F811
+    with open_page(app_url, "#dl-generate") as page:
+        yield page
 
 
 def wait_for_status(page, text: str) -> None:

@@ -1,0 +1,150 @@
+"""The Speculative tab: callbacks as plain functions on the real SmolLM2-135M (prompt lookup), replay,
+bad input, Stop; then one browser run that saves assets/screenshot-speculative.png.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import gradio as gr
+
+from decoding.events import Trace
+from decoding.run import run_to_trace
+from test_app import app_url, assert_closing_stops_compute, count_forward_passes  # noqa: F401  (app_url: the shared app server)
+from ui import speculative_callbacks as cb
+from ui.speculative_views import DEFAULT_PROMPT, DEFAULT_SETTINGS, SPEC_FIELDS
+
+MODEL = "smollm2-135m"
+ROOT = Path(__file__).resolve().parents[1]
+SCREENSHOT = ROOT / "assets" / "screenshot-speculative.png"
+
+
+def values(**changes) -> list:
+    settings = DEFAULT_SETTINGS | changes
+    return [settings[name] for name in SPEC_FIELDS]
+
+
+def run_ui(prompt=DEFAULT_PROMPT, max_new_tokens=16, compare=True, model=MODEL, **params) -> list[dict]:
+    return list(cb.generate_run(model, prompt, max_new_tokens, 0, True, compare, *values(**params)))
+
+
+@pytest.fixture(scope="module")
+def run() -> tuple[list[dict], Trace]:
+    updates = run_ui()
+    return updates, updates[0]["trace"]
+
+
+def test_generate_streams_rounds_then_compares_with_plain_decoding(run):
+    updates, trace = run
+    final = {}
+    for update in updates:
+        final |= update
+    assert trace.finish.stop_reason in ("max_new_tokens", "eos") and trace.start.params["drafter"] == "prompt-lookup"
+    rounds = trace.of_kind("spec_round")
+    assert rounds and final["text"].count("data-round=") == len(trace.of_kind("token")) == 16
+    assert final["tree"].data and final["acceptance"].data and final["overlap"].data
+    assert "acceptance rate" in final["stats"] and "target passes / token" in final["stats"]
+    assert "target passes per token" in final["status"] and "mean accepted length" in final["status"]
+    assert "×" in final["status"] and "speed-up" in final["summary"] and "vs" in final["summary"]
+    assert final["baseline"]["num_tokens"] >= 1 and final["baseline"]["tokens_per_s"] > 0
+    assert final["round"]["maximum"] == max(1, len(rounds) - 1) and final["round"]["interactive"] == (len(rounds) > 1)
+    assert [p for _, p in final["position"]["choices"]] == [d["parent"] for d in rounds[-1].dists]
+    assert Trace.load(final["dl_json"]).to_dict() == trace.to_dict()
+
+
+def test_round_and_position_pick_the_tree_and_the_overlap_view(run):
+    _, trace = run
+    first = trace.of_kind("spec_round")[0]
+    out = cb.choose_round(0.0, trace, None)
+    assert out["round"]["value"] == 0 and "round 0" in out["tree"].layout.title.text.lower()
+    parent = first.dists[-1]["parent"]
+    out = cb.choose_position(parent, 0, trace, None)
+    assert out["position"]["value"] == parent and out["overlap"].data
+    assert cb.choose_round(3, None, None) == {}
+
+
+def test_replay_restores_views_and_settings(run):
+    updates, trace = run
+    out = cb.replay(updates[-2]["dl_json"] if "dl_json" in updates[-2] else updates[-1]["dl_json"], None, None)
+    assert out["trace"].to_dict() == trace.to_dict() and out["baseline"] is None
+    assert out["spec:drafter"] == "prompt-lookup" and out["prompt"] == DEFAULT_PROMPT and out["model"] == MODEL
+    assert out["text"].count("data-round=") == 16 and "Replaying" in out["status"]
+
+
+@pytest.mark.parametrize("content, message", [
+    ("not json at all", "invalid JSON"),
+    ('{"format": "decoding-lab-trace", "version": 1, "events": [{"kind": "token"}]}', "malformed"),
+    ("greedy", "without speculative rounds"),
+])
+def test_a_bad_or_non_speculative_upload_is_refused(tmp_path, content, message):
+    path = tmp_path / "upload.json"
+    if content == "greedy":
+        run_to_trace("tiny-random", "Hello", strategy="greedy", max_new_tokens=3, chat=False).save(path)
+    else:
+        path.write_text(content)
+    with pytest.raises(gr.Error, match=message):
+        cb.replay(str(path), None, None)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"prompt": "  "}, "`prompt` is empty"),
+    ({"draft_length": 0}, r"`draft_length` must be an integer in \[1, 16\]"),
+    ({"drafter": "model", "draft_model": ""}, "`draft_model` is required"),
+    ({"model": "no-such-model"}, "unknown model 'no-such-model'"),
+    ({"max_new_tokens": 0}, "`max_new_tokens`"),
+])
+def test_bad_input_raises_a_clear_gr_error(kwargs, message):
+    with pytest.raises(gr.Error, match=message):
+        next(cb.generate_run(kwargs.pop("model", MODEL), kwargs.pop("prompt", DEFAULT_PROMPT),
+                             kwargs.pop("max_new_tokens", 16), 0, True, True, *values(**kwargs)))
+
+
+def test_closing_the_run_stops_compute(monkeypatch):
+    """What Stop does: Gradio closes the callback's generator; the worker thread must stop decoding."""
+    calls = count_forward_passes(monkeypatch)
+    run = cb.generate_run(MODEL, "Count from one to two hundred in words.", 256, 0, True, True,
+                          *values(drafter="prompt-lookup"))
+    trace = assert_closing_stops_compute(run, calls, limit=60)
+    after = cb.stop_run(trace, None)
+    assert "**Stopped** the run after" in after["status"] and after["text"].count("data-round=") >= 5
+    assert Trace.load(after["dl_json"]).finish.stop_reason == "cancelled"
+
+
+def test_presets_set_every_control_and_show_the_note():
+    choices = cb.preset_choices()
+    assert len(choices) >= 3
+    out = cb.preset_chosen("12-speculative-token-recycling")
+    assert out["spec:drafter"] == "token-recycling" and out["spec:width"] == 4 and out["spec:tree"] == "static"
+    assert out["spec:temperature"] == 0.0 and out["max_new_tokens"] == 64 and "Token Recycling" in out["note"]
+    assert {f"spec:{k}" for k in SPEC_FIELDS} <= out.keys()
+    shown = cb.drafter_changed("model")
+    assert shown["spec:draft_model"]["visible"] is True and shown["spec:ngram"]["visible"] is False
+
+
+# In a real browser -------------------------------------------------------------------------------
+def test_browser_generates_with_prompt_lookup_and_saves_a_screenshot(app_url):  # noqa: F811
+    from test_browser import TIMEOUT_MS, error_toasts, open_page
+
+    with open_page(app_url, "#dl-generate", timeout_ms=TIMEOUT_MS // 2) as page:
+        page.get_by_role("tab", name="Speculative").click()
+        page.wait_for_selector("#spec-generate")
+        assert page.locator("#spec-model input").input_value() == MODEL
+        assert page.locator("#spec-drafter input[value='prompt-lookup']").is_checked()
+        box = page.locator("#spec-max-new-tokens input[type=number]")
+        box.fill("32")
+        box.press("Enter")
+        page.locator("#spec-generate").click()
+        page.wait_for_selector("#spec-text .tok[data-round]")
+        page.wait_for_function("document.querySelectorAll('#spec-tree-plot .scatterlayer .trace').length >= 2")
+        page.wait_for_function("() => (document.querySelector('#spec-status') || {}).innerText?.includes('×')")
+        assert "speed-up" in page.locator("#spec-summary").inner_text()
+        assert error_toasts(page) == []
+        page.wait_for_timeout(500)  # let plotly finish its transition
+        SCREENSHOT.parent.mkdir(exist_ok=True)
+        page.evaluate("window.scrollTo(0, 0)")
+        box = page.locator("#spec-summary").bounding_box()  # header to the comparison table
+        height = min(int(box["y"] + box["height"]) + 24, page.evaluate("document.documentElement.scrollHeight"))
+        page.screenshot(path=str(SCREENSHOT), full_page=True, clip={"x": 0, "y": 0, "width": 1280, "height": height})
+    assert SCREENSHOT.stat().st_size > 20_000

@@ -1,0 +1,154 @@
+"""The Speculative tab: a drafter proposes a token tree, the target verifies it in one forward pass.
+Watch each round's tree (accepted green, rejected red, the target's own token gold), the accepted
+length per round, and p versus q where the draft was made; compare the speed with plain decoding.
+
+    build_speculative()   lays the tab out inside the current Blocks and wires it (used by app.py)
+    demo()                the tab as a Blocks of its own:  python -m ui.speculative
+
+Handlers live in `ui/speculative_callbacks.py` (plain functions, {output name: value}); rendering in
+`ui/speculative_views.py`. This module only creates widgets and binds names to them.
+"""
+
+from __future__ import annotations
+
+import decoding  # noqa: F401  (switches telemetry off before gradio is imported)
+import gradio as gr
+
+from decoding.models import SUGGESTED_HUB_IDS
+from decoding.strategies.speculative import DRAFTERS, TREES
+from ui import speculative_callbacks as cb
+from ui.common import (MODEL_CONCURRENCY_ID, bind, configure_torch_threads, gpu, launch_kwargs, model_choices,
+                       model_concurrency, queue_size)
+from ui.speculative_views import (CONTROLS, DEFAULT_DRAFT_MODEL, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODEL,
+                                  DEFAULT_PROMPT, DEFAULT_SETTINGS, OUTPUTS, SPEC_FIELDS, UI_MAX_NEW_TOKENS, views)
+
+INTRO = ("A cheap **drafter** guesses several tokens ahead; the **target** model checks the whole guess in **one** "
+         "forward pass and keeps the longest prefix it agrees with, plus one token of its own. With temperature 0 "
+         "the text is exactly the target's greedy text, only faster when the guesses are good.")
+DRAFTER_ORDER = ("prompt-lookup", "early-exit", "token-recycling", "model")
+assert set(DRAFTER_ORDER) == set(DRAFTERS)
+
+
+def _controls(c: dict) -> None:
+    d = DEFAULT_SETTINGS
+    c["preset"] = gr.Dropdown(cb.preset_choices(), value=None, label="Preset", elem_id="spec-preset",
+                              info="A classroom demo: sets every control and explains what to look for.")
+    c["note"] = gr.Markdown("", elem_classes="dl-help", elem_id="spec-note")
+    c["model"] = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Target model", allow_custom_value=True,
+                             info=f"The model whose output counts; with internet, any hub id "
+                                  f"(e.g. {SUGGESTED_HUB_IDS[-1]}).", elem_id="spec-model")
+    c["prompt"] = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=4, max_lines=12, elem_id="spec-prompt")
+    with gr.Row():
+        c["generate"] = gr.Button("Generate", variant="primary", elem_id="spec-generate")
+        c["stop"] = gr.Button("Stop", variant="stop", elem_id="spec-stop")
+    c["status"] = gr.Markdown("Ready.", elem_id="spec-status")
+    c["spec:drafter"] = gr.Radio(list(DRAFTER_ORDER), value=d["drafter"], label="Drafter", elem_id="spec-drafter",
+                                 info="prompt-lookup copies from the context; early-exit drafts with the target's "
+                                      "first layers; token-recycling reuses earlier verifications; model: a small "
+                                      "model of the same family.")
+    c["spec:draft_model"] = gr.Dropdown(model_choices(), value=DEFAULT_DRAFT_MODEL, label="Draft model",
+                                        allow_custom_value=True, visible=d["drafter"] == "model",
+                                        info="Must share the target's tokenizer.", elem_id="spec-draft-model")
+    c["spec:tree"] = gr.Radio(list(TREES), value=d["tree"], label="Draft tree", elem_id="spec-tree",
+                              info="chain: one guess per position; static: a full tree `width` wide; "
+                                   "dynamic: best-first by draft probability.")
+    with gr.Row():
+        c["spec:draft_length"] = gr.Slider(1, 16, value=d["draft_length"], step=1, label="draft length",
+                                           elem_id="spec-draft-length")
+        c["spec:width"] = gr.Slider(1, 8, value=d["width"], step=1, label="width", elem_id="spec-width")
+    with gr.Row():
+        c["spec:node_budget"] = gr.Slider(1, 64, value=d["node_budget"], step=1, label="node budget",
+                                          elem_id="spec-node-budget")
+        c["spec:temperature"] = gr.Slider(0, 2, value=d["temperature"], step=0.05, label="temperature",
+                                          info="0 = greedy verification", elem_id="spec-temperature")
+    with gr.Row():
+        c["spec:exit_layer"] = gr.Number(d["exit_layer"], precision=0, minimum=0, label="exit layer",
+                                         info="early-exit; 0 = choose per round (DEL)",
+                                         visible=d["drafter"] == "early-exit", elem_id="spec-exit-layer")
+        c["spec:ngram"] = gr.Slider(1, 8, value=d["ngram"], step=1, label="n-gram", info="prompt-lookup",
+                                    visible=d["drafter"] == "prompt-lookup", elem_id="spec-ngram")
+    c["spec:adaptive"] = gr.Checkbox(d["adaptive"], label="adaptive draft length",
+                                     info="Chains: +2 after a fully accepted round, −1 otherwise.",
+                                     elem_id="spec-adaptive")
+    with gr.Row():
+        c["max_new_tokens"] = gr.Slider(1, UI_MAX_NEW_TOKENS, value=DEFAULT_MAX_NEW_TOKENS, step=1,
+                                        label="Max new tokens", elem_id="spec-max-new-tokens", scale=2)
+        c["seed"] = gr.Number(0, label="Seed", precision=0, minimum=0, elem_id="spec-seed", scale=1, min_width=90)
+    with gr.Row():
+        c["chat"] = gr.Checkbox(True, label="Chat template", info="Send the prompt as a user message.")
+        c["compare"] = gr.Checkbox(True, label="Also run plain decoding", elem_id="spec-compare",
+                                   info="Then greedy (or sampling at the same temperature) on the same target, "
+                                        "for the speed-up.")
+    with gr.Accordion("Export & replay", open=False, elem_id="spec-export"):
+        c["dl_json"] = gr.DownloadButton("Trace (JSON)", size="sm", elem_id="spec-download-json")
+        c["upload"] = gr.File(label="Replay a saved speculative trace (.json)", file_types=[".json"],
+                              type="filepath", height=110, elem_id="spec-upload")
+
+
+def _views(c: dict) -> None:
+    initial = {k: v.get("value") if isinstance(v, dict) else v for k, v in views(None).items()}
+    c["stats"] = gr.HTML(initial["stats"], elem_id="spec-stats")
+    gr.Markdown("### Generated text")
+    c["text"] = gr.HTML(initial["text"], elem_id="spec-text", elem_classes="dl-panel")
+    c["tree"] = gr.Plot(initial["tree"], label="Draft tree of the round", elem_id="spec-tree-plot")
+    c["round"] = gr.Slider(0, 1, value=0, step=1, label="Round", interactive=False, elem_id="spec-round",
+                           info="Step back through earlier rounds' trees.")
+    c["acceptance"] = gr.Plot(initial["acceptance"], label="Accepted per round", elem_id="spec-acceptance")
+    c["overlap"] = gr.Plot(initial["overlap"], label="Target p vs draft q", elem_id="spec-overlap")
+    c["position"] = gr.Dropdown([], label="Position in this round", interactive=False, elem_id="spec-position",
+                                info="Where the drafter proposed children: compare the target's p with the draft's q.")
+    gr.Markdown("### Speculative vs plain decoding")
+    c["summary"] = gr.HTML(initial["summary"], elem_id="spec-summary")
+    gr.Markdown(INTRO, elem_classes="dl-help")
+
+
+def build_speculative() -> dict:
+    """Create the tab's widgets in the current Blocks, wire them, and return them by name."""
+    c: dict = {}
+    with gr.Row(equal_height=False, elem_id="dl-speculative"):
+        with gr.Column(scale=4, min_width=330, elem_classes="dl-controls"):
+            _controls(c)
+        with gr.Column(scale=9, elem_classes="dl-views"):
+            _views(c)
+    c["trace"], c["baseline"] = gr.State(None), gr.State(None)
+    _wire(c)
+    return c
+
+
+def _wire(c: dict) -> None:
+    outputs = {name: c[name] for name in OUTPUTS}
+    params = [c[f"spec:{name}"] for name in SPEC_FIELDS]
+    model_bound = dict(concurrency_id=MODEL_CONCURRENCY_ID, concurrency_limit=model_concurrency(),
+                       show_progress="minimal", show_progress_on=[c["status"]], api_visibility="undocumented")
+    quiet = dict(show_progress="hidden", api_visibility="undocumented")
+    state = [c["trace"], c["baseline"]]
+
+    shown = {k: c[k] for k in ("spec:draft_model", "spec:exit_layer", "spec:ngram")}
+    c["spec:drafter"].change(bind(cb.drafter_changed, shown), c["spec:drafter"], list(shown.values()), **quiet)
+    preset_outputs = {k: c[k] for k in CONTROLS + ("note",)}
+    c["preset"].input(bind(cb.preset_chosen, preset_outputs), c["preset"], list(preset_outputs.values()), **quiet)
+    run = c["generate"].click(
+        gpu(bind(cb.generate_run, outputs)),
+        [c[k] for k in ("model", "prompt", "max_new_tokens", "seed", "chat", "compare")] + params,
+        list(outputs.values()), **model_bound)
+    # Cancel first (Gradio closes the running generator, which stops the worker), then show the result.
+    c["stop"].click(None, cancels=[run], api_visibility="undocumented").then(
+        bind(cb.stop_run, outputs), state, list(outputs.values()), **quiet)
+    c["round"].release(bind(cb.choose_round, outputs), [c["round"]] + state, list(outputs.values()), **quiet)
+    c["position"].input(bind(cb.choose_position, outputs), [c["position"], c["round"]] + state,
+                        list(outputs.values()), **quiet)
+    replay_outputs = outputs | {k: c[k] for k in CONTROLS}
+    c["upload"].upload(bind(cb.replay, replay_outputs), [c["upload"]] + state, list(replay_outputs.values()),
+                       **quiet)
+
+
+def demo() -> gr.Blocks:
+    """The Speculative tab alone, queued like the full app."""
+    with gr.Blocks(title="Decoding Lab · Speculative") as blocks:
+        build_speculative()
+    return blocks.queue(max_size=queue_size(), default_concurrency_limit=1)
+
+
+if __name__ == "__main__":
+    configure_torch_threads()
+    demo().launch(**launch_kwargs())

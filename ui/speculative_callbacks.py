@@ -1,0 +1,163 @@
+"""The Speculative tab's event handlers as plain functions: values in, {output name: value} out.
+
+Each one validates its inputs (a bad one raises `gr.Error` with the engine's message and changes
+nothing) and renders with `ui.speculative_views.views`. `generate_run` is a generator that streams
+while the worker thread decodes, then (optionally) runs plain decoding of the same target for the
+speed comparison; closing it (Stop) stops whichever run is going.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Iterator
+
+import gradio as gr
+
+from decoding.events import Event, Trace, stats
+from decoding.presets import load_presets
+from decoding.run import validate_request
+from ui.common import USER_ERRORS, check_model, run_work, stream_in_thread, user_error
+from ui.playground_views import finished_status, stream_views
+from ui.speculative_views import (SPEC_DEFAULTS, SPEC_FIELDS, STRATEGY, UI_MAX_NEW_TOKENS, baseline_plan,
+                                  collect_spec_params, export_json, stats_line, views)
+
+
+def _as_int(value):
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def drafter_changed(drafter: str) -> dict:
+    """Show the draft-model box only for drafter=model, the exit layer only for early exit, n-gram for lookup."""
+    return {"spec:draft_model": gr.update(visible=drafter == "model"),
+            "spec:exit_layer": gr.update(visible=drafter == "early-exit"),
+            "spec:ngram": gr.update(visible=drafter == "prompt-lookup")}
+
+
+def validate(model, prompt, max_new_tokens, seed, param_values) -> dict:
+    """The run's parameters, or ValueError naming the bad input (before any model work)."""
+    params = collect_spec_params(param_values)
+    validate_request(prompt, STRATEGY, params, max_new_tokens, seed)
+    check_model(model)
+    if params["drafter"] == "model":
+        check_model(params["draft_model"])
+    return params
+
+
+def generate_run(model, prompt, max_new_tokens, seed, chat, compare, *param_values) -> Iterator[dict]:
+    """Run speculative decoding and stream the views; then plain decoding for the comparison (if asked)."""
+    max_new_tokens, seed = _as_int(max_new_tokens), _as_int(seed)
+    try:
+        params = validate(model, prompt, max_new_tokens, seed, param_values)
+    except USER_ERRORS as err:
+        raise user_error(err) from None
+    trace = Trace()
+    yield views(trace) | {"trace": trace, "baseline": None, "dl_json": None, "status": f"Starting {model}…"}
+    work = run_work(model, prompt, strategy=STRATEGY, params=params, max_new_tokens=max_new_tokens, seed=seed,
+                    chat=bool(chat))
+    yield from stream_views(work, trace, lambda: views(trace, live=True), "tokens")
+    done = views(trace) | {"trace": trace, "dl_json": export_json(trace)}
+    if not compare or trace.finish is None or trace.finish.stop_reason == "cancelled":
+        yield done | {"status": finished_status(trace, "Finished") + f" {stats_line(trace)}."}
+        return
+    strategy, plain_params = baseline_plan(params)
+    yield done | {"status": f"Speculative run finished; now plain **{strategy}** decoding of the same target "
+                            "for the speed comparison…"}
+    plain = Trace()
+    work = run_work(model, prompt, strategy=strategy, params=plain_params, max_new_tokens=max_new_tokens,
+                    seed=seed, chat=bool(chat))
+    late = lambda item: plain.append(item) if isinstance(item, Event) else None  # noqa: E731  (after Stop)
+    try:
+        for batch in stream_in_thread(work, on_late=late):
+            for item in batch:
+                if isinstance(item, Event):
+                    plain.append(item)
+    except USER_ERRORS as err:
+        raise user_error(err) from None
+    baseline = stats(plain)
+    yield views(trace, baseline) | {"baseline": baseline, "status": comparison_status(trace, baseline)}
+
+
+def comparison_status(trace: Trace, baseline: dict) -> str:
+    s = stats(trace)
+    fast, slow = s["tokens_per_s"], baseline.get("tokens_per_s")
+    ratio = f"**{fast / slow:.2f}×** the speed of plain decoding" if fast and slow else "no speed ratio"
+    return f"**Finished**: {stats_line(trace)}; {ratio} ({_n(slow)} tokens/s plain)."
+
+
+def _n(value) -> str:
+    return "–" if value is None else f"{value:.1f}"
+
+
+def stop_run(trace, baseline, wait_s: float = 3.0) -> dict:
+    """After Stop cancelled the running event: show what was generated, and offer it for export."""
+    if trace is None:
+        return {"status": "Nothing is running."}
+    deadline = time.monotonic() + wait_s
+    while trace.finish is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if trace.finish is not None and trace.finish.stop_reason != "cancelled":
+        if baseline is None:  # stopped during the comparison run: the speculative one is complete
+            return views(trace) | {"dl_json": export_json(trace),
+                                   "status": f"**Stopped** the comparison run. {stats_line(trace)}."}
+        return {"status": "Nothing is running."}
+    count = stats(trace)["num_tokens"] if trace.start else 0
+    return views(trace) | {"dl_json": export_json(trace), "status": f"**Stopped** the run after {count} tokens."}
+
+
+def choose_round(round_index, trace, baseline) -> dict:
+    """The round slider: that round's draft tree, and its positions for the p-vs-q view."""
+    if trace is None or trace.start is None:
+        return {}
+    return views(trace, baseline, _as_int(round_index))
+
+
+def choose_position(parent, round_index, trace, baseline) -> dict:
+    """The position menu: p versus q where that node's children were drafted."""
+    if trace is None or trace.start is None or parent is None:
+        return {}
+    return views(trace, baseline, _as_int(round_index), _as_int(parent))
+
+
+def replay(path, trace, baseline) -> dict:
+    """Load a saved speculative trace into the views (and its settings into the controls); anything else changes nothing."""
+    if not path:
+        return {}
+    name = Path(path).name
+    try:
+        loaded = Trace.load(path)
+    except (ValueError, OSError, TypeError, KeyError, AttributeError) as err:
+        raise gr.Error(f"Cannot replay {name}: {err}", title="Not a Decoding Lab trace",
+                       print_exception=False) from None
+    if loaded.start.strategy != STRATEGY or not loaded.of_kind("spec_round"):
+        raise gr.Error(f"Cannot replay {name}: it is a {loaded.start.strategy!r} run without speculative rounds; "
+                       "replay it in the Playground tab instead.", title="Not a speculative trace",
+                       print_exception=False)
+    try:
+        shown = views(loaded)
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError) as err:
+        raise gr.Error(f"Cannot replay {name}: malformed speculative rounds ({err})", title="Not a Decoding Lab trace",
+                       print_exception=False) from None
+    start = loaded.start
+    controls = {"model": start.model, "prompt": start.prompt, "seed": start.seed, "chat": start.chat,
+                "max_new_tokens": min(max(1, start.max_new_tokens), UI_MAX_NEW_TOKENS)}
+    controls |= {f"spec:{k}": start.params[k] for k in SPEC_FIELDS if k in start.params}
+    return shown | controls | {"trace": loaded, "baseline": None, "dl_json": export_json(loaded),
+                               "status": f"**Replaying** {name}: {stats_line(loaded)}. Its settings are back in "
+                                         "the controls."}
+
+
+# Presets -------------------------------------------------------------------------------------------
+def preset_choices() -> list[tuple[str, str]]:
+    return [(p.title, p.name) for p in load_presets(lab="speculative")]
+
+
+def preset_chosen(name) -> dict:
+    """Every control from the preset (defaults for what it leaves out) and its teaching note."""
+    preset = next((p for p in load_presets(lab="speculative") if p.name == name), None)
+    if preset is None:
+        return {"note": ""}
+    params = SPEC_DEFAULTS | preset.params
+    out = {"model": preset.model, "prompt": preset.prompt, "max_new_tokens": preset.max_new_tokens,
+           "seed": preset.seed, "chat": preset.chat, "note": f"**{preset.title}.** {preset.note.strip()}"}
+    return out | {f"spec:{k}": params[k] for k in SPEC_FIELDS}  # the drafter's .change shows its own controls

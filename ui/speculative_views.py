@@ -1,0 +1,152 @@
+"""Speculative tab views as plain functions: the state (trace, baseline stats, chosen round and
+position) rendered into {output name: value} (see `OUTPUTS`).
+
+    trace      the speculative run (a `Trace`, growing while it streams)
+    baseline   `stats()` of plain decoding of the same target on the same prompt, or None
+    round      which round's draft tree and p-vs-q view to show (None = the latest)
+    parent     which expanded position of that round the p-vs-q view shows (-1 = the context)
+
+Glossary: see `visualizers/speculative.py` (draft / accepted / rejected / unvisited / extra token).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import tempfile
+from pathlib import Path
+
+import gradio as gr
+
+from decoding.events import Trace, stats
+from decoding.strategies import param_specs
+from visualizers._common import visible
+from visualizers.speculative import (acceptance_figure, draft_tree_figure, overlap_figure, spec_rounds,
+                                     spec_tokens_html, speculative_summary_html)
+
+STRATEGY = "speculative"
+SPEC_DEFAULTS = {p["name"]: p["default"] for p in param_specs(STRATEGY)}
+SPEC_FIELDS = tuple(SPEC_DEFAULTS)  # the order the tab passes parameter values in
+INT_FIELDS = {p["name"] for p in param_specs(STRATEGY) if p["type"] == "int"}
+DEFAULT_MODEL = "smollm2-135m"
+DEFAULT_DRAFT_MODEL = "smollm2-135m"  # the same family as the default target (a smaller one drafts faster)
+DEFAULT_PROMPT = ("Summarise, reusing its words: The lighthouse on the northern cliff was built in 1871 to warn "
+                  "ships away from the rocks. For a hundred years a keeper lived beside it and lit the lamp every "
+                  "evening, until an automatic lamp replaced him in 1971.")
+DEFAULT_SETTINGS = SPEC_DEFAULTS | {"drafter": "prompt-lookup"}
+DEFAULT_MAX_NEW_TOKENS = 48
+UI_MAX_NEW_TOKENS = 256
+
+OUTPUTS = ("status", "stats", "text", "tree", "acceptance", "overlap", "summary", "round", "position", "trace",
+           "baseline", "dl_json")
+CONTROLS = ("model", "prompt", "max_new_tokens", "seed", "chat") + tuple(f"spec:{name}" for name in SPEC_FIELDS)
+
+
+def collect_spec_params(values) -> dict:
+    """The strategy's parameters from the widgets' values (in `SPEC_FIELDS` order); sliders give 4.0 for 4."""
+    if len(values) != len(SPEC_FIELDS):
+        raise ValueError(f"expected {len(SPEC_FIELDS)} speculative parameter values, got {len(values)}")
+    params = {}
+    for name, value in zip(SPEC_FIELDS, values):
+        if name in INT_FIELDS and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if name == "temperature" and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if name == "draft_model":
+            value = (value or "").strip() if params.get("drafter") == "model" else ""
+        params[name] = SPEC_DEFAULTS[name] if value is None else value
+    return params
+
+
+def baseline_plan(params: dict) -> tuple[str, dict]:
+    """Plain decoding that the speculative run must match: greedy, or sampling at the same temperature."""
+    temperature = params.get("temperature", 0.0)
+    return ("greedy", {}) if not temperature else ("sample", {"temperature": float(temperature)})
+
+
+def views(trace: Trace | None, baseline: dict | None = None, round_index: int | None = None, parent: int = -1,
+          *, live: bool = False) -> dict:
+    """Every display output from the state; `live=True` while streaming (always the latest round)."""
+    trace = trace or Trace()
+    rounds = spec_rounds(trace)
+    if round_index is not None and not any(r.round == round_index for r in rounds):
+        round_index = None
+    shown = round_index if round_index is not None else (rounds[-1].round if rounds else None)
+    parents = _positions(trace, shown)
+    parent = parent if any(p == parent for _, p in parents) else -1
+    out = {"text": spec_tokens_html(trace) if trace.start else _placeholder(),
+           "tree": draft_tree_figure(trace, shown),
+           "acceptance": acceptance_figure(trace),
+           "overlap": overlap_figure(trace, shown, parent) if rounds else overlap_figure(trace),
+           "stats": stats_html(trace),
+           "summary": speculative_summary_html(trace, baseline) if trace.start else "",
+           "round": gr.update(minimum=0, maximum=max(1, len(rounds) - 1), value=shown or 0,
+                              interactive=len(rounds) > 1 and not live,
+                              label=f"Round ({len(rounds)} played)" if rounds else "Round"),
+           "position": gr.update(choices=parents, value=parent if parents else None,
+                                 interactive=bool(parents) and not live)}
+    return out
+
+
+def _positions(trace: Trace, round_index: int | None) -> list[tuple[str, int]]:
+    """(label, parent) for each position of the round where the target's p was compared with the draft."""
+    r = next((r for r in spec_rounds(trace) if r.round == round_index), None)
+    if r is None:
+        return []
+    nodes = {n["id"]: n for n in r.nodes}
+    out = []
+    for d in r.dists:
+        p = d["parent"]
+        name = "the context (root)" if p == -1 else f"after node {p} '{visible(nodes[p]['token_text'])}'" \
+            if p in nodes else f"after node {p}"
+        out.append((f"{name} · overlap {d['overlap']:.2f}", p))
+    return out
+
+
+def _placeholder() -> str:
+    return ('<div class="dl-placeholder">Press <b>Generate</b>: the text appears here round by round, each '
+            "round's drafted &amp; accepted tokens in one colour, the target's own token bold.</div>")
+
+
+def _fmt(value, digits: int) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def stats_html(trace: Trace) -> str:
+    """One row of cards: tokens, tokens/s, target passes per token, mean accepted length, acceptance rate."""
+    start = trace.start
+    if start is None:
+        return '<div class="dl-stats dl-stats-empty">Statistics appear here once a run starts.</div>'
+    s = stats(trace)
+    cards = [("tokens", s["num_tokens"]), ("tokens / s", _fmt(s["tokens_per_s"], 1)),
+             ("target passes / token", _fmt(s.get("target_forward_passes_per_token"), 2)),
+             ("mean accepted length", _fmt(s.get("mean_accepted_length"), 2)),
+             ("acceptance rate", _fmt(s.get("acceptance_rate"), 2)),
+             ("rounds", s.get("rounds", 0))]
+    body = "".join(f'<div class="dl-stat"><div class="v">{html.escape(str(v))}</div>'
+                   f'<div class="k">{html.escape(k)}</div></div>' for k, v in cards)
+    p = start.params
+    setting = f"{p.get('drafter')} drafter, {p.get('tree')} tree, draft length {p.get('draft_length')}"
+    if p.get("temperature"):
+        setting += f", temperature {p['temperature']:g}"
+    caption = f"{html.escape(start.model)} · {html.escape(setting)} · {html.escape(start.dtype)} on {html.escape(start.device)}"
+    return f'<div class="dl-stats"><div class="dl-caption">{caption}</div><div class="dl-cards">{body}</div></div>'
+
+
+def stats_line(trace: Trace) -> str:
+    """The same numbers as one sentence (status bar, tests)."""
+    s = stats(trace)
+    return (f"{s['num_tokens']} tokens in {s['elapsed_s']:.1f} s ({_fmt(s['tokens_per_s'], 1)} tokens/s), "
+            f"{_fmt(s.get('target_forward_passes_per_token'), 2)} target passes per token, "
+            f"mean accepted length {_fmt(s.get('mean_accepted_length'), 2)}, "
+            f"acceptance rate {_fmt(s.get('acceptance_rate'), 2)}")
+
+
+def export_json(trace: Trace | None) -> str | None:
+    """The trace as JSON in a fresh folder (the DownloadButton's file)."""
+    if trace is None or trace.start is None:
+        return None
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{trace.start.model}-speculative")
+    path = Path(tempfile.mkdtemp(prefix="decoding-lab-")) / f"{stem}-trace.json"
+    trace.save(path)
+    return str(path)
