@@ -33,8 +33,9 @@ from decoding.models import DEFAULT_MODEL, REGISTRY, TINY_MODEL, ModelLoadError,
 from decoding.run import generate
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
-REDRAWS_PER_S = 8.0  # upper bound on live redraws
-REDRAW_BUDGET = 0.2  # share of wall time redraws may take (slow redraws are spaced out further)
+REDRAWS_PER_S = 5.0  # upper bound on live redraws
+REDRAW_BUDGET = 0.08  # share of wall time redraws may take (slow redraws are spaced out further): drawing
+# shares the GIL with the decoding thread, so this is roughly what live views cost in speed
 MODEL_CONCURRENCY_ID = "model"  # every model-bound event shares this queue slot
 
 
@@ -208,7 +209,7 @@ class Redraw:
     `budget` of the time (from a running mean of what `timed()` measured), but never more than
     `max_interval_s` apart, so a slow machine still shows the text growing."""
 
-    def __init__(self, per_s: float = REDRAWS_PER_S, budget: float = REDRAW_BUDGET, max_interval_s: float = 0.75):
+    def __init__(self, per_s: float = REDRAWS_PER_S, budget: float = REDRAW_BUDGET, max_interval_s: float = 1.0):
         self.min_interval, self.budget, self.max_interval = 1.0 / per_s, budget, max_interval_s
         self.last, self.cost = float("-inf"), 0.0
 
