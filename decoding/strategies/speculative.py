@@ -39,7 +39,7 @@ TREES = ("chain", "static", "dynamic")
 
 @dataclass(frozen=True)
 class SpeculativeParams:
-    drafter: str = "early-exit"  # model | early-exit | prompt-lookup | token-recycling
+    drafter: str = "prompt-lookup"  # model | early-exit | prompt-lookup | token-recycling
     draft_model: str = ""  # drafter=model: registry name or hub id sharing the target's tokenizer
     tree: str = "chain"  # chain | static (full width-ary tree) | dynamic (best-first by draft probability)
     draft_length: int = 4  # chain length / maximum tree depth, [1, 16]
