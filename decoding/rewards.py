@@ -1,0 +1,387 @@
+"""Rewards for particle filtering: one interface for step-level and outcome-level scores.
+
+A reward scores a partial solution (the question and the steps generated so far) with a value in
+[0, 1]; `decoding.particles.weights_from_rewards` turns those values into particle weights.
+Papers followed:
+
+- Puri et al. 2025, "A Probabilistic Inference Approach to Inference-Time Scaling of LLMs using
+  Particle-Based Monte Carlo Methods": a process reward model (PRM) scores every step; here the
+  PRM can be a rule (`ArithmeticStepChecker`) or an LM judge (`LMJudgeReward`, P("Yes") of a
+  causal LM asked whether the step is correct, in the spirit of LLM-as-a-judge PRMs).
+- Lew et al. 2023, "Sequential Monte Carlo Steering of Large Language Models using Probabilistic
+  Programs": hard text constraints (no letter "e", short words) that zero out a particle the
+  moment they are violated; soft ones only lower its weight.
+- Outcome reward (GSM8K-style "#### X" / "\\boxed{X}" answers): Cobbe et al. 2021, "Training
+  Verifiers to Solve Math Word Problems".
+
+Glossary
+- step: one chunk of generated text (a reasoning line); `steps` are those so far, last = newest.
+- final: True when the particle has finished (outcome-level scoring may apply).
+- value: the reward in [0, 1]; 1 = fully satisfied.
+- hard violation: a constraint that can never be repaired; value is 0 and the particle dies.
+- soft constraint: a preference; its value is a fraction in [0, 1].
+- judge: a callable prompt -> P("Yes") in [0, 1], injected (no model is loaded here).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol, Sequence
+
+# --------------------------------------------------------------------------- interface
+
+
+@dataclass(frozen=True)
+class RewardResult:
+    value: float  # reward in [0, 1]
+    hard_violation: bool = False  # True: a hard constraint is broken, value is 0
+    detail: str = ""  # human-readable explanation
+
+    def __post_init__(self):
+        if not isinstance(self.value, (int, float)) or not 0 <= self.value <= 1:
+            raise ValueError(f"`value` must be in [0, 1], got {self.value!r}")
+        if self.hard_violation and self.value != 0:
+            raise ValueError(f"`value` must be 0 when `hard_violation` is True, got {self.value!r}")
+
+
+class Reward(Protocol):
+    name: str
+
+    def score(self, question: str, steps: list[str], final: bool) -> RewardResult: ...
+
+
+def _check_bool(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"`{name}` must be True or False, got {value!r}")
+
+
+# --------------------------------------------------------------------------- numbers
+
+# 1,200  1,200.5  12  3.25  .5 ; a leading minus only where it cannot be a binary operator
+_NUM = r"(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
+_OPS = {"+": "+", "-": "-", "−": "-", "*": "*", "×": "*", "x": "*", "X": "*", "/": "/", "÷": "/"}
+_EQUATION = re.compile(
+    rf"(?<![\w.,])(?P<a>-?{_NUM})\s*(?P<op>[+\-−*×xX/÷])\s*(?P<b>-?{_NUM})\s*=\s*(?P<c>-?{_NUM})(?![\d])"
+)
+_NUMBER = re.compile(rf"-?{_NUM}")
+
+
+def parse_number(text: str) -> float | None:
+    """A float from '1,200', '-3.5', '$12', '3/4' (simple fraction), '\\frac{3}{4}'; None if none."""
+    s = text.strip().replace("$", "").replace(",", "").replace(" ", "").rstrip(".")
+    frac = re.fullmatch(r"\\[dt]?frac\{(-?[\d.]+)\}\{(-?[\d.]+)\}", s)
+    if frac:
+        s = f"{frac.group(1)}/{frac.group(2)}"
+    match = re.fullmatch(r"(-?[\d.]+)/(-?[\d.]+)", s)
+    try:
+        if match:
+            denominator = float(match.group(2))
+            return float(match.group(1)) / denominator if denominator else None
+        return float(s)
+    except ValueError:
+        return None
+
+
+def _decimals(number: str) -> int:
+    return len(number.split(".")[1]) if "." in number else 0
+
+
+def check_equation(a: str, op: str, b: str, c: str) -> tuple[bool, float | None]:
+    """(correct, true value) of `a op b = c`; a result written with d decimals may be rounded."""
+    x, y, claimed = parse_number(a), parse_number(b), parse_number(c)
+    symbol = _OPS[op]
+    if symbol == "/" and y == 0:
+        return False, None
+    true = {"+": x + y, "-": x - y, "*": x * y, "/": x / y if y else math.nan}[symbol]
+    d = _decimals(c)
+    tolerance = 0.5 * 10.0**-d + 1e-9 if d else 1e-6 * max(1.0, abs(true))
+    return abs(true - claimed) <= tolerance, true
+
+
+def extract_answer(text: str) -> str | None:
+    """The final answer: last \\boxed{X}, else '#### X', else 'answer is X', else the last number."""
+    boxed = re.findall(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}", text)
+    if boxed:
+        return boxed[-1].strip()
+    for pattern in (rf"####\s*\$?\s*(-?{_NUM})", rf"answer is:?\s*\$?\s*(-?{_NUM})"):
+        found = re.findall(pattern, text, flags=re.IGNORECASE)
+        if found:
+            return found[-1]
+    numbers = _NUMBER.findall(text)
+    return numbers[-1] if numbers else None
+
+
+# --------------------------------------------------------------------------- math rewards
+
+
+@dataclass(frozen=True)
+class ArithmeticStepChecker:
+    """Step-level: the fraction of 'a op b = c' in the newest step that are right (1.0 if none)."""
+
+    name: str = "arithmetic"
+
+    def score(self, question: str, steps: list[str], final: bool) -> RewardResult:
+        step = steps[-1] if steps else ""
+        checks = []
+        for m in _EQUATION.finditer(step):
+            ok, true = check_equation(m["a"], m["op"], m["b"], m["c"])
+            shown = f"{m['a']} {m['op']} {m['b']} = {m['c']}"
+            checks.append((ok, shown + (" ✓" if ok else f" ✗ (is {true:g})" if true is not None else " ✗ (undefined)")))
+        if not checks:
+            return RewardResult(1.0, False, "no arithmetic found")
+        correct = sum(ok for ok, _ in checks)
+        return RewardResult(correct / len(checks), False, "; ".join(text for _, text in checks))
+
+
+@dataclass(frozen=True)
+class FinalAnswerChecker:
+    """Outcome-level: 1.0 when the extracted answer equals `reference` within 1e-6, else 0.0.
+
+    Scores whatever text it is given; the strategy decides whether to call it only when final.
+    """
+
+    reference: str  # the expected answer, a number ('1,200', '3/4', '-2.5')
+    tolerance: float = 1e-6  # absolute tolerance of the numeric comparison
+    name: str = "final_answer"
+
+    def __post_init__(self):
+        if parse_number(str(self.reference)) is None:
+            raise ValueError(f"`reference` must be a number, got {self.reference!r}")
+        if not isinstance(self.tolerance, (int, float)) or self.tolerance < 0:
+            raise ValueError(f"`tolerance` must be >= 0, got {self.tolerance!r}")
+
+    def score(self, question: str, steps: list[str], final: bool) -> RewardResult:
+        answer = extract_answer("\n".join(steps))
+        value = parse_number(answer) if answer is not None else None
+        if value is None:
+            return RewardResult(0.0, False, "no answer found")
+        ok = abs(value - parse_number(str(self.reference))) <= self.tolerance
+        return RewardResult(1.0 if ok else 0.0, False, f"answer {answer} {'✓' if ok else '✗'} (reference {self.reference})")
+
+
+# --------------------------------------------------------------------------- text constraints
+
+_WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)*")  # letters, with inner apostrophes
+
+
+def _violation(hard: bool, fraction_ok: float, detail: str) -> RewardResult:
+    return RewardResult(0.0, True, detail) if hard else RewardResult(fraction_ok, False, detail)
+
+
+@dataclass(frozen=True)
+class ForbiddenLetter:
+    """No word may contain `letter` (case-insensitive). Soft: fraction of words without it."""
+
+    letter: str  # a single letter, e.g. 'e' (a lipogram)
+    hard: bool = True  # True: any occurrence kills the particle
+    name: str = "forbidden_letter"
+
+    def __post_init__(self):
+        if not isinstance(self.letter, str) or len(self.letter) != 1 or not self.letter.isalpha():
+            raise ValueError(f"`letter` must be a single letter, got {self.letter!r}")
+        _check_bool("hard", self.hard)
+
+    def score(self, question: str, steps: list[str], final: bool) -> RewardResult:
+        words = _WORD.findall(" ".join(steps))
+        bad = [w for w in words if self.letter.lower() in w.lower()]
+        if not bad:
+            return RewardResult(1.0, False, f"no '{self.letter}'")
+        return _violation(self.hard, 1 - len(bad) / len(words), f"'{self.letter}' in: {', '.join(bad[:5])}")
+
+
+@dataclass(frozen=True)
+class MaxWordLength:
+    """Every word at most `n` letters. Soft: fraction of words within the limit."""
+
+    n: int  # maximum letters per word, >= 1
+    hard: bool = True  # True: one long word kills the particle
+    name: str = "max_word_length"
+
+    def __post_init__(self):
+        if not isinstance(self.n, int) or isinstance(self.n, bool) or self.n < 1:
+            raise ValueError(f"`n` must be an integer >= 1, got {self.n!r}")
+        _check_bool("hard", self.hard)
+
+    def score(self, question: str, steps: list[str], final: bool) -> RewardResult:
+        words = _WORD.findall(" ".join(steps))
+        long = [w for w in words if len(w) > self.n]
+        if not long:
+            return RewardResult(1.0, False, f"all words <= {self.n} letters")
+        return _violation(self.hard, 1 - len(long) / len(words), f"longer than {self.n}: {', '.join(long[:5])}")
+
+
+@dataclass(frozen=True)
+class RequiredWords:
+    """The text must contain every word of `words` (whole words, case-insensitive).
+
+    Final: value = fraction present (hard: any missing is a violation). Before the end a missing
+    word may still come, so each counts `pending_credit` instead of 0 and nothing is violated.
+    """
+
+    words: tuple[str, ...]  # required words
+    hard: bool = False  # True: a word missing at the final step kills the particle
+    pending_credit: float = 0.5  # credit for a word not yet present before the final step, in [0, 1]
+    name: str = "required_words"
+
+    def __post_init__(self):
+        words = (self.words,) if isinstance(self.words, str) else tuple(self.words)
+        if not words or any(not isinstance(w, str) or not w.strip() for w in words):
+            raise ValueError(f"`words` must be a non-empty list of non-empty strings, got {self.words!r}")
+        object.__setattr__(self, "words", tuple(w.strip() for w in words))
+        _check_bool("hard", self.hard)
+        if not isinstance(self.pending_credit, (int, float)) or not 0 <= self.pending_credit <= 1:
+            raise ValueError(f"`pending_credit` must be in [0, 1], got {self.pending_credit!r}")
+
+    def score(self, question: str, steps: list[str], final: bool) -> RewardResult:
+        text = " ".join(steps)
+        present = [w for w in self.words if re.search(rf"(?<!\w){re.escape(w)}(?!\w)", text, flags=re.IGNORECASE)]
+        missing = [w for w in self.words if w not in present]
+        detail = f"{len(present)}/{len(self.words)} present" + (f"; missing: {', '.join(missing)}" if missing else "")
+        if final:
+            fraction = len(present) / len(self.words)
+            return _violation(self.hard, fraction, detail) if missing else RewardResult(1.0, False, detail)
+        value = (len(present) + self.pending_credit * len(missing)) / len(self.words)
+        return RewardResult(value, False, detail)
+
+
+# --------------------------------------------------------------------------- combination
+
+MEANS = ("geometric", "arithmetic")
+
+
+@dataclass(frozen=True)
+class CombinedReward:
+    """Weighted mean of several rewards; any hard violation gives 0 with hard_violation=True.
+
+    geometric (default): prod v_i^(w_i / sum w), so any zero value gives 0 (like multiplying
+    likelihoods, as SMC potentials combine); arithmetic: sum w_i v_i / sum w, forgiving.
+    """
+
+    parts: tuple[tuple[Reward, float], ...]  # (reward, weight > 0) pairs
+    mean: str = "geometric"  # geometric | arithmetic
+    name: str = "combined"
+
+    def __post_init__(self):
+        parts = tuple((r, w) for r, w in self.parts)
+        if not parts:
+            raise ValueError("`parts` must contain at least one (reward, weight) pair")
+        for reward, weight in parts:
+            if not callable(getattr(reward, "score", None)):
+                raise ValueError(f"`parts` entries must be rewards with a score method, got {reward!r}")
+            if not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight <= 0:
+                raise ValueError(f"`weight` of {getattr(reward, 'name', reward)!r} must be > 0, got {weight!r}")
+        object.__setattr__(self, "parts", parts)
+        if self.mean not in MEANS:
+            raise ValueError(f"`mean` must be one of {', '.join(MEANS)}, got {self.mean!r}")
+
+    def score(self, question: str, steps: list[str], final: bool) -> RewardResult:
+        results = [(reward.name, reward.score(question, steps, final), w) for reward, w in self.parts]
+        detail = " | ".join(f"{name}={r.value:.3g}" + (f" ({r.detail})" if r.detail else "") for name, r, _ in results)
+        if any(r.hard_violation for _, r, _ in results):
+            return RewardResult(0.0, True, detail)
+        total = sum(w for _, _, w in results)
+        if self.mean == "arithmetic":
+            value = sum(w * r.value for _, r, w in results) / total
+        elif any(r.value == 0 for _, r, _ in results):
+            value = 0.0
+        else:
+            value = math.exp(sum(w * math.log(r.value) for _, r, w in results) / total)
+        return RewardResult(min(max(value, 0.0), 1.0), False, detail)
+
+
+# --------------------------------------------------------------------------- LM judge
+
+DEFAULT_JUDGE_TEMPLATE = "Question: {question}\nProposed step: {step}\nIs this step correct? Answer Yes or No."
+
+
+@dataclass(frozen=True)
+class LMJudgeReward:
+    """Step-level PRM from a causal LM: value = judge(prompt) = P("Yes" | judging prompt).
+
+    The template may use {question}, {step} (the newest step) and {previous} (earlier steps).
+    """
+
+    judge: Callable[[str], float]  # prompt -> P("Yes") in [0, 1], injected by the strategy code
+    template: str = DEFAULT_JUDGE_TEMPLATE  # must contain {question} and {step}
+    name: str = "lm_judge"
+
+    def __post_init__(self):
+        if not callable(self.judge):
+            raise ValueError(f"`judge` must be callable prompt -> P(Yes), got {self.judge!r}")
+        if not isinstance(self.template, str) or "{question}" not in self.template or "{step}" not in self.template:
+            raise ValueError(f"`template` must contain {{question}} and {{step}}, got {self.template!r}")
+
+    def build_prompt(self, question: str, steps: Sequence[str]) -> str:
+        step = steps[-1] if steps else ""
+        return self.template.format(question=question, step=step, previous="\n".join(steps[:-1]))
+
+    def score(self, question: str, steps: list[str], final: bool) -> RewardResult:
+        p_yes = float(self.judge(self.build_prompt(question, steps)))
+        if not 0 <= p_yes <= 1:
+            raise ValueError(f"`judge` must return P(Yes) in [0, 1], got {p_yes!r}")
+        return RewardResult(p_yes, False, f"P(Yes) = {p_yes:.3f}")
+
+
+# --------------------------------------------------------------------------- registry
+
+
+def _as_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "1", "yes", "false", "0", "no"):
+        return value.strip().lower() in ("true", "1", "yes")
+    raise ValueError(f"`{name}` must be true or false, got {value!r}")
+
+
+def _as_int(name: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"`{name}` must be an integer, got {value!r}")
+    try:
+        return int(str(value).strip()) if not isinstance(value, int) else value
+    except ValueError:
+        raise ValueError(f"`{name}` must be an integer, got {value!r}") from None
+
+
+def _as_words(value: Any) -> tuple[str, ...]:
+    return tuple(w.strip() for w in value.split(",") if w.strip()) if isinstance(value, str) else tuple(value)
+
+
+# name -> (allowed parameter names, factory(params) -> Reward); params may be CLI strings
+_FACTORIES: dict[str, tuple[tuple[str, ...], Callable[[dict], Reward]]] = {
+    "arithmetic": ((), lambda p: ArithmeticStepChecker()),
+    "final_answer": (("reference",), lambda p: FinalAnswerChecker(str(p["reference"]))),
+    "forbidden_letter": (("letter", "hard"), lambda p: ForbiddenLetter(p["letter"], _as_bool("hard", p.get("hard", True)))),
+    "max_word_length": (("n", "hard"), lambda p: MaxWordLength(_as_int("n", p["n"]), _as_bool("hard", p.get("hard", True)))),
+    "required_words": (("words", "hard"), lambda p: RequiredWords(_as_words(p["words"]), _as_bool("hard", p.get("hard", False)))),
+    "lm_judge": (("judge", "template"), lambda p: LMJudgeReward(p["judge"], p.get("template", DEFAULT_JUDGE_TEMPLATE))),
+}
+_REQUIRED = {"final_answer": ("reference",), "forbidden_letter": ("letter",), "max_word_length": ("n",),
+             "required_words": ("words",), "lm_judge": ("judge",)}
+
+
+def _factory(name: str) -> Callable[[dict | None], Reward]:
+    allowed, build = _FACTORIES[name]
+
+    def make(params: dict | None = None) -> Reward:
+        params = dict(params or {})
+        unknown = sorted(set(params) - set(allowed))
+        if unknown:
+            raise ValueError(f"unknown parameter `{unknown[0]}` for reward {name!r}; allowed: {', '.join(allowed) or 'none'}")
+        for key in _REQUIRED.get(name, ()):
+            if key not in params:
+                raise ValueError(f"reward {name!r} needs parameter `{key}`")
+        return build(params)
+
+    return make
+
+
+REWARDS: dict[str, Callable[[dict | None], Reward]] = {name: _factory(name) for name in _FACTORIES}
+
+
+def make_reward(name: str, params: dict | None = None) -> Reward:
+    """REWARDS[name](params), with a helpful error for unknown names."""
+    if name not in REWARDS:
+        raise ValueError(f"`reward` must be one of {', '.join(REWARDS)}, got {name!r}")
+    return REWARDS[name](params)
