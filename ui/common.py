@@ -289,3 +289,12 @@ def preload_default_model() -> threading.Thread | None:
     thread = threading.Thread(target=warm, name="preload", daemon=True)
     thread.start()
     return thread
+
+
+def wait_for_finish(trace, wait_s: float) -> bool:
+    """After Stop: wait up to `wait_s` for the cancelled run's worker to record its RunFinished.
+    True when the run ended because it was cancelled (False: finished on its own, or still going)."""
+    deadline = time.monotonic() + wait_s
+    while trace.finish is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return trace.finish is not None and trace.finish.stop_reason == "cancelled"

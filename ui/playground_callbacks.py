@@ -8,7 +8,6 @@ closing them (Stop) stops the run.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Iterator
 
@@ -17,7 +16,7 @@ import gradio as gr
 from decoding.events import Trace, TokenStep, stats
 from decoding.run import validate_request
 from decoding.strategies import STRATEGIES
-from ui.common import USER_ERRORS, check_model, run_work, user_error
+from ui.common import USER_ERRORS, check_model, run_work, user_error, wait_for_finish
 from ui.playground_views import (UI_MAX_NEW_TOKENS, collect_params, export_files, finished_status, focused,
                                  new_selection, param_widgets, playground_strategies, stream_views, token_at, views)
 
@@ -81,10 +80,7 @@ def stop_run(trace, branch, selection, color_by, wait_s: float = 3.0) -> dict:
     shown, what = (branch["trace"], "the branch") if branch else (trace, "the run")
     if shown is None:
         return {"status": "Nothing is running."}
-    deadline = time.monotonic() + wait_s
-    while shown.finish is None and time.monotonic() < deadline:
-        time.sleep(0.02)
-    if shown.finish is not None and shown.finish.stop_reason != "cancelled":
+    if not wait_for_finish(shown, wait_s) and shown.finish is not None:
         return {"status": "Nothing is running."}
     count = stats(shown)["num_tokens"] if shown.start else 0
     return views(trace, branch, selection, color_by) | export_files(trace) | {

@@ -8,7 +8,6 @@ speed comparison; closing it (Stop) stops whichever run is going.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Iterator
 
@@ -17,7 +16,7 @@ import gradio as gr
 from decoding.events import Event, Trace, stats
 from decoding.presets import load_presets
 from decoding.run import validate_request
-from ui.common import USER_ERRORS, check_model, run_work, stream_in_thread, user_error
+from ui.common import USER_ERRORS, check_model, run_work, stream_in_thread, user_error, wait_for_finish
 from ui.playground_views import finished_status, stream_views
 from ui.speculative_views import (SPEC_DEFAULTS, SPEC_FIELDS, STRATEGY, UI_MAX_NEW_TOKENS, baseline_plan,
                                   collect_spec_params, export_json, stats_line, views)
@@ -93,10 +92,7 @@ def stop_run(trace, baseline, wait_s: float = 3.0) -> dict:
     """After Stop cancelled the running event: show what was generated, and offer it for export."""
     if trace is None:
         return {"status": "Nothing is running."}
-    deadline = time.monotonic() + wait_s
-    while trace.finish is None and time.monotonic() < deadline:
-        time.sleep(0.02)
-    if trace.finish is not None and trace.finish.stop_reason != "cancelled":
+    if not wait_for_finish(trace, wait_s) and trace.finish is not None:
         if baseline is None:  # stopped during the comparison run: the speculative one is complete
             return views(trace) | {"dl_json": export_json(trace),
                                    "status": f"**Stopped** the comparison run. {stats_line(trace)}."}
