@@ -96,9 +96,7 @@ class LM:
         past, num_pending = cache.get_seq_length(), len(pending_ids)
         context = past - cached_nodes  # context tokens in the cache
         new = range(cached_nodes, len(tokens))
-        depth: list[int] = []
-        for p in parents:
-            depth.append(1 if p < 0 else depth[p] + 1)
+        depth = tree_depths(parents)
         root_position = context + num_pending - 1
         positions = [context + i for i in range(num_pending)] + [root_position + depth[i] for i in new]
         q_len = num_pending + len(new)
@@ -180,6 +178,15 @@ class LM:
             return list(ids), text, True
         ids = self.tokenizer(prompt).input_ids  # the tokenizer adds BOS where the model expects it
         return list(ids), prompt, False
+
+
+def tree_depths(parents: list[int]) -> list[int]:
+    """Depth of each tree node (1 for the root's children) from its parent (-1 = the root);
+    a parent always comes before its children."""
+    depth: list[int] = []
+    for p in parents:
+        depth.append(1 if p < 0 else depth[p] + 1)
+    return depth
 
 
 # Cache helpers (pure functions of a cache) ---------------------------------------------------

@@ -140,7 +140,6 @@ class ModelDrafter:
                 frontier.append(node)
         crop_cache(self.cache, len(context) - 1)  # keep context[:-1]; drop the draft tree
         draft.forward_passes, draft.seconds = passes, time.perf_counter() - t0
-        draft.info["logq_cum"] = [scores[i] for i in range(len(tree))]
         return draft
 
     def observe(self, **kwargs) -> None:

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from decoding.lm import tree_depths
+
 ROOT = -1
 
 
@@ -60,10 +62,7 @@ class DraftTree:
 
     def depths(self) -> list[int]:
         """1 for the root's children."""
-        depth: list[int] = []
-        for p in self.parents:
-            depth.append(1 if p == ROOT else depth[p] + 1)
-        return depth
+        return tree_depths(self.parents)
 
     def path(self, node: int) -> list[int]:
         """Nodes from the root's child down to `node`."""
@@ -72,14 +71,6 @@ class DraftTree:
             out.append(node)
             node = self.parents[node]
         return out[::-1]
-
-    def attention_mask(self) -> torch.Tensor:
-        """(n, n) bool: node i sees node j iff j is i or an ancestor of i."""
-        n = len(self)
-        mask = torch.zeros(n, n, dtype=torch.bool)
-        for i in range(n):
-            mask[i, self.path(i)] = True
-        return mask
 
 
 @dataclass

@@ -126,6 +126,13 @@ def token_event(ctx: RunContext, step: int, token_id: int, raw_logits: torch.Ten
     )
 
 
+def point_mass(logits: torch.Tensor, token_id: int) -> torch.Tensor:
+    """Logits (V,) of a deterministic choice: 0 at `token_id`, -inf elsewhere (what greedy draws from)."""
+    point = torch.full_like(logits, float("-inf"))
+    point[token_id] = 0.0
+    return point
+
+
 def token_loop(ctx: RunContext, outcome: Outcome,
                choose: Callable[[torch.Tensor, list[int]], tuple[int, torch.Tensor, dict]]) -> Iterator[Event]:
     """One token per model call. `choose(logits (V,), ids so far)` -> (token, final logits, extra)."""
@@ -146,9 +153,7 @@ def token_loop(ctx: RunContext, outcome: Outcome,
 def greedy(ctx: RunContext, params: GreedyParams, outcome: Outcome) -> Iterator[Event]:
     def choose(logits, ids):
         token_id = int(logits.argmax())
-        point = torch.full_like(logits, float("-inf"))  # the sampling distribution is a point mass
-        point[token_id] = 0.0
-        return token_id, point, {}
+        return token_id, point_mass(logits, token_id), {}
 
     yield from token_loop(ctx, outcome, choose)
 

@@ -19,6 +19,7 @@ the round's event carries the model calls).
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Iterator
@@ -31,7 +32,7 @@ from decoding.lm import LM, crop_cache
 from decoding.spec.model_drafters import TOP_RECORDED, EarlyExitDrafter, ModelDrafter, TreePlan
 from decoding.spec.retrieval import PromptLookupDrafter, TokenRecyclingDrafter
 from decoding.spec.verify import ROOT, verify_tree
-from decoding.strategies.autoregressive import Outcome, RunContext, token_event
+from decoding.strategies.autoregressive import Outcome, RunContext, point_mass, token_event
 
 DRAFTERS = ("model", "early-exit", "prompt-lookup", "token-recycling")
 TREES = ("chain", "static", "dynamic")
@@ -116,9 +117,7 @@ def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) ->
         yield _round_event(ctx, lm, round_index, step, drafter, draft, verdict, probs, produced,
                            target_passes=1 + (prefill_passes if round_index == 0 else 0), verify_s=verify_s)
         for j in range(keep):
-            final = torch.full_like(row_logits[rows[j]], float("-inf")) if greedy else row_logits[rows[j]] / temperature
-            if greedy:
-                final[produced[j]] = 0.0
+            final = point_mass(row_logits[rows[j]], produced[j]) if greedy else row_logits[rows[j]] / temperature
             yield token_event(ctx, step, produced[j], row_logits[rows[j]], final, forward_passes=0,
                               extra={"round": round_index, "origin": origins[j]})
             step += 1
@@ -159,7 +158,7 @@ def _keep_count(produced: list[int], stop_ids, budget: int) -> int:
 def _round_event(ctx, lm, round_index, step, drafter, draft, verdict, probs, produced, target_passes, verify_s):
     tree, depths = draft.tree, draft.tree.depths()
     visits = {v.node: v for v in verdict.visits}
-    logq_cum = draft.info.pop("logq_cum", None) or _cum_logq(tree)
+    logq_cum = _cum_logq(tree)
     nodes = []
     for i, token in enumerate(tree.tokens):
         parent = tree.parents[i]
@@ -195,8 +194,7 @@ def _round_event(ctx, lm, round_index, step, drafter, draft, verdict, probs, pro
 
 
 def _cum_logq(tree) -> list[float]:
-    import math
-
+    """Cumulative draft log-probability from the root to each node (0 for deterministic drafts)."""
     out: list[float] = []
     for i, parent in enumerate(tree.parents):
         out.append((out[parent] if parent != ROOT else 0.0) + math.log(max(tree.q_token[i], 1e-30)))
