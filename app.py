@@ -18,7 +18,7 @@ import decoding  # noqa: F401  (switches telemetry and analytics off before grad
 import gradio as gr
 
 from ui.api import register_api
-from ui.common import configure_torch_threads, launch_kwargs, preload_default_model, queue_size
+from ui.common import queued, serve
 from ui.playground import build_playground
 from ui.speculative import build_speculative
 
@@ -42,12 +42,10 @@ def build_app() -> gr.Blocks:
             with gr.Tab("Speculative", id="speculative"):
                 build_speculative()
         register_api()
-    return demo.queue(max_size=queue_size(), default_concurrency_limit=1)
+    return queued(demo)
 
 
 demo = build_app()
 
 if __name__ == "__main__":
-    configure_torch_threads()
-    preload_default_model()  # in the background: the page is served at once, the model is ready soon after
-    demo.launch(**launch_kwargs())
+    serve(demo)

@@ -266,11 +266,6 @@ def launch_kwargs() -> dict:
     return {"theme": theme(), "css_paths": [ASSETS / "app.css"]}
 
 
-__all__ = ["DEFAULT_MODEL", "USER_ERRORS", "Redraw", "Status", "bind", "check_model", "configure_torch_threads",
-           "gpu", "launch_kwargs", "model_choices", "model_concurrency", "queue_size", "run_work", "stream_in_thread",
-           "user_error"]
-
-
 def preload_default_model() -> threading.Thread | None:
     """Load and warm up the default model in the background when the app starts, so the first
     user does not wait for it (set DECODING_LAB_PRELOAD=0 to skip). A request that arrives
@@ -298,3 +293,27 @@ def wait_for_finish(trace, wait_s: float) -> bool:
     while trace.finish is None and time.monotonic() < deadline:
         time.sleep(0.02)
     return trace.finish is not None and trace.finish.stop_reason == "cancelled"
+
+
+def queued(blocks: gr.Blocks) -> gr.Blocks:
+    """The app's queue: bounded (DECODING_LAB_QUEUE_SIZE), one event at a time by default."""
+    return blocks.queue(max_size=queue_size(), default_concurrency_limit=1)
+
+
+def standalone(build: Callable[[], None], title: str) -> gr.Blocks:
+    """One tab as an app of its own, queued like the full app."""
+    with gr.Blocks(title=title) as blocks:
+        build()
+    return queued(blocks)
+
+
+def serve(blocks: gr.Blocks) -> None:
+    """What `python app.py` (or one tab's module) does: set torch threads, preload, launch."""
+    configure_torch_threads()
+    preload_default_model()  # in the background: the page is served at once, the model is ready soon after
+    blocks.launch(**launch_kwargs())
+
+
+__all__ = ["DEFAULT_MODEL", "USER_ERRORS", "Redraw", "Status", "bind", "check_model", "configure_torch_threads",
+           "gpu", "launch_kwargs", "model_choices", "model_concurrency", "preload_default_model", "queue_size",
+           "queued", "run_work", "serve", "standalone", "stream_in_thread", "user_error", "wait_for_finish"]

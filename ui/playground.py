@@ -17,8 +17,8 @@ import gradio as gr
 
 from decoding.models import DEFAULT_MODEL, SUGGESTED_HUB_IDS
 from ui import playground_callbacks as cb
-from ui.common import (MODEL_CONCURRENCY_ID, bind, configure_torch_threads, gpu, launch_kwargs, model_choices,
-                       model_concurrency, queue_size)
+from ui.common import (MODEL_CONCURRENCY_ID, bind, gpu, model_choices, model_concurrency, serve,
+                       standalone)
 from ui.playground_views import (COLOR_CHOICES, CONTROLS, DEFAULT_STRATEGY, EXAMPLE_PROMPTS, OUTPUTS,
                                  PRIMARY_PARAMS, UI_MAX_NEW_TOKENS, ParamWidget, new_selection, param_widgets,
                                  playground_strategies, views)
@@ -174,12 +174,9 @@ def _wire(c: dict) -> None:
 
 
 def demo() -> gr.Blocks:
-    """The Playground alone, queued like the full app."""
-    with gr.Blocks(title="Decoding Lab · Playground") as blocks:
-        build_playground()
-    return blocks.queue(max_size=queue_size(), default_concurrency_limit=1)
+    """This tab alone, queued like the full app."""
+    return standalone(build_playground, "Decoding Lab · Playground")
 
 
 if __name__ == "__main__":
-    configure_torch_threads()
-    demo().launch(**launch_kwargs())
+    serve(demo())

@@ -17,8 +17,8 @@ import gradio as gr
 from decoding.models import SUGGESTED_HUB_IDS
 from decoding.strategies.speculative import DRAFTERS, TREES
 from ui import speculative_callbacks as cb
-from ui.common import (MODEL_CONCURRENCY_ID, bind, configure_torch_threads, gpu, launch_kwargs, model_choices,
-                       model_concurrency, queue_size)
+from ui.common import (MODEL_CONCURRENCY_ID, bind, gpu, model_choices, model_concurrency, serve,
+                       standalone)
 from ui.speculative_views import (CONTROLS, DEFAULT_DRAFT_MODEL, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODEL,
                                   DEFAULT_PROMPT, DEFAULT_SETTINGS, OUTPUTS, SPEC_FIELDS, UI_MAX_NEW_TOKENS, views)
 
@@ -143,12 +143,9 @@ def _wire(c: dict) -> None:
 
 
 def demo() -> gr.Blocks:
-    """The Speculative tab alone, queued like the full app."""
-    with gr.Blocks(title="Decoding Lab · Speculative") as blocks:
-        build_speculative()
-    return blocks.queue(max_size=queue_size(), default_concurrency_limit=1)
+    """This tab alone, queued like the full app."""
+    return standalone(build_speculative, "Decoding Lab · Speculative")
 
 
 if __name__ == "__main__":
-    configure_torch_threads()
-    demo().launch(**launch_kwargs())
+    serve(demo())
