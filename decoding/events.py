@@ -117,6 +117,35 @@ class SpecRound(Event):
 
 
 @dataclass(frozen=True)
+class ParticleStep(Event):
+    """One step of an inference-time scaling method over N particles (partial solutions).
+
+    Every live particle has just extended by one reasoning step (or `chunk_tokens` tokens). Each
+    entry of `particles` is slot i *before* resampling: {"id" (slot), "parent" (the slot at the
+    previous step it continues; -1 = the prompt), "text" (all generated text so far),
+    "step_text" (what this step added; "" for a particle that had already finished), "steps"
+    (number of steps so far), "reward" (this step's reward in [0, 1]), "detail" (the reward's
+    explanation), "score" (the solution score: step rewards aggregated), "weight" (normalised
+    weight before resampling), "finished" (ended with a stop token or its token cap),
+    "num_tokens" (generated tokens), "answer" (the final answer extracted, or None)}.
+    After the event, new slot j continues old slot `ancestors[j]` with weight `weights_after[j]`.
+    """
+
+    kind: ClassVar[str] = "particles"
+    step: int  # 0-based
+    method: str  # best-of-n, majority-vote, reward-beam, particle-filter, first-finish
+    particles: list[dict]
+    ancestors: list[int]  # identity when nothing was selected or resampled
+    resampled: bool  # whether particles were copied / dropped after this step
+    weights_after: list[float]
+    ess: float  # 1 / sum(w^2) of the weights before resampling
+    tokens_spent: int  # generated tokens over all particles so far (padding excluded)
+    elapsed_s: float
+    forward_passes: int = 0  # model calls this step (policy and judge)
+    extra: dict = field(default_factory=dict)  # e.g. ePF's tempering exponent
+
+
+@dataclass(frozen=True)
 class RunFinished(Event):
     kind: ClassVar[str] = "finish"
     text: str  # the generated text (prompt excluded)
@@ -127,7 +156,7 @@ class RunFinished(Event):
     extra: dict = field(default_factory=dict)
 
 
-EVENT_TYPES: dict[str, type[Event]] = {cls.kind: cls for cls in (RunStarted, TokenStep, BeamStep, SpecRound, RunFinished)}
+EVENT_TYPES: dict[str, type[Event]] = {cls.kind: cls for cls in (RunStarted, TokenStep, BeamStep, SpecRound, ParticleStep, RunFinished)}
 
 
 def event_from_dict(data: dict) -> Event:
@@ -245,7 +274,27 @@ def stats(trace: Trace) -> dict:
     rounds = trace.of_kind("spec_round")
     if rounds:
         out |= speculative_stats(rounds, num_tokens)
+    particle_steps = trace.of_kind("particles")
+    if particle_steps:
+        out |= scaling_stats(particle_steps, finish, elapsed)
+        out["time_to_first_token_s"] = None
     return out
+
+
+def scaling_stats(steps: list, finish, elapsed: float) -> dict:
+    """Particle statistics: budget spent, resampling, and the final effective sample size."""
+    last = steps[-1]
+    spent = last.tokens_spent
+    extra = finish.extra if finish else {}
+    return {
+        "num_particles": len(last.particles),
+        "particle_steps": len(steps),
+        "ess": round(last.ess, 4),
+        "resampling_events": sum(1 for s in steps if s.resampled),
+        "tokens_spent": spent,
+        "tokens_spent_per_s": round(spent / elapsed, 3) if elapsed > 0 else None,
+        "answer": extra.get("answer"),
+    }
 
 
 def speculative_stats(rounds: list, num_tokens: int) -> dict:

@@ -47,6 +47,8 @@ TRUST_REMOTE_CODE_ALLOWLIST = frozenset(
         "Dream-org/Dream-v0-Instruct-7B",
         "Dream-org/Dream-v0-Base-7B",
         "kuleshov-group/mdlm-owt",
+        "Qwen/Qwen2.5-Math-PRM-7B",  # process reward models (scaling lab)
+        "Qwen/Qwen2.5-Math-PRM-72B",
     }
 )
 
@@ -197,6 +199,37 @@ def load_model(
             say(f"Loaded {spec.name} ({loaded.num_parameters / 1e6:.1f}M parameters, "
                 f"{str(torch_dtype).removeprefix('torch.')}, {dev}) from {loaded.source}")
         return _cache[key]
+
+
+def load_hub_auxiliary(hub_id: str, auto_class: str = "AutoModel", dtype: str = "auto") -> LoadedModel:
+    """A hub model that is not a causal LM (e.g. a process reward model), cached like the rest.
+
+    Needs the hub or its local cache; `trust_remote_code` only for allow-listed ids.
+    """
+    import transformers
+
+    device = pick_device("auto")
+    torch_dtype = pick_dtype(dtype, device)
+    key = (hub_id, str(device), str(torch_dtype), auto_class)
+    with _cache_lock:
+        if key in _cache:
+            return _cache[key]
+        if not (hub_reachable() or _in_hub_cache(hub_id)):
+            raise ModelLoadError(f"cannot load {hub_id!r}: the Hugging Face hub is not reachable and the model is "
+                                 "not in the local cache. Download it on a machine with internet, or pick a "
+                                 "reward that works offline (arith-step, lm-judge, ...).")
+        _check_fits(hub_id, device, torch_dtype, "none")
+        trust = hub_id in TRUST_REMOTE_CODE_ALLOWLIST
+        tokenizer = transformers.AutoTokenizer.from_pretrained(hub_id, trust_remote_code=trust)
+        kwargs = {"dtype": torch_dtype, "trust_remote_code": trust}
+        if device.type == "cuda":
+            kwargs["device_map"] = "auto"
+        model = getattr(transformers, auto_class).from_pretrained(hub_id, **kwargs)
+        if device.type != "cuda":
+            model.to(device)
+        loaded = LoadedModel(hub_id, model.eval().requires_grad_(False), tokenizer, device, torch_dtype, "hub", "none")
+        _cache[key] = loaded
+        return loaded
 
 
 def loaded_models() -> list[LoadedModel]:

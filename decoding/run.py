@@ -110,7 +110,7 @@ def generate(
     generator.manual_seed(seed if seed is not None else torch.seed())
     ctx = RunContext(lm=lm, prompt_ids=prompt_ids + prefix_ids, max_new_tokens=max_new_tokens, generator=generator,
                      should_stop=should_stop or (lambda: False), started=time.perf_counter(),
-                     step_offset=len(prefix_ids))
+                     step_offset=len(prefix_ids), prompt=prompt)
     yield RunStarted(
         model=lm.name, strategy=info.name, params=dataclasses.asdict(config), prompt=prompt,
         prompt_text=prompt_text, prompt_ids=prompt_ids, chat=chat_applied, seed=seed,

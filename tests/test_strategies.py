@@ -38,6 +38,11 @@ def test_every_strategy_yields_a_well_formed_trace(tiny_lm, strategy):
             assert 1 <= e.kept_size <= tiny_lm.vocab_size
             assert 0 < e.prob <= 1 and 0 < e.sampling_prob <= 1 + 1e-6
             assert e.top_probs == sorted(e.top_probs, reverse=True)
+    elif STRATEGIES[strategy].family == "scaling":
+        steps = trace.of_kind("particles")
+        chosen = finish.extra["particles"][finish.extra["chosen"]]
+        assert steps and len(finish.token_ids) == chosen["num_tokens"]
+        assert tiny_lm.decode(finish.token_ids) == chosen["text"] == finish.text
     else:
         assert trace.of_kind("beams")
     # Statistics count what ran: the events' forward passes are the model calls the LM made.

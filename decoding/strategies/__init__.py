@@ -11,6 +11,7 @@ from typing import Callable
 
 from decoding import sampling
 from decoding.strategies import autoregressive as ar
+from decoding.strategies import scaling
 from decoding.strategies import speculative as spec
 
 
@@ -40,6 +41,20 @@ STRATEGIES: dict[str, StrategyInfo] = {
         StrategyInfo("speculative", spec.speculative, spec.SpeculativeParams,
                      "speculative decoding: a drafter proposes a token tree, the target verifies it in one pass",
                      family="speculative", uses_seed=True),
+        StrategyInfo("best-of-n", scaling.best_of_n, scaling.BestOfNParams,
+                     "N samples as one batch; the one the reward scores highest wins", family="scaling", uses_seed=True),
+        StrategyInfo("majority-vote", scaling.majority_vote, scaling.VoteParams,
+                     "self-consistency: N samples vote with their final answers (optionally reward-weighted)",
+                     family="scaling", uses_seed=True),
+        StrategyInfo("reward-beam", scaling.reward_beam, scaling.RewardBeamParams,
+                     "beam search over reasoning steps: keep the N/beam_width best by reward, copy, expand",
+                     family="scaling", uses_seed=True),
+        StrategyInfo("particle-filter", scaling.particle_filter, scaling.ParticleFilterParams,
+                     "particle filtering (Puri et al. 2025): weight steps by reward, resample, repeat",
+                     family="scaling", uses_seed=True),
+        StrategyInfo("first-finish", scaling.first_finish, scaling.FirstFinishParams,
+                     "First Finish Search: N samples in lockstep, the first to finish is the answer",
+                     family="scaling", uses_seed=True),
     )
 }
 
@@ -66,6 +81,33 @@ _EXTRA_HELP = {
     ("speculative", "exit_layer"): ("[0, layers-1]", "early-exit: draft with the first L layers; 0 picks L each round (DEL)."),
     ("speculative", "ngram"): ("[1, 8]", "prompt-lookup: longest n-gram matched in the context."),
     ("speculative", "temperature"): ("[0, 5]", "0 verifies greedily; above 0 speculative sampling at this temperature."),
+    **{(name, key): value for name in ("best-of-n", "majority-vote", "reward-beam", "particle-filter", "first-finish")
+       for key, value in {
+           "n": ("[1, 64]", "Particles / samples / beams decoded together: the budget."),
+           "reward": ("|".join(scaling.REWARD_NAMES), "What scores each step (list: python -m decoding list)."),
+           "temperature": ("[0, 5]", "Token sampling temperature of every particle (0 = greedy)."),
+           "top_p": ("(0, 1]", "Nucleus mass kept for every token (1 = off)."),
+           "step_delimiter": ("newline|blank-line", "Where one reasoning step ends."),
+           "max_step_tokens": ("[1, 512]", "A step also ends after this many tokens."),
+           "aggregate": ("last|min|mean|product", "How a solution's step rewards make its score."),
+           "letter": ("a letter", "forbid-letter: no word may contain it (hard: masked while sampling)."),
+           "max_word_length": ("[1, 40]", "max-word-length: letters per word at most."),
+           "words": ("word,word", "required-words: words the answer must contain."),
+           "reference": ("a number", "final-answer: the expected answer (an oracle: best-of-N becomes pass@N)."),
+           "hard": ("true|false", "Constraints: a violation gives weight 0 (true) or lowers it (false)."),
+           "judge_model": ("name or hub id", "lm-judge: the model asked 'is this step correct?' (empty = the same model)."),
+           "prm_model": ("hub id", "prm: a process reward model from the hub (needs internet)."),
+       }.items()},
+    ("best-of-n", "select"): ("max|softmax", "Pick the highest score, or draw from softmax(score / select_temperature)."),
+    ("best-of-n", "select_temperature"): ("[0.001, 10]", "select=softmax: lower = closer to the maximum."),
+    ("majority-vote", "weighted"): ("true|false", "Weight each answer's votes by its score."),
+    ("reward-beam", "beam_width"): ("divides n", "Each kept beam is copied this many times; n / beam_width are kept."),
+    ("particle-filter", "reward_temperature"): ("(0, 100]", "Weights = softmax(logit(reward) / this): lower = greedier."),
+    ("particle-filter", "resampling"): ("multinomial|systematic", "How N particles are drawn from the weights."),
+    ("particle-filter", "ess_threshold"): ("[0, 1]", "Resample only when ESS < this x N (0 = every step, as the paper)."),
+    ("particle-filter", "entropic"): ("[0, 1]", "ePF: flatten weights to at least this fraction of the maximum entropy."),
+    ("particle-filter", "select"): ("best|vote", "Final answer: the highest weight, or the weighted majority."),
+    ("first-finish", "chunk_tokens"): ("[1, 256]", "Tokens each sample generates between two pictures."),
     ("mirostat", "tau"): None,
     ("mirostat", "eta"): None,
 }

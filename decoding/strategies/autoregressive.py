@@ -71,6 +71,7 @@ class RunContext:
     should_stop: Callable[[], bool]
     started: float  # perf_counter() at the start of the run
     step_offset: int = 0  # index of the first generated step (a branch continues numbering)
+    prompt: str = ""  # what the user typed (rewards and judges read the question from it)
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started

@@ -1,0 +1,140 @@
+"""N partial solutions decoded as one batch from one prompt cache, a step at a time.
+
+Particles (best-of-N samples, reward-guided beams, particle-filter particles) share the prompt:
+it is run once and its KV cache repeated N times. Every model call then feeds one token per row.
+Rows advance in lockstep but stop at different times (a row that has finished its step waits
+while the others finish theirs), so a waiting row is fed a padding token that the attention mask
+hides; each row keeps its own position counter, so its positions stay 0, 1, 2, ... with no gaps.
+Resampling selects (and repeats) cache rows by ancestor index (`reorder`), so a copied particle
+never re-runs its prefix: this is what makes particle filtering affordable.
+
+Randomness: each slot owns a `torch.Generator` that stays with the slot when particles are
+copied, so two copies of one particle continue differently, and a slot's draws do not depend on
+how many other rows the batch has (tested: the batch gives each particle the tokens it gets when
+decoded alone with the same generator).
+
+Glossary
+    slot      index 0..N-1 of a row in the batch; resampling changes what a slot holds.
+    pending   a token already sampled for a row but not yet fed to the model (it is fed at the
+              start of the next model call, so a finished step costs no extra call).
+    banned    token ids a hard constraint forbids (masked before sampling); `log_mass` adds up
+              log P(allowed) per row, the constraint's importance weight (Lew et al. 2023).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from decoding import sampling
+from decoding.lm import LM, reorder_cache
+
+PAD_ID = 0  # fed to waiting rows; the attention mask hides it, so its value does not matter
+
+
+class ParticleBatch:
+    """The decoding state of N rows: cache, attention mask, positions, next-token logits."""
+
+    def __init__(self, lm: LM, prompt_ids: list[int], generators: list[torch.Generator], *,
+                 temperature: float = 1.0, top_p: float = 1.0, banned: torch.Tensor | None = None):
+        self.lm = lm
+        self.n = len(generators)
+        self.generators = generators
+        self.temperature = temperature
+        self.transforms = sampling.build_transforms(sampling.SamplingParams(
+            temperature=temperature if temperature > 0 else 1.0, top_p=top_p))
+        self.banned = banned  # (V,) bool or None
+        out = lm.prefill(prompt_ids, rows=self.n)
+        self.cache = out.cache
+        self.logits = out.logits[:, -1].clone()  # (N, V) next-token logits of every row
+        self.mask = torch.ones(self.n, len(prompt_ids), dtype=torch.long)  # (N, L) 1 = a real token
+        self.positions = torch.full((self.n,), len(prompt_ids), dtype=torch.long)  # (N,) next position
+        self.pending: list[int | None] = [None] * self.n
+        self.tokens_spent = 0  # tokens sampled over all rows (padding excluded)
+        self.log_mass = [0.0] * self.n  # log P(allowed tokens) summed over the current step
+
+    # ------------------------------------------------------------------ model calls
+    def feed(self) -> bool:
+        """Feed every pending token in one call (waiting rows get a hidden pad). False if none."""
+        fed = [i for i, t in enumerate(self.pending) if t is not None]
+        if not fed:
+            return False
+        ids = torch.tensor([[t if t is not None else PAD_ID] for t in self.pending])  # (N, 1)
+        column = torch.tensor([[int(t is not None)] for t in self.pending])  # (N, 1)
+        self.mask = torch.cat([self.mask, column], dim=1)  # (N, L + 1)
+        out = self.lm.forward(ids.to(self.lm.device), self.cache,
+                              attention_mask=self.mask.to(self.lm.device),
+                              position_ids=self.positions.view(-1, 1).to(self.lm.device))
+        self.cache = out.cache
+        rows = torch.tensor(fed)
+        self.logits[rows] = out.logits[rows, -1].to(self.logits.dtype)
+        self.positions[rows] += 1
+        self.pending = [None] * self.n
+        return True
+
+    def sample(self, row: int) -> int:
+        """Draw row's next token with its own generator (banned tokens masked first)."""
+        logits = self.logits[row].float()  # (V,)
+        if self.banned is not None:
+            logprobs = sampling.log_softmax(logits)
+            allowed = torch.logsumexp(logprobs[~self.banned], dim=0)
+            self.log_mass[row] += float(allowed)
+            logits = logits.masked_fill(self.banned, float("-inf"))
+        if self.temperature <= 0:
+            return int(logits.argmax())
+        final = sampling.apply_transforms(self.transforms, logits[None], torch.empty(1, 0, dtype=torch.long))
+        return int(sampling.sample_from_logits(final, self.generators[row])[0])
+
+    def extend(self, rows: list[int], step_done: Callable[[list[int]], bool], max_tokens: list[int]) -> dict:
+        """Grow each row in `rows` until it emits a stop token, `step_done(its new tokens)` says
+        the step is complete, or it has `max_tokens[row]` new tokens. Rows not listed wait.
+
+        Returns {row: (new token ids, end)} with end "eos", "step" or "length".
+        """
+        stop_ids = self.lm.stop_ids
+        new = {i: [] for i in rows}
+        ends: dict[int, str] = {}
+        for i in rows:
+            self.log_mass[i] = 0.0
+        while True:
+            running = [i for i in rows if i not in ends]
+            if not running:
+                break
+            self.feed()
+            for i in running:
+                token = self.sample(i)
+                new[i].append(token)
+                self.tokens_spent += 1
+                if token in stop_ids:
+                    ends[i] = "eos"  # never fed: nothing follows a stop token
+                    continue
+                self.pending[i] = token
+                if step_done(new[i]):
+                    ends[i] = "step"
+                elif len(new[i]) >= max_tokens[i]:
+                    ends[i] = "length"
+        return {i: (new[i], ends[i]) for i in rows}
+
+    def reorder(self, ancestors: list[int]) -> None:
+        """Slot j now holds a copy of slot ancestors[j] (cache, mask, positions, logits, pending);
+        generators stay with their slots."""
+        if list(ancestors) == list(range(self.n)):
+            return
+        index = torch.tensor(ancestors, dtype=torch.long)
+        self.cache = reorder_cache(self.cache, index.to(self.lm.device))
+        self.mask = self.mask[index]
+        self.positions = self.positions[index]
+        self.logits = self.logits[index]
+        self.pending = [self.pending[a] for a in ancestors]
+        self.log_mass = [self.log_mass[a] for a in ancestors]
+
+
+def slot_generators(seed: int, n: int) -> list[torch.Generator]:
+    """One generator per slot, seeded from the run's seed and the slot index."""
+    generators = []
+    for i in range(n):
+        g = torch.Generator(device="cpu")
+        g.manual_seed((seed * 1_000_003 + 7919 * i) % 2**63)
+        generators.append(g)
+    return generators

@@ -1,0 +1,336 @@
+"""Inference-time scaling pictures: particle weights and ESS per step, the particles' lineage, the
+current particles as cards, the final choice, accuracy against budget, and a summary table.
+
+Papers followed: Puri et al. 2025 (particle filtering with a process reward), Lew et al. 2023
+(SMC steering, ESS-triggered resampling), Wang et al. 2023 (self-consistency: majority vote).
+The events are `ParticleStep` (one per step, particles *before* resampling) and `RunFinished`
+whose `extra` holds {"method", "particles", "chosen", "answer", "votes"} (see decoding/events.py).
+
+Glossary
+    particle    one partial solution carried in parallel; slot i of N. Colour = slot, everywhere.
+    weight      normalised importance before resampling (the slots' weights sum to 1).
+    ESS         effective sample size 1 / Σ w²: N when uniform, 1 when one particle has it all.
+    resample    after step t, new slot j continues old slot `ancestors[j]`; slots nobody
+                continues are dropped, popular ones are copied.
+    lineage     the parent links: particle j at step t+1 has "parent" = ancestors_t[j].
+    alive       a particle with a descendant after the last step; the others are dead branches.
+"""
+
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from decoding.events import ParticleStep
+from visualizers._common import TEMPLATE, empty_figure, label, plotly_safe
+from visualizers.beams import _hover_text, _lines
+
+SLOT_COLORS = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b", "#b279a2", "#ff9da6",
+               "#9d755d", "#17becf"]
+COLORS = {"dead": "#c7c7c7", "edge": "#8c8c8c", "chosen": "#f2b701", "prompt": "#555555", "n": "#888888",
+          "threshold": "#e45756", "ess": "#333333"}
+METHOD_COLORS = {"best-of-n": "#4c78a8", "majority-vote": "#f58518", "reward-beam": "#54a24b",
+                 "particle-filter": "#e45756", "first-finish": "#b279a2"}
+RULES = {"best-of-n": "best score: the particle whose final score is highest wins",
+         "majority-vote": "majority: the answer given by the most particles wins",
+         "reward-beam": "best score: the highest-scoring beam left at the end wins",
+         "particle-filter": "weighted majority: each answer collects its particles' final weights",
+         "first-finish": "first to finish: the first particle to reach an answer wins"}
+WAITING_PARTICLES = "waiting for the first particle step…"
+
+
+def slot_color(slot: int) -> str:
+    return SLOT_COLORS[slot % len(SLOT_COLORS)]
+
+
+def _fmt(x, spec=".3g") -> str:
+    return "—" if x is None else format(x, spec)
+
+
+def _slots(steps: list[ParticleStep]) -> list[int]:
+    return sorted({p["id"] for s in steps for p in s.particles})
+
+
+# ---------------------------------------------------------------- weights and ESS
+
+
+def weights_figure(steps: list[ParticleStep]) -> go.Figure:
+    """Top: each slot's weight before resampling, stacked to 1 per step (▼ = resampled after that
+    step). Bottom: ESS per step against N (dashed) and the resampling threshold when one is set."""
+    if not steps:
+        return empty_figure(WAITING_PARTICLES, height=420, x_title="step", y_title="weight")
+    x = [s.step for s in steps]  # (S,)
+    n = len(steps[-1].particles)
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.65, 0.35], vertical_spacing=0.08)
+    for slot in _slots(steps):
+        ps = [next((p for p in s.particles if p["id"] == slot), None) for s in steps]  # (S,), None = absent
+        fig.add_trace(go.Bar(
+            x=x, y=[p["weight"] if p else None for p in ps], name=f"slot {slot}",
+            marker=dict(color=slot_color(slot), line=dict(color="white", width=0.5)),
+            customdata=[[slot, _fmt(p.get("reward")), plotly_safe(label(p.get("step_text", ""), 60))] if p
+                        else [slot, "—", ""] for p in ps],
+            hovertemplate="step %{x} · slot %{customdata[0]}<br>weight %{y:.3f} · reward %{customdata[1]}"
+                          "<br>%{customdata[2]}<extra></extra>"), row=1, col=1)
+    resampled = [s for s in steps if s.resampled]
+    fig.add_trace(go.Scatter(
+        x=[s.step for s in resampled], y=[1.06] * len(resampled), mode="markers+text", name="resampled",
+        text=["resampled"] * len(resampled), textposition="middle right", textfont=dict(size=10),
+        marker=dict(symbol="triangle-down", size=10, color=COLORS["ess"]), showlegend=False,
+        customdata=[[len(set(s.ancestors)), len(s.ancestors)] for s in resampled],
+        hovertemplate="resampled after step %{x}: %{customdata[0]} distinct of %{customdata[1]} slots kept"
+                      "<extra></extra>"), row=1, col=1)
+    for s in resampled:  # resampling happens between step t and t+1
+        fig.add_vline(x=s.step + 0.5, line=dict(color=COLORS["ess"], dash="dash", width=1), row=1, col=1)
+    fig.add_trace(go.Scatter(x=x, y=[s.ess for s in steps], mode="lines+markers", name="ESS",
+                             line=dict(color=COLORS["ess"], width=2), marker=dict(size=6),
+                             hovertemplate="step %{x}: ESS %{y:.2f}<extra></extra>"), row=2, col=1)
+    span = [x[0] - 0.5, x[-1] + 0.5]
+    fig.add_trace(go.Scatter(x=span, y=[n, n], mode="lines", name=f"N = {n}", hoverinfo="skip",
+                             line=dict(color=COLORS["n"], dash="dash", width=1)), row=2, col=1)
+    threshold = steps[-1].extra.get("ess_threshold")
+    if threshold:
+        fig.add_trace(go.Scatter(x=span, y=[threshold * n] * 2, mode="lines", hoverinfo="skip",
+                                 name=f"resample below {threshold:g}·N", line=dict(color=COLORS["threshold"],
+                                                                                    dash="dot", width=1.5)),
+                      row=2, col=1)
+    fig.update_xaxes(dtick=1, range=span)
+    fig.update_xaxes(title_text="step", row=2, col=1)
+    fig.update_yaxes(title_text="weight (before resampling)", range=[0, 1.15], row=1, col=1)
+    fig.update_yaxes(title_text="ESS", range=[0, n * 1.12], row=2, col=1)
+    fig.update_layout(template=TEMPLATE, height=460, barmode="stack", bargap=0.15,
+                      margin=dict(l=60, r=20, t=40, b=45),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0, traceorder="normal"))
+    return fig
+
+
+# ---------------------------------------------------------------- lineage
+
+
+def surviving(steps: list[ParticleStep]) -> list[set[int]]:
+    """Per step, the slots with a descendant after the last step. The last step's survivors are the
+    slots its `ancestors` continue; step t's are the parents of step t+1's survivors."""
+    if not steps:
+        return []
+    last = steps[-1]
+    alive = [set(last.ancestors) if last.ancestors else {p["id"] for p in last.particles}]
+    for nxt in reversed(steps[1:]):
+        alive.insert(0, {p["parent"] for p in nxt.particles if p["id"] in alive[0] and p["parent"] >= 0})
+    return alive
+
+
+def chosen_slot(steps: list[ParticleStep], finish_extra: dict | None) -> int | None:
+    """The slot, at the last step, of the chosen particle. RunFinished's "chosen" indexes the slots
+    after the last step's resampling, so it continues last-step slot `ancestors[chosen]`."""
+    chosen = (finish_extra or {}).get("chosen")
+    if chosen is None or not steps:
+        return None
+    ancestors = steps[-1].ancestors
+    return ancestors[chosen] if 0 <= chosen < len(ancestors) else chosen
+
+
+def chosen_path(steps: list[ParticleStep], slot: int | None) -> list[tuple[int, int]]:
+    """(step, slot) from step 0 to `slot` at the last step, following "parent" back."""
+    if slot is None or not steps:
+        return []
+    path = []
+    for s in reversed(steps):
+        p = next((p for p in s.particles if p["id"] == slot), None)
+        if p is None:
+            break
+        path.insert(0, (s.step, slot))
+        slot = p["parent"]
+    return path
+
+
+def lineage_figure(steps: list[ParticleStep], finish_extra: dict | None = None) -> go.Figure:
+    """Particles as nodes (x = step, y = slot; size and colour = weight, ■ = finished) linked to the
+    slot they continue. Grey thin branches die out at resampling; the gold path leads to the answer."""
+    x_title, y_title = "step (-1 = prompt)", "slot"
+    if not steps:
+        return empty_figure(WAITING_PARTICLES, x_title=x_title, y_title=y_title)
+    alive = surviving(steps)  # (S,) sets of slots
+    path = chosen_path(steps, chosen_slot(steps, finish_extra))
+    slots = _slots(steps)
+    root = (steps[0].step - 1, (slots[0] + slots[-1]) / 2)
+    max_w = max((p["weight"] for s in steps for p in s.particles), default=1.0) or 1.0
+    edges, dead_edges, nodes, dead = [], [], [], []
+    prev = None
+    for s, live in zip(steps, alive):
+        for p in s.particles:
+            start = root if p["parent"] < 0 or prev is None else (prev.step, p["parent"])
+            (edges if p["id"] in live else dead_edges).append((*start, s.step, p["id"]))
+            (nodes if p["id"] in live else dead).append((s.step, p))
+        prev = s
+    path_edges = [(*a, *b) for a, b in zip([root] + path, path)] if path else []
+    fig = go.Figure()
+    fig.add_trace(_lines(dead_edges, "dead branch", dict(color=COLORS["dead"], width=1)))
+    fig.add_trace(_lines(edges, "lineage", dict(color=COLORS["edge"], width=2)))
+    fig.add_trace(_lines(path_edges, "chosen path", dict(color=COLORS["chosen"], width=6)))
+    fig.add_trace(go.Scatter(x=[root[0]], y=[root[1]], mode="markers+text", text=["prompt"], name="prompt",
+                             textposition="middle left", showlegend=False, hoverinfo="skip",
+                             marker=dict(symbol="square", size=12, color=COLORS["prompt"])))
+    for name, group, live in (("dead particle", dead, False), ("particle", nodes, True)):
+        fig.add_trace(go.Scatter(
+            x=[t for t, _ in group], y=[p["id"] for _, p in group], mode="markers", name=name,
+            marker=dict(size=[7 + 18 * (p["weight"] / max_w) ** 0.5 if live else 6 for _, p in group],
+                        symbol=["square" if p.get("finished") else "circle" for _, p in group],
+                        color=[p["weight"] for _, p in group] if live else COLORS["dead"],
+                        colorscale="YlGnBu", cmin=0, cmax=max_w, showscale=live and bool(group),
+                        colorbar=dict(title=dict(text="weight"), thickness=12) if live else None,
+                        line=dict(color="#333" if live else COLORS["dead"], width=0.6)),
+            opacity=1.0 if live else 0.6,
+            customdata=[[p["id"], _fmt(p["weight"]), _fmt(p.get("reward")), _fmt(p.get("score")),
+                         _hover_text(p.get("text", ""), 70),
+                         "finished · answer " + plotly_safe(str(p.get("answer"))) if p.get("finished") else
+                         ("alive" if live else "dead branch")] for _, p in group],
+            hovertemplate="step %{x} · slot %{customdata[0]}<br>weight %{customdata[1]} · reward %{customdata[2]}"
+                          " · score %{customdata[3]}<br>%{customdata[4]}<extra>%{customdata[5]}</extra>"))
+    fig.add_trace(go.Scatter(x=[t for t, _ in path], y=[i for _, i in path], mode="markers", name="chosen",
+                             showlegend=bool(path), hoverinfo="skip",
+                             marker=dict(symbol="circle-open", size=24, color=COLORS["chosen"],
+                                         line=dict(width=3))))
+    fig.update_layout(
+        template=TEMPLATE, height=min(max(300, 120 + 40 * len(slots)), 700), margin=dict(l=70, r=30, t=40, b=45),
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0),
+        xaxis=dict(title=dict(text=x_title), dtick=1, range=[root[0] - 0.8, steps[-1].step + 0.6]),
+        yaxis=dict(title=dict(text=y_title), autorange="reversed", zeroline=False, showgrid=False,
+                   tickmode="array", tickvals=slots,
+                   ticktext=[f"<span style='color:{slot_color(i)}'>■</span> {i}" for i in slots]))
+    return fig
+
+
+# ---------------------------------------------------------------- HTML: particles, choice, summary
+
+_CSS = " ".join("""
+.dl-particles{font-size:14px}.dl-particles .dl-head{font-size:13px;opacity:.8;margin-bottom:.4em}
+.dl-particles .grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(220px,1fr));gap:8px}
+.dl-particles .card{border:1px solid #ddd;border-radius:6px;padding:6px 8px;background:#fff;color:#111}
+.dl-particles .card.dead{opacity:.45}.dl-particles .card.chosen{outline:3px solid #f2b701}
+.dl-particles .bar{height:6px;background:#eee;border-radius:3px;margin:3px 0}
+.dl-particles .fill{height:6px;border-radius:3px}.dl-particles .nums{font-variant-numeric:tabular-nums}
+.dl-particles .detail,.dl-particles .small{font-size:11px;opacity:.7}
+.dl-particles .badge{font-size:11px;border-radius:8px;padding:0 6px;margin-right:4px;background:#e8e8e8}
+.dl-particles .badge.ans{background:#d9f0d3}.dl-particles mark{background:#fff3b0;color:inherit}
+.dl-particles .text{white-space:pre-wrap;word-break:break-word;max-height:12em;overflow:auto;margin-top:4px;
+ font-family:ui-monospace,monospace;font-size:12px}.dl-empty{font-size:13px;opacity:.75;font-style:italic}
+""".split())
+
+
+def _highlighted(text: str, step_text: str) -> str:
+    """Escaped text with its last `step_text` in <mark>."""
+    if step_text and text.endswith(step_text):
+        return f"{html.escape(text[:-len(step_text)])}<mark>{html.escape(step_text)}</mark>"
+    return html.escape(text)
+
+
+def particles_html(step: ParticleStep | None, chosen: int | None = None) -> str:
+    """The particles of one step as cards: weight bar (width = weight), reward, score, the reward's
+    detail, badges, and the text with this step's addition highlighted. Dropped or zero-weight
+    particles are dimmed; slot `chosen` of this step is outlined (for the last step of a finished
+    run: `chosen_slot(steps, finish.extra)`)."""
+    if step is None or not step.particles:
+        return f'<div class="dl-particles"><style>{_CSS}</style><div class="dl-empty">{WAITING_PARTICLES}</div></div>'
+    kept = set(step.ancestors)
+    cards = []
+    for p in step.particles:
+        w, i = p["weight"], p["id"]
+        dropped = step.resampled and i not in kept
+        cls = "card" + (" dead" if w <= 0 or dropped else "") + (" chosen" if i == chosen else "")
+        badges = ('<span class="badge">finished</span>' if p.get("finished") else "") + (
+            f'<span class="badge ans">answer: {html.escape(str(p["answer"]))}</span>'
+            if p.get("answer") is not None else "") + ('<span class="badge">dropped</span>' if dropped else "")
+        parent = "prompt" if p.get("parent", -1) < 0 else f"slot {p['parent']}"
+        cards.append(
+            f'<div class="{cls}" data-slot="{i}" data-weight="{w:.6g}">'
+            f'<b style="color:{slot_color(i)}">slot {i}</b> <span class="small">← {parent} · '
+            f'{p.get("num_tokens", 0)} tokens</span>'
+            f'<div class="bar"><div class="fill" style="width:{100 * w:.1f}%;background:{slot_color(i)}"></div></div>'
+            f'<div class="nums">weight {_fmt(w)} · reward {_fmt(p.get("reward"))} · '
+            f'score {_fmt(p.get("score"))}</div>'
+            f'<div class="detail">{html.escape(p.get("detail") or "")}</div><div>{badges}</div>'
+            f'<div class="text">{_highlighted(p.get("text", ""), p.get("step_text", ""))}</div></div>')
+    n = len(step.particles)
+    head = (f'step {step.step} · {html.escape(step.method)} · ESS {step.ess:.2f} of {n}'
+            + (f' · resampled: {len(kept)} of {n} slots continue' if step.resampled else ""))
+    return (f'<div class="dl-particles"><style>{_CSS}</style><div class="dl-head">{head}</div>'
+            f'<div class="grid">{"".join(cards)}</div></div>')
+
+
+def choice_html(finish_extra: dict | None) -> str:
+    """The final choice: method, rule, chosen answer and particle, and the vote tally when there is one."""
+    if not finish_extra or "method" not in finish_extra:
+        return '<div class="dl-particles"><div class="dl-empty">no final choice yet</div></div>'
+    method, answer, chosen = finish_extra["method"], finish_extra.get("answer"), finish_extra.get("chosen")
+    rule = finish_extra.get("rule") or RULES.get(method, "")
+    particles = finish_extra.get("particles") or []
+    pick = next((p for p in particles if p.get("id") == chosen), None)
+    who = (f'slot {chosen} · score {_fmt(pick.get("score"))} · weight {_fmt(pick.get("weight"))}' if pick
+           else f"slot {chosen}" if chosen is not None else "no particle")
+    votes = sorted((finish_extra.get("votes") or {}).items(), key=lambda kv: -kv[1])
+    total = sum(v for _, v in votes) or 1.0
+    bars = "".join(
+        f'<div class="vote{" win" if a == answer else ""}" data-answer="{html.escape(str(a), quote=True)}">'
+        f'<span class="a">{html.escape(str(a))}</span><span class="b"><span style="width:{100 * v / total:.1f}%">'
+        f'</span></span><span class="v">{v:.3g} ({v / total:.0%})</span></div>' for a, v in votes)
+    css = (".dl-choice .ans{font-size:18px;font-weight:700}.dl-choice .rule,.dl-choice .who{font-size:12px;"
+           "opacity:.75}.dl-choice .vote{display:flex;align-items:center;gap:8px;font-size:13px}"
+           ".dl-choice .vote .a{min-width:6em;text-align:right}.dl-choice .vote .b{flex:1;max-width:240px;"
+           "background:#eee;height:10px;border-radius:3px}.dl-choice .vote .b span{display:block;height:10px;"
+           "background:#9ecae1;border-radius:3px}.dl-choice .vote.win .b span{background:#f2b701}"
+           ".dl-choice .vote.win .a{font-weight:700}")
+    shown = html.escape(str(answer)) if answer is not None else "<i>no answer extracted</i>"
+    return (f'<div class="dl-choice"><style>{css}</style><div>{html.escape(method)}: '
+            f'<span class="ans">{shown}</span></div><div class="rule">rule: {html.escape(rule)}</div>'
+            f'<div class="who">chosen particle: {who}</div>'
+            + (f'<div class="votes">{bars}</div>' if votes else "") + "</div>")
+
+
+def budget_figure(rows: list[dict]) -> go.Figure:
+    """Accuracy against the budget N (particles / samples, log2 axis), one line per method."""
+    x_title, y_title = "budget N (particles or samples)", "accuracy"
+    if not rows:
+        return empty_figure("no benchmark rows yet", x_title=x_title, y_title=y_title)
+    for k, r in enumerate(rows):
+        missing = {"method", "budget", "accuracy"} - set(r)
+        if missing:
+            raise ValueError(f"`rows[{k}]` is missing {sorted(missing)}; each row needs method, budget, accuracy")
+        if not 0 <= r["accuracy"] <= 1 or r["budget"] <= 0:
+            raise ValueError(f"`rows[{k}]` needs budget > 0 and accuracy in [0, 1], got {r['budget']!r}, "
+                             f"{r['accuracy']!r}")
+    fig = go.Figure()
+    for k, method in enumerate(dict.fromkeys(r["method"] for r in rows)):
+        rs = sorted((r for r in rows if r["method"] == method), key=lambda r: r["budget"])
+        fig.add_trace(go.Scatter(
+            x=[r["budget"] for r in rs], y=[r["accuracy"] for r in rs], mode="lines+markers", name=method,
+            line=dict(color=METHOD_COLORS.get(method, SLOT_COLORS[k % len(SLOT_COLORS)]), width=2),
+            customdata=[[_fmt(r.get("tokens"), ",")] for r in rs],
+            hovertemplate=f"{html.escape(method)}<br>N = %{{x}}: %{{y:.1%}}"
+                          + ("<br>tokens %{customdata[0]}" if any("tokens" in r for r in rs) else "")
+                          + "<extra></extra>"))
+    budgets = sorted({r["budget"] for r in rows})
+    fig.update_layout(template=TEMPLATE, height=360, margin=dict(l=60, r=20, t=30, b=45),
+                      xaxis=dict(title=dict(text=x_title), type="log", tickmode="array", tickvals=budgets,
+                                 ticktext=[f"{b:g}" for b in budgets]),
+                      yaxis=dict(title=dict(text=y_title), range=[0, 1.02], tickformat=".0%"),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0))
+    return fig
+
+
+SUMMARY = [("num_particles", "particles N"), ("particle_steps", "steps"), ("resampling_events", "resampling events"),
+           ("ess", "final ESS"), ("tokens_spent", "tokens spent (all particles)"),
+           ("forward_passes", "forward passes"), ("tokens_spent_per_s", "tokens spent / s"),
+           ("elapsed_s", "elapsed (s)"), ("answer", "answer")]
+
+
+def scaling_summary_html(stats: dict | None) -> str:
+    """A table of the run's scaling statistics (only the keys present)."""
+    rows = [(name, (stats or {})[key]) for key, name in SUMMARY if key in (stats or {})]
+    if not rows:
+        return '<div class="dl-scaling-summary"><div class="dl-empty">no particle statistics yet</div></div>'
+    shown = [(a, _fmt(b, ".4g") if isinstance(b, float) else "—" if b is None else str(b)) for a, b in rows]
+    cells = "".join(f"<tr><th>{html.escape(a)}</th><td>{html.escape(b)}</td></tr>" for a, b in shown)
+    css = (".dl-scaling-summary table{border-collapse:collapse;font-size:14px}.dl-scaling-summary th{text-align:left;"
+           "font-weight:600;padding:2px 12px 2px 0}.dl-scaling-summary td{font-variant-numeric:tabular-nums}")
+    return f'<div class="dl-scaling-summary"><style>{css}</style><table>{cells}</table></div>'
