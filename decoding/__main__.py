@@ -2,6 +2,7 @@
 
     python -m decoding run --prompt "Why is the sky blue?" --strategy sample --set top_p=0.9
     python -m decoding run --model gemma3-270m --no-chat --prompt "Once upon a time" --json
+    python -m decoding run --strategy particle-filter --set n=8 --set reward=arith-step --prompt "..."
     python -m decoding list
     python -m decoding show trace.json
 
@@ -15,10 +16,11 @@ import json
 import sys
 
 from decoding.embedded import EmbeddedModelError
-from decoding.events import RunFinished, TokenStep, Trace, stats
+from decoding.events import ParticleStep, RunFinished, TokenStep, Trace, stats
 from decoding.models import DEFAULT_MODEL, QUANTIZATIONS, REGISTRY, SUGGESTED_HUB_IDS, ModelLoadError, load_model
 from decoding.run import MAX_NEW_TOKENS_CAP, generate, validate_request
 from decoding.strategies import STRATEGIES, param_specs
+from decoding.strategies.scaling import REWARD_HELP
 
 
 def parse_sets(items: list[str]) -> dict:
@@ -42,7 +44,16 @@ def summary(trace: Trace) -> dict:
         "text": finish.text if finish else "",
         "token_ids": finish.token_ids if finish else [],
         "stats": stats(trace),
-    }
+    } | _particles(finish)
+
+
+def _particles(finish) -> dict:
+    """Scaling runs: every particle's final text and weight, and which one was chosen."""
+    extra = finish.extra if finish else {}
+    if "particles" not in extra:
+        return {}
+    return {"chosen": extra["chosen"], "answer": extra["answer"], "rule": extra["rule"], "votes": extra["votes"],
+            "particles": [{k: p[k] for k in ("text", "weight", "score", "answer", "finished")} for p in extra["particles"]]}
 
 
 def cmd_run(args) -> int:
@@ -58,6 +69,9 @@ def cmd_run(args) -> int:
         trace.append(event)
         if stream and isinstance(event, TokenStep):
             print(event.token_text, end="", flush=True)
+        elif stream and isinstance(event, ParticleStep):
+            print(f"step {event.step}: ESS {event.ess:.2f}/{len(event.particles)}"
+                  f"{', resampled' if event.resampled else ''}, {event.tokens_spent} tokens spent", file=sys.stderr)
     finish: RunFinished = trace.finish
     if args.trace:
         trace.save(args.trace)
@@ -69,8 +83,13 @@ def cmd_run(args) -> int:
         else:
             print(finish.text)
         s = stats(trace)
-        print(f"[{s['num_tokens']} tokens, {s['tokens_per_s']} tok/s, {s['forward_passes']} forward passes, "
-              f"mean entropy {s['mean_entropy']} nats, stop: {s['stop_reason']}]", file=sys.stderr)
+        if "tokens_spent" in s:
+            print(f"[{s['num_particles']} particles, {s['particle_steps']} steps, {s['resampling_events']} resampling "
+                  f"events, final ESS {s['ess']}, {s['tokens_spent']} tokens spent, {s['forward_passes']} forward "
+                  f"passes, answer {s['answer']}, stop: {s['stop_reason']}]", file=sys.stderr)
+        else:
+            print(f"[{s['num_tokens']} tokens, {s['tokens_per_s']} tok/s, {s['forward_passes']} forward passes, "
+                  f"mean entropy {s['mean_entropy']} nats, stop: {s['stop_reason']}]", file=sys.stderr)
     return 0
 
 
@@ -79,6 +98,7 @@ def cmd_list(args) -> int:
         "models": {name: spec.description for name, spec in REGISTRY.items()},
         "hub_examples": list(SUGGESTED_HUB_IDS),
         "strategies": {name: {"help": s.help, "params": param_specs(name)} for name, s in STRATEGIES.items()},
+        "rewards": REWARD_HELP,
     }
     if args.json:
         print(json.dumps(info, indent=2, default=str))
@@ -91,6 +111,9 @@ def cmd_list(args) -> int:
         print(f"  {name:<12} {s['help']}")
         for p in s["params"]:
             print(f"      {p['name']:<20} default {p['default']!s:<6} range {p['range']:<12} {p['help']}")
+    print("\nRewards for the scaling strategies (--set reward=NAME):")
+    for name, text in info["rewards"].items():
+        print(f"  {name:<16} {text}")
     return 0
 
 

@@ -118,9 +118,27 @@ def extract_answer(text: str) -> str | None:
 
 @dataclass(frozen=True)
 class ArithmeticStepChecker:
-    """Step-level: the fraction of 'a op b = c' in the newest step that are right (1.0 if none)."""
+    """Step-level: the fraction of 'a op b = c' in the newest step that are right (1.0 if none).
+
+    `floor`, `ceiling` and `neutral` calibrate it like a PRM's probability that the step is right:
+    value = floor + (ceiling - floor) * fraction right, and `neutral` when the step has no
+    arithmetic. The defaults (0, 1, 1) give the plain fraction; the scaling strategies use
+    (0.05, 0.95, 0.5), so a step with a checked sum outweighs one with none, and an exact 0 or 1
+    never makes softmax(logit(r)) all-or-nothing.
+    """
 
     name: str = "arithmetic"
+    floor: float = 0.0  # value when every equation is wrong
+    ceiling: float = 1.0  # value when every equation is right
+    neutral: float = 1.0  # value when the step has no equation
+
+    def __post_init__(self):
+        for key in ("floor", "ceiling", "neutral"):
+            value = getattr(self, key)
+            if not isinstance(value, (int, float)) or not 0 <= value <= 1:
+                raise ValueError(f"`{key}` must be in [0, 1], got {value!r}")
+        if self.floor > self.ceiling:
+            raise ValueError(f"`floor` ({self.floor}) must not exceed `ceiling` ({self.ceiling})")
 
     def score(self, question: str, steps: list[str], final: bool) -> RewardResult:
         step = steps[-1] if steps else ""
@@ -130,9 +148,10 @@ class ArithmeticStepChecker:
             shown = f"{m['a']} {m['op']} {m['b']} = {m['c']}"
             checks.append((ok, shown + (" ✓" if ok else f" ✗ (is {true:g})" if true is not None else " ✗ (undefined)")))
         if not checks:
-            return RewardResult(1.0, False, "no arithmetic found")
-        correct = sum(ok for ok, _ in checks)
-        return RewardResult(correct / len(checks), False, "; ".join(text for _, text in checks))
+            return RewardResult(self.neutral, False, "no arithmetic found")
+        fraction = sum(ok for ok, _ in checks) / len(checks)
+        value = self.floor + (self.ceiling - self.floor) * fraction
+        return RewardResult(value, False, "; ".join(text for _, text in checks))
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 TASKS_PATH = Path(__file__).resolve().parent.parent / "presets" / "tasks" / "arithmetic.jsonl"
 
-INSTRUCTION = "Solve it step by step, one short step per line. End with: The answer is <number>."
+INSTRUCTION = 'Solve it step by step, one short step per line. Finish with the sentence "The answer is" and the number.'
 
 _NAMES = ["Tom", "Anna", "Sam", "Lily", "Ben", "Mia", "Leo", "Emma", "Max", "Zoe"]
 _ITEMS = ["apples", "pencils", "stickers", "marbles", "cookies", "books", "cards", "shells"]

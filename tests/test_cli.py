@@ -62,3 +62,28 @@ def test_cli_runs_the_real_model_in_a_subprocess(tmp_path):
     assert {"num_tokens", "tokens_per_s", "forward_passes", "mean_entropy"} <= set(out["stats"])
     assert out["stats"]["num_tokens"] == len(out["token_ids"])
     assert "4" in out["text"]
+
+
+def test_cli_particle_filter_with_a_forbidden_letter(tmp_path):
+    """The issue's CLI: `--set n=N --set reward=forbid-letter --set letter=e`; as a hard constraint
+    no particle's text contains the letter, and the JSON lists every particle's text and weight."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-m", "decoding", "run", "--prompt", "Describe the sea in one sentence.",
+         "--strategy", "particle-filter", "--set", "n=3", "--set", "reward=forbid-letter", "--set", "letter=e",
+         "--set", "max_step_tokens=8", "--max-new-tokens", "24", "--json", "--quiet"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert {"ess", "resampling_events", "tokens_spent", "forward_passes"} <= set(out["stats"])
+    assert len(out["particles"]) == 3 and all({"text", "weight"} <= set(p) for p in out["particles"])
+    assert sum(p["weight"] for p in out["particles"]) == pytest.approx(1.0)
+    assert out["text"] and "e" not in out["text"].lower()
+    assert all("e" not in p["text"].lower() for p in out["particles"])
+
+
+def test_list_names_the_rewards(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "Rewards for the scaling strategies" in out and "arith-step" in out and "forbid-letter" in out

@@ -64,6 +64,16 @@ def test_arithmetic_checker_detail_and_only_last_step():
     assert "7 - 2" not in result.detail
 
 
+def test_arithmetic_checker_calibrated_levels():
+    checker = ArithmeticStepChecker(floor=0.05, ceiling=0.95, neutral=0.5)
+    assert score(checker, ["2 + 2 = 4"]).value == pytest.approx(0.95)
+    assert score(checker, ["2 + 2 = 5"]).value == pytest.approx(0.05)
+    assert score(checker, ["2 + 2 = 4 and 3 + 3 = 7"]).value == pytest.approx(0.5)
+    assert score(checker, ["No sums here."]).value == 0.5
+    with pytest.raises(ValueError, match="`floor`"):
+        ArithmeticStepChecker(floor=0.9, ceiling=0.1)
+
+
 def test_arithmetic_checker_no_arithmetic_is_one():
     result = score(ArithmeticStepChecker(), ["Let us think about the apples."])
     assert result.value == 1.0 and "no arithmetic" in result.detail

@@ -52,6 +52,17 @@ STEP_DELIMITERS = {"newline": "\n", "blank-line": "\n\n"}
 AGGREGATES = ("last", "min", "mean", "product")
 REWARD_NAMES = ("arith-step", "final-answer", "forbid-letter", "max-word-length", "required-words",
                 "lm-judge", "prm", "none")
+REWARD_HELP = {
+    "arith-step": "process reward: 0.05 + 0.9 x the share of 'a op b = c' in the newest step that are right (0.5 if none)",
+    "final-answer": "outcome reward: 1 if the final answer equals `reference` (an oracle), 0 otherwise",
+    "forbid-letter": "constraint: no word may contain `letter` (hard: masked while sampling; soft: share of clean words)",
+    "max-word-length": "constraint: every word at most `max_word_length` letters (hard: weight 0 when broken)",
+    "required-words": "constraint: the text must contain every word of `words`",
+    "lm-judge": "LM as judge: P(Yes) / (P(Yes) + P(No)) of `judge_model` asked whether the step is correct",
+    "prm": "a hub process reward model (`prm_model`, e.g. Qwen2.5-Math-PRM-7B; needs internet and a GPU)",
+    "none": "a constant reward: weights stay uniform, every method becomes plain sampling",
+}
+assert set(REWARD_HELP) == set(REWARD_NAMES)
 NEUTRAL = 0.5  # reward of a step an outcome-only reward cannot judge yet (weight logit 0)
 
 
@@ -172,7 +183,7 @@ def build_rule_reward(params: ScalingParams):
     """The programmatic reward named by `params.reward` (no model needed)."""
     name = params.reward
     if name == "arith-step":
-        return rw.make_reward("arithmetic")
+        return rw.ArithmeticStepChecker(floor=0.05, ceiling=0.95, neutral=0.5)
     if name == "final-answer":
         if not params.reference.strip():
             raise ValueError("reward final-answer needs `reference`, the expected number (e.g. --set reference=42)")

@@ -1,0 +1,226 @@
+"""Inference-time scaling on the shipped arithmetic task set: accuracy vs budget, in one run.
+
+For every task and budget N in --budgets, runs on the embedded model (greedy once per task):
+  best-of-n       the highest arith-step score among N samples (min over steps)
+  majority-vote   the most frequent final answer among the same N samples
+  reward-beam     beam search over steps with the arith-step reward (beam_width 2; 1 at N = 1)
+  particle-filter Puri et al. with the arith-step reward, multinomial resampling every step
+A task counts as solved when the chosen answer equals the reference. Best-of-N and majority
+vote read the first N particles of one N = max(budgets) run: every slot has its own random
+stream, so slot i's sample is the same whatever N is (the engine is tested to give each particle
+the tokens it gets alone), and the first N slots are exactly a run with budget N.
+
+Then, side by side: tokens/s of N particles decoded as one batch vs one by one (the same
+generators, so the same tokens, which is checked).
+
+    python bench/bench_scaling.py [--tasks 20] [--budgets 1,2,4,8,16] [--max-new-tokens 96] [--out F.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from decoding import rewards as rw  # noqa: E402
+from decoding import run_to_trace  # noqa: E402
+from decoding.events import stats  # noqa: E402
+from decoding.lm import LM  # noqa: E402
+from decoding.models import load_model  # noqa: E402
+from decoding.particle_batch import ParticleBatch, slot_generators  # noqa: E402
+from decoding.strategies.scaling import aggregate, vote  # noqa: E402
+from decoding.tasks import load_tasks, task_prompt  # noqa: E402
+
+STEP = {"reward": "arith-step", "max_step_tokens": 40}
+
+
+def correct(answer: str | None, reference: str) -> bool:
+    value = rw.parse_number(answer) if answer is not None else None
+    return value is not None and abs(value - float(reference)) < 1e-6
+
+
+def answer_of(text: str) -> str | None:
+    answer = rw.extract_answer(text)
+    value = rw.parse_number(answer) if answer is not None else None
+    return None if value is None else f"{value:g}"
+
+
+def subset_choices(particles: list[dict], n: int) -> tuple[str | None, str | None]:
+    """(best-of-n answer, majority-vote answer) from the first n particles of a run."""
+    first = particles[:n]
+    best = max(range(n), key=lambda i: (first[i]["score"], -i))
+    votes = vote([p["answer"] for p in first], [1.0] * n)
+    return first[best]["answer"], next(iter(votes), None)
+
+
+def accuracy_rows(lm, tasks, budgets, max_new_tokens, seed, log) -> list[dict]:
+    solved: dict[tuple[str, int], int] = {}
+    tokens: dict[tuple[str, int], list[int]] = {}
+
+    def add(method, n, ok, spent):
+        solved[(method, n)] = solved.get((method, n), 0) + int(ok)
+        tokens.setdefault((method, n), []).append(spent)
+
+    top = max(budgets)
+    for k, task in enumerate(tasks):
+        prompt, ref = task_prompt(task["question"]), task["answer"]
+        t0 = time.perf_counter()
+        greedy = run_to_trace(lm, prompt, strategy="greedy", max_new_tokens=max_new_tokens)
+        for n in budgets:
+            add("greedy", n, correct(answer_of(greedy.finish.text), ref), len(greedy.finish.token_ids))
+        sampled = run_to_trace(lm, prompt, strategy="best-of-n", params={"n": top, **STEP},
+                               max_new_tokens=max_new_tokens, seed=seed + k)
+        particles = sampled.finish.extra["particles"]
+        for n in budgets:
+            best, majority = subset_choices(particles, n)
+            spent = sum(p["num_tokens"] for p in particles[:n])
+            add("best-of-n", n, correct(best, ref), spent)
+            add("majority-vote", n, correct(majority, ref), spent)
+        for n in budgets:
+            beam = run_to_trace(lm, prompt, strategy="reward-beam",
+                                params={"n": n, "beam_width": 2 if n > 1 else 1, **STEP},
+                                max_new_tokens=max_new_tokens, seed=seed + k)
+            add("reward-beam", n, correct(beam.finish.extra["answer"], ref), stats(beam)["tokens_spent"])
+            particle = run_to_trace(lm, prompt, strategy="particle-filter", params={"n": n, **STEP},
+                                    max_new_tokens=max_new_tokens, seed=seed + k)
+            add("particle-filter", n, correct(particle.finish.extra["answer"], ref), stats(particle)["tokens_spent"])
+        log(f"task {k + 1}/{len(tasks)} ({time.perf_counter() - t0:.0f} s): "
+            + ", ".join(f"{m} {solved[(m, top)]}" for m in ("greedy", "best-of-n", "majority-vote", "reward-beam", "particle-filter")))
+    return [{"method": m, "budget": n, "accuracy": round(solved[(m, n)] / len(tasks), 4),
+             "tokens": round(statistics.mean(tokens[(m, n)]), 1)}
+            for m in ("greedy", "best-of-n", "majority-vote", "reward-beam", "particle-filter") for n in budgets]
+
+
+def batched_vs_alone(lm, prompt, n, tokens, rounds, seed) -> dict:
+    """Median tokens/s of n particles as one batch vs one at a time (same draws, same tokens)."""
+    ids, _, _ = lm.encode_prompt(prompt)
+    never = lambda new: False  # noqa: E731 - fixed-length steps: every particle makes `tokens` tokens
+    ratios, batched_rates, alone_rates = [], [], []
+    for r in range(rounds):
+        t0 = time.perf_counter()
+        batch = ParticleBatch(lm, ids, slot_generators(seed + r, n), temperature=0.8, top_p=0.95)
+        together = batch.extend(list(range(n)), never, [tokens] * n)
+        t_batch = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        single = []
+        for i in range(n):
+            one = ParticleBatch(lm, ids, [slot_generators(seed + r, n)[i]], temperature=0.8, top_p=0.95)
+            single.append(one.extend([0], never, [tokens])[0])
+        t_alone = time.perf_counter() - t0
+        spent = sum(len(together[i][0]) for i in range(n))
+        same = all(together[i][0] == single[i][0] for i in range(n))
+        if not same:
+            raise SystemExit("batched and one-by-one particles differ: the batch engine is wrong")
+        batched_rates.append(spent / t_batch)
+        alone_rates.append(spent / t_alone)
+        ratios.append(t_alone / t_batch)
+    return {"particles": n, "tokens_each": tokens, "batched_tok_s": round(statistics.median(batched_rates), 1),
+            "one_by_one_tok_s": round(statistics.median(alone_rates), 1),
+            "speedup": round(statistics.median(ratios), 2), "identical_tokens": True}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--tasks", type=int, default=20)
+    parser.add_argument("--first-task", type=int, default=0)
+    parser.add_argument("--budgets", default="1,2,4,8,16")
+    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--skip-accuracy", action="store_true")
+    parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--png", type=Path, help="also draw the budget curve to this PNG (headless Chromium)")
+    parser.add_argument("--from-json", type=Path, nargs="*", help="only merge these --out files (split runs) and draw")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    budgets = [int(b) for b in args.budgets.split(",")]
+    if args.from_json:
+        result = merge([json.loads(path.read_text()) for path in args.from_json])
+        print_table(result)
+        if args.out:
+            args.out.write_text(json.dumps(result, indent=1))
+        if args.png:
+            draw(result["accuracy"], args.png)
+        return
+    lm = LM(load_model(args.model, dtype=args.dtype, progress=None))
+    tasks = load_tasks()[args.first_task:args.first_task + args.tasks]
+    log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
+    result = {"model": args.model, "dtype": args.dtype, "tasks": len(tasks), "first_task": args.first_task,
+              "budgets": budgets, "max_new_tokens": args.max_new_tokens}
+    if not args.skip_accuracy:
+        result["accuracy"] = accuracy_rows(lm, tasks, budgets, args.max_new_tokens, args.seed, log)
+        print_table(result)
+    if not args.skip_throughput:
+        result["throughput"] = [batched_vs_alone(lm, task_prompt(load_tasks()[0]["question"]), n, 32, 3, args.seed)
+                                for n in (4, 16)]
+        for row in result["throughput"]:
+            print(f"N={row['particles']}: batched {row['batched_tok_s']} tok/s, one by one "
+                  f"{row['one_by_one_tok_s']} tok/s, {row['speedup']}x (identical tokens)")
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1))
+    if args.png and "accuracy" in result:
+        draw(result["accuracy"], args.png)
+
+
+def merge(parts: list[dict]) -> dict:
+    """One result from runs over disjoint task ranges: accuracies and tokens weighted by task count."""
+    total = sum(p["tasks"] for p in parts)
+    rows = {}
+    for part in parts:
+        for r in part["accuracy"]:
+            key = (r["method"], r["budget"])
+            acc = rows.setdefault(key, {"method": r["method"], "budget": r["budget"], "accuracy": 0.0, "tokens": 0.0})
+            acc["accuracy"] += r["accuracy"] * part["tasks"] / total
+            acc["tokens"] += r["tokens"] * part["tasks"] / total
+    merged = {k: v for k, v in parts[0].items() if k not in ("accuracy", "throughput", "first_task")}
+    merged["tasks"] = total
+    merged["accuracy"] = [v | {"accuracy": round(v["accuracy"], 4), "tokens": round(v["tokens"], 1)} for v in rows.values()]
+    merged["throughput"] = [t for p in parts for t in p.get("throughput", [])]
+    return merged
+
+
+def print_table(result: dict) -> None:
+    budgets = result["budgets"]
+    print(f"\naccuracy on {result['tasks']} tasks (mean tokens spent)")
+    print("method          " + "".join(f"N={n:<13}" for n in budgets))
+    for method in ("greedy", "best-of-n", "majority-vote", "reward-beam", "particle-filter"):
+        cells = {r["budget"]: r for r in result["accuracy"] if r["method"] == method}
+        print(f"{method:<16}" + "".join(f"{cells[n]['accuracy']:<5.0%}({cells[n]['tokens']:<6.0f}) " for n in budgets))
+
+
+def draw(rows: list[dict], png: Path) -> None:
+    """The budget curve as a PNG, drawn by plotly.js in headless Chromium (no kaleido needed)."""
+    import shutil
+    import tempfile
+
+    from playwright.sync_api import sync_playwright
+
+    from visualizers import figure_to_html
+    from visualizers.particles import budget_figure
+
+    fig = budget_figure(rows)
+    fig.update_layout(width=900, height=480)
+    page_file = Path(tempfile.mkdtemp()) / "budget.html"
+    page_file.write_text(figure_to_html(fig))
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium")
+        page = browser.new_page(viewport={"width": 920, "height": 500})
+        page.goto(page_file.as_uri())
+        page.wait_for_selector(".main-svg")
+        page.locator(".plotly").first.screenshot(path=str(png))
+        browser.close()
+    print(f"wrote {png}")
+
+
+if __name__ == "__main__":
+    main()
