@@ -20,6 +20,7 @@ import gradio as gr
 from ui.api import register_api
 from ui.common import queued, serve
 from ui.playground import build_playground
+from ui.scaling import build_scaling
 from ui.speculative import build_speculative
 
 HEADER = """
@@ -41,6 +42,8 @@ def build_app() -> gr.Blocks:
                 build_playground()
             with gr.Tab("Speculative", id="speculative"):
                 build_speculative()
+            with gr.Tab("Scaling", id="scaling"):
+                build_scaling()
         register_api()
     return queued(demo)
 

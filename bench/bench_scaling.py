@@ -46,8 +46,9 @@ def correct(answer: str | None, reference: str) -> bool:
     return value is not None and abs(value - float(reference)) < 1e-6
 
 
-def answer_of(text: str) -> str | None:
-    answer = rw.extract_answer(text)
+def answer_of(text: str, ended: bool) -> str | None:
+    """As the scaling strategies read answers: no last-number guess for a text cut off at its cap."""
+    answer = rw.extract_answer(text, last_number=ended)
     value = rw.parse_number(answer) if answer is not None else None
     return None if value is None else f"{value:g}"
 
@@ -74,7 +75,8 @@ def accuracy_rows(lm, tasks, budgets, max_new_tokens, seed, log) -> list[dict]:
         t0 = time.perf_counter()
         greedy = run_to_trace(lm, prompt, strategy="greedy", max_new_tokens=max_new_tokens)
         for n in budgets:
-            add("greedy", n, correct(answer_of(greedy.finish.text), ref), len(greedy.finish.token_ids))
+            add("greedy", n, correct(answer_of(greedy.finish.text, greedy.finish.stop_reason == "eos"), ref),
+                len(greedy.finish.token_ids))
         sampled = run_to_trace(lm, prompt, strategy="best-of-n", params={"n": top, **STEP},
                                max_new_tokens=max_new_tokens, seed=seed + k)
         particles = sampled.finish.extra["particles"]

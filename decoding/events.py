@@ -255,7 +255,8 @@ def stats(trace: Trace) -> dict:
     finish = trace.finish
     prefix = len(trace.start.prefix_ids) if trace.start else 0
     num_tokens = len(finish.token_ids) - prefix if finish else len(tokens) or len(beams)
-    elapsed = finish.elapsed_s if finish else max((e.elapsed_s for e in tokens + beams), default=0.0)
+    timed = tokens + beams + trace.of_kind("spec_round") + trace.of_kind("particles")
+    elapsed = finish.elapsed_s if finish else max((e.elapsed_s for e in timed), default=0.0)
     forward_passes = sum(getattr(e, "forward_passes", 0) for e in trace.events)
     first = (tokens or beams)[0].elapsed_s if (tokens or beams) else None
     entropies = [e.entropy for e in tokens] if tokens else [e.entropy for e in beams]
@@ -286,9 +287,16 @@ def scaling_stats(steps: list, finish, elapsed: float) -> dict:
     last = steps[-1]
     spent = last.tokens_spent
     extra = finish.extra if finish else {}
+    grown, previous = 0, None  # particle extensions: one particle growing by one step
+    for step in steps:
+        for p in step.particles:
+            before = previous.particles[p["parent"]]["num_tokens"] if previous and p["parent"] >= 0 else 0
+            grown += p["num_tokens"] > before
+        previous = step
     return {
         "num_particles": len(last.particles),
         "particle_steps": len(steps),
+        "tokens_per_particle_step": round(spent / grown, 2) if grown else None,
         "ess": round(last.ess, 4),
         "resampling_events": sum(1 for s in steps if s.resampled),
         "tokens_spent": spent,

@@ -47,7 +47,8 @@ class ParticleBatch:
         self.banned = banned  # (V,) bool or None
         out = lm.prefill(prompt_ids, rows=self.n)
         self.cache = out.cache
-        self.logits = out.logits[:, -1].clone()  # (N, V) next-token logits of every row
+        self.logits = out.logits[:, -1].float().cpu().clone()  # (N, V) next-token logits of every row (CPU: the
+        #                                                 generators are CPU generators)
         self.mask = torch.ones(self.n, len(prompt_ids), dtype=torch.long)  # (N, L) 1 = a real token
         self.positions = torch.full((self.n,), len(prompt_ids), dtype=torch.long)  # (N,) next position
         self.pending: list[int | None] = [None] * self.n
@@ -68,7 +69,7 @@ class ParticleBatch:
                               position_ids=self.positions.view(-1, 1).to(self.lm.device))
         self.cache = out.cache
         rows = torch.tensor(fed)
-        self.logits[rows] = out.logits[rows, -1].to(self.logits.dtype)
+        self.logits[rows] = out.logits[:, -1].float().cpu()[rows]
         self.positions[rows] += 1
         self.pending = [None] * self.n
         return True

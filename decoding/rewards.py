@@ -100,8 +100,10 @@ def check_equation(a: str, op: str, b: str, c: str) -> tuple[bool, float | None]
     return abs(true - claimed) <= tolerance, true
 
 
-def extract_answer(text: str) -> str | None:
-    """The final answer: last \\boxed{X}, else '#### X', else 'answer is X', else the last number."""
+def extract_answer(text: str, last_number: bool = True) -> str | None:
+    """The final answer: last \\boxed{X}, else '#### X', else 'answer is X', else (with
+    `last_number`) the last number. Pass False for a text cut off at its token cap, whose last
+    number is whatever it was in the middle of ("Step 2")."""
     boxed = re.findall(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}", text)
     if boxed:
         return boxed[-1].strip()
@@ -109,7 +111,7 @@ def extract_answer(text: str) -> str | None:
         found = re.findall(pattern, text, flags=re.IGNORECASE)
         if found:
             return found[-1]
-    numbers = _NUMBER.findall(text)
+    numbers = _NUMBER.findall(text) if last_number else []
     return numbers[-1] if numbers else None
 
 

@@ -392,7 +392,8 @@ def sample_from_logits(logits: Tensor, generator: torch.Generator) -> Tensor:
     """Draw one token per row from softmax(logits): (B, V) -> (B,) long."""
     if logits.dim() != 2:
         raise ValueError(f"`logits` must have shape (B, V), got {tuple(logits.shape)}")
-    probs = log_softmax(logits).exp()  # (B, V)
+    probs = log_softmax(logits).exp().to(generator.device)  # (B, V) where the generator lives (CPU generators
+    #                                                            cannot draw for CUDA tensors)
     return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)  # (B,)
 
 

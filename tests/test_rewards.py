@@ -260,3 +260,8 @@ def test_registry_builds_each_reward_from_cli_strings():
 def test_registry_validation_messages(name, params, match):
     with pytest.raises(ValueError, match=match):
         make_reward(name, params)
+
+
+def test_extract_answer_without_the_last_number_fallback():
+    assert extract_answer("Step 1: 3 + 4 = 7\nStep 2", last_number=False) is None
+    assert extract_answer("so the answer is 7. Step 2", last_number=False) == "7"

@@ -40,3 +40,15 @@ from visualizers.speculative import (  # noqa: E402
 )
 
 __all__ += ["acceptance_figure", "draft_tree_figure", "overlap_figure", "spec_tokens_html", "speculative_summary_html"]
+
+# inference-time scaling (weights + ESS, lineage, particle cards, final choice, budget curve)
+from visualizers.particles import (  # noqa: E402
+    budget_figure,
+    choice_html,
+    lineage_figure,
+    particles_html,
+    scaling_summary_html,
+    weights_figure,
+)
+
+__all__ += ["budget_figure", "choice_html", "lineage_figure", "particles_html", "scaling_summary_html", "weights_figure"]

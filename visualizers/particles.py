@@ -169,7 +169,7 @@ def lineage_figure(steps: list[ParticleStep], finish_extra: dict | None = None) 
     fig.add_trace(_lines(edges, "lineage", dict(color=COLORS["edge"], width=2)))
     fig.add_trace(_lines(path_edges, "chosen path", dict(color=COLORS["chosen"], width=6)))
     fig.add_trace(go.Scatter(x=[root[0]], y=[root[1]], mode="markers+text", text=["prompt"], name="prompt",
-                             textposition="middle left", showlegend=False, hoverinfo="skip",
+                             textposition="bottom center", showlegend=False, hoverinfo="skip",
                              marker=dict(symbol="square", size=12, color=COLORS["prompt"])))
     for name, group, live in (("dead particle", dead, False), ("particle", nodes, True)):
         fig.add_trace(go.Scatter(

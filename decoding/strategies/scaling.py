@@ -349,7 +349,8 @@ class ScalingRun:
         out = []
         for p in self.particles:
             text = self.lm.decode(p.token_ids)
-            answer = rw.extract_answer(text) if p.finished else None
+            ended = bool(p.token_ids) and p.token_ids[-1] in self.lm.stop_ids  # not cut off at the token cap
+            answer = rw.extract_answer(text, last_number=ended) if p.finished else None
             value = rw.parse_number(answer) if answer is not None else None
             out.append(None if value is None else f"{value:g}")
         return out

@@ -1,0 +1,262 @@
+"""The Scaling tab: callbacks as plain functions on the real SmolLM2-135M (particle filter compared
+with best-of-N on a shipped task), the step slider, control visibility, the task menu, presets,
+replay, bad input, Stop; then one particle-filter run over real HTTP through the `/generate` API.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+import gradio as gr
+
+from decoding.events import Trace
+from decoding.run import run_to_trace
+from decoding.tasks import load_tasks, task_prompt
+from test_app import api_run, app_url, client, count_forward_passes  # noqa: F401  (the shared app server)
+from ui import scaling_callbacks as cb
+from ui.scaling_views import (DEFAULT_PROMPT, DEFAULT_SETTINGS, FIELDS, METHOD_FIELDS, METHODS, REWARD_FIELDS,
+                              SPECIFIC, task_choices, verdict, views)
+
+MODEL = "smollm2-135m"
+SMALL = {"n": 3, "max_step_tokens": 8}
+TASK = load_tasks()[0]
+
+
+def values(**changes) -> list:
+    settings = DEFAULT_SETTINGS | SMALL | changes
+    return [settings[name] for name in FIELDS]
+
+
+def run_ui(method="particle-filter", prompt=DEFAULT_PROMPT, max_new_tokens=16, compare="none", model=MODEL,
+           **params) -> list[dict]:
+    return list(cb.generate_run(model, prompt, method, max_new_tokens, 0, True, compare, *values(**params)))
+
+
+def merged(updates: list[dict]) -> dict:
+    final = {}
+    for update in updates:
+        final |= update
+    return final
+
+
+@pytest.fixture(scope="module")
+def run() -> tuple[list[dict], Trace, Trace]:
+    """Particle filter (N = 3, final-answer reward on task 0), then best-of-N at the same budget."""
+    updates = run_ui(compare="best-of-n", reward="final-answer", reference=TASK["answer"])
+    final = merged(updates)
+    return updates, final["trace"], final["other"]
+
+
+def test_generate_streams_particle_steps_then_chooses(run):
+    updates, trace, _ = run
+    steps = trace.of_kind("particles")
+    assert trace.start.strategy == "particle-filter" and trace.start.params["n"] == 3
+    assert trace.finish.stop_reason in ("eos", "max_new_tokens") and len(steps) >= 2
+    live = [u for u in updates if "particle steps so far" in u.get("status", "") and "step" in u]  # the main run
+    assert live and all(u["step"]["interactive"] is False for u in live)  # the slider waits for the end
+    assert any("data-slot=" in u["particles"] for u in live)  # particle cards drawn while streaming
+    final = merged(updates[: updates.index(next(u for u in updates if "other" in u and u["other"])) + 1])
+    assert final["weights"].data and final["lineage"].data and "data-slot=" in final["particles"]
+    assert final["choice"].startswith('<div class="dl-choice">') and "particle-filter" in final["choice"]
+    s = final["stats"]
+    for card in ("particles N", "steps", "resampling events", "ESS", "tokens spent", "forward passes",
+                 "tokens spent / s"):
+        assert f'<div class="k">{card}</div>' in s
+    ok = verdict(trace)
+    assert ok is not None and ("✓ right" if ok else "✗ wrong") in final["choice"] and "72" in final["choice"]
+    assert final["step"]["maximum"] == max(1, len(steps) - 1) and final["step"]["value"] == len(steps) - 1
+    assert Trace.load(final["dl_json"]).to_dict() == trace.to_dict()
+
+
+def test_compare_runs_the_second_method_at_the_same_budget(run):
+    updates, trace, other = run
+    assert other.start.strategy == "best-of-n" and other.finish is not None
+    for key in ("n", "reward", "reference", "max_step_tokens", "temperature"):
+        assert other.start.params[key] == trace.start.params[key]
+    assert (other.start.prompt, other.start.seed, other.start.max_new_tokens) == \
+        (trace.start.prompt, trace.start.seed, trace.start.max_new_tokens)
+    last = updates[-1]
+    assert "Compared: best-of-n chose answer" in last["status"]
+    assert "Main: particle-filter" in last["summary"] and "Compared: best-of-n" in last["summary"]
+    assert last["summary"].count("tokens spent (all particles)") == 1 and last["summary"].count('<div class="dl-choice">') == 2
+    assert any(set(u) == {"summary", "status"} for u in updates)  # the comparison streams too
+
+
+def test_step_slider_shows_an_earlier_step(run):
+    _, trace, other = run
+    steps = trace.of_kind("particles")
+    first = cb.choose_step(0.0, trace, other)
+    assert first["step"]["value"] == 0 and first["particles"].count("data-slot=") == 3
+    assert "step 0 ·" in first["particles"] and f"step {steps[-1].step} ·" not in first["particles"]
+    last = cb.choose_step(len(steps) - 1, trace, other)
+    assert f"step {steps[-1].step} ·" in last["particles"] and "Compared" in last["summary"]
+    assert 'class="card chosen"' in last["particles"] or 'class="card dead chosen"' in last["particles"]
+    assert cb.choose_step(1, None, None) == {}
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_only_the_methods_controls_are_shown(method):
+    out = cb.shown_controls(method, "arith-step")
+    shown = {k.removeprefix("sc:") for k, v in out.items() if k.startswith("sc:") and v["visible"]}
+    assert shown == set(METHOD_FIELDS[method])
+    assert set(out) == {f"sc:{f}" for f in SPECIFIC} | {"reward_help"} and "arith-step" in out["reward_help"]
+
+
+@pytest.mark.parametrize("reward", ["final-answer", "forbid-letter", "max-word-length", "required-words", "none"])
+def test_only_the_rewards_controls_are_shown(reward):
+    out = cb.shown_controls("best-of-n", reward)
+    shown = {k.removeprefix("sc:") for k, v in out.items() if k.startswith("sc:") and v["visible"]}
+    assert shown == set(METHOD_FIELDS["best-of-n"]) | set(REWARD_FIELDS.get(reward, ()))
+    assert f"**{reward}**" in out["reward_help"]
+
+
+def test_the_task_menu_fills_the_prompt_and_the_reference():
+    choices = task_choices()
+    assert choices[0] == ("(free prompt)", "") and len(choices) == len(load_tasks()) + 1
+    task = load_tasks()[3]
+    out = cb.task_chosen(str(task["id"]))
+    assert out == {"prompt": task_prompt(task["question"]), "sc:reference": task["answer"]}
+    assert cb.task_chosen("") == {"sc:reference": ""}  # free prompt: keeps the prompt, forgets the answer
+    assert cb.prompt_edited(out["prompt"] + "\nBe brief.", "3") == {}  # still the task's question
+    assert cb.prompt_edited("What is 6 times 7?", "3") == {"task": "", "sc:reference": ""}
+    assert cb.prompt_edited("What is 6 times 7?", "") == {}
+
+
+def test_a_trace_on_a_shipped_task_is_graded_without_a_reference_parameter(run):
+    _, trace, _ = run
+    data = trace.to_dict()
+    data["events"][0]["params"]["reference"] = ""  # as `python -m decoding run` writes it with reward arith-step
+    plain = Trace.from_dict(data)
+    assert verdict(plain) == verdict(trace) is not None and "the task's answer is 72" in views(plain)["choice"]
+    data["events"][0]["prompt"] = "What is 6 times 7?"
+    assert verdict(Trace.from_dict(data)) is None and "dl-verdict" not in views(Trace.from_dict(data))["choice"]
+
+
+def test_presets_set_every_control(tmp_path, monkeypatch):
+    preset = ("title: PF beats best-of-N\nmodel: smollm2-135m\nstrategy: reward-beam\nlab: scaling\n"
+              f"prompt: {json.dumps(task_prompt(TASK['question']))}\nmax_new_tokens: 300\n"
+              "params: {n: 8, beam_width: 4, reward: arith-step}\nnote: Watch the beams.\n")
+    (tmp_path / "20-scaling-test.yaml").write_text(preset)
+    from decoding import presets
+
+    for _, name in cb.preset_choices():  # the shipped scaling presets (if any yet) set a method of this tab
+        assert cb.preset_chosen(name)["method"] in METHODS
+    monkeypatch.setattr(cb, "load_presets", lambda lab=None: presets.load_presets(tmp_path, lab=lab))
+    assert cb.preset_choices() == [("PF beats best-of-N", "20-scaling-test")]
+    out = cb.preset_chosen("20-scaling-test")
+    assert out["method"] == "reward-beam" and out["sc:n"] == 8 and out["sc:beam_width"] == 4
+    assert out["sc:reward"] == "arith-step" and out["sc:reference"] == TASK["answer"] and out["task"] == "0"
+    assert out["max_new_tokens"] == 256 and out["sc:temperature"] == DEFAULT_SETTINGS["temperature"]
+    assert "Watch the beams" in out["note"] and {f"sc:{f}" for f in FIELDS} <= out.keys()
+    assert cb.preset_chosen("no-such-preset") == {"note": ""}
+
+
+def test_replay_restores_views_and_settings(run):
+    updates, trace, _ = run
+    path = next(u["dl_json"] for u in updates if u.get("dl_json"))
+    out = cb.replay(path, None, None)
+    assert out["trace"].to_dict() == trace.to_dict() and out["other"] is None
+    assert out["method"] == "particle-filter" and out["sc:n"] == 3 and out["sc:max_step_tokens"] == 8
+    assert out["sc:pf_select"] == "best" and "sc:bon_select" not in out and out["sc:reward"] == "final-answer"
+    assert out["task"] == str(TASK["id"]) and out["sc:reference"] == TASK["answer"] and out["model"] == MODEL
+    assert "Replaying" in out["status"] and "data-slot=" in out["particles"] and out["lineage"].data
+
+
+@pytest.mark.parametrize("content, message", [
+    ("not json at all", "invalid JSON"),
+    ('{"format": "decoding-lab-trace", "version": 1, "events": [{"kind": "particles"}]}', "malformed"),
+    ("greedy", "'greedy' run without particle steps"),
+])
+def test_a_bad_or_non_scaling_upload_is_refused(tmp_path, content, message):
+    path = tmp_path / "upload.json"
+    if content == "greedy":
+        run_to_trace("tiny-random", "Hello", strategy="greedy", max_new_tokens=3, chat=False).save(path)
+    else:
+        path.write_text(content)
+    with pytest.raises(gr.Error, match=message):
+        cb.replay(str(path), None, None)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"prompt": "  "}, "`prompt` is empty"),
+    ({"n": 0}, r"`n` must be an integer in \[1, 64\]"),
+    ({"n": 65}, r"`n` must be an integer in \[1, 64\]"),
+    ({"method": "reward-beam", "n": 3, "beam_width": 2}, r"`n` \(3\) must be a multiple of `beam_width` \(2\)"),
+    ({"model": "no-such-model"}, "unknown model 'no-such-model'"),
+    ({"reward": "final-answer", "reference": ""}, "reward final-answer needs `reference`"),
+    ({"reward": "forbid-letter", "letter": "ab"}, "`letter` must be a single letter, got 'ab'"),
+    ({"max_new_tokens": 0}, "`max_new_tokens`"),
+    ({"compare": "reward-beam", "n": 3, "beam_width": 2}, "Compare with reward-beam: `n` \\(3\\) must be a multiple"),
+])
+def test_bad_input_raises_a_clear_gr_error(kwargs, message):
+    args = {k: kwargs.pop(k) for k in ("method", "prompt", "max_new_tokens", "compare", "model") if k in kwargs}
+    with pytest.raises(gr.Error, match=message):
+        next(cb.generate_run(args.get("model", MODEL), args.get("prompt", DEFAULT_PROMPT),
+                             args.get("method", "particle-filter"), args.get("max_new_tokens", 16), 0, True,
+                             args.get("compare", "none"), *values(**kwargs)))
+
+
+def test_closing_the_run_stops_compute(monkeypatch):
+    """What Stop does: Gradio closes the callback's generator; the worker thread must stop decoding."""
+    calls = count_forward_passes(monkeypatch)
+    run = cb.generate_run(MODEL, DEFAULT_PROMPT, "particle-filter", 256, 0, True, "best-of-n",
+                          *values(n=2, max_step_tokens=4))
+    trace = next(run)["trace"]
+    while not trace.of_kind("particles"):
+        next(run)
+    run.close()
+    deadline = time.monotonic() + 10  # the step under way ends (a busy CI core is slow), then the run stops
+    while trace.finish is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)
+    settled = calls["n"]
+    time.sleep(0.5)
+    assert calls["n"] == settled < 40 and trace.finish is not None and trace.finish.stop_reason == "cancelled"
+    after = cb.stop_run(trace, None)
+    assert "**Stopped** the run after" in after["status"] and "data-slot=" in after["particles"]
+    assert Trace.load(after["dl_json"]).finish.stop_reason == "cancelled"
+    assert cb.stop_run(trace, None, wait_s=0)["status"].startswith("**Stopped**")
+    assert cb.stop_run(None, None) == {"status": "Nothing is running."}
+
+
+def test_stop_during_the_comparison_stops_it_and_keeps_the_main_run(monkeypatch):
+    calls = count_forward_passes(monkeypatch)
+    run = cb.generate_run(MODEL, DEFAULT_PROMPT, "best-of-n", 16, 0, True, "particle-filter",
+                          *values(n=2, max_step_tokens=4))
+    trace, other = next(run)["trace"], None
+    while other is None or not other.of_kind("particles"):
+        other = next(run).get("other") or other
+    run.close()
+    deadline = time.monotonic() + 10
+    while other.finish is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)
+    settled = calls["n"]
+    time.sleep(0.5)
+    assert calls["n"] == settled and other.finish.stop_reason == "cancelled"
+    assert other.start.strategy == "particle-filter" and other.start.params["n"] == 2
+    assert trace.finish.stop_reason != "cancelled"  # the main run had finished
+    after = cb.stop_run(trace, other)
+    assert "**Stopped** the comparison run" in after["status"] and "Compared: particle-filter" in after["summary"]
+    assert Trace.load(after["dl_json"]).start.strategy == "best-of-n"
+
+
+def test_views_before_any_run():
+    out = views(None)
+    assert "Statistics appear" in out["stats"] and "Generate" in out["choice"] and out["summary"] == ""
+    assert out["step"]["interactive"] is False and "waiting" in out["particles"]
+
+
+# Over real HTTP ----------------------------------------------------------------------------------
+def test_particle_filter_over_the_generate_api(client):  # noqa: F811
+    params = {"n": 2, "max_step_tokens": 8, "reward": "final-answer", "reference": TASK["answer"]}
+    outputs, result = api_run(client, MODEL, "particle-filter", DEFAULT_PROMPT, 16, 0, json.dumps(params), True)
+    kinds = [o.get("kind") for o in outputs[:-1]]
+    assert kinds[0] == "start" and kinds[-1] == "finish" and kinds.count("particles") >= 2
+    s = result["stats"]
+    assert s["num_particles"] == 2 and s["particle_steps"] == kinds.count("particles")
+    assert s["tokens_spent"] >= 2 and 1.0 <= s["ess"] <= 2.0 and "resampling_events" in s
+    assert result["params"]["reference"] == TASK["answer"] and result["strategy"] == "particle-filter"

@@ -1,0 +1,65 @@
+"""The Scaling tab in a real headless Chromium against the real app over HTTP: pick a shipped task,
+run a particle filter with N = 4 on the embedded SmolLM2-135M, wait for the choice and the lineage,
+and save the screenshot the README shows (assets/screenshot-scaling.png, 1400 px wide).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from decoding.tasks import load_tasks
+from test_app import app_url  # noqa: F401  (the shared, session-wide app server)
+from test_browser import TIMEOUT_MS, choose, error_toasts, open_page, set_number
+
+ROOT = Path(__file__).resolve().parents[1]
+SCREENSHOT = ROOT / "assets" / "screenshot-scaling.png"
+WIDTH = 1400
+
+
+def test_particle_filter_on_a_task_and_screenshot(app_url):  # noqa: F811
+    task = load_tasks()[4]
+    with open_page(app_url, "#dl-generate", timeout_ms=TIMEOUT_MS) as page:
+        page.set_viewport_size({"width": WIDTH, "height": 900})
+        page.get_by_role("tab", name="Scaling").click()
+        page.wait_for_selector("#sc-generate")
+        assert page.locator("#sc-model input").input_value() == "smollm2-135m"
+        page.locator("#sc-task input").click()
+        page.get_by_role("option", name=f"#{task['id']} ·").click()
+        page.wait_for_function("q => document.querySelector('#sc-prompt textarea').value.startsWith(q)",
+                               arg=task["question"])
+        page.locator("#sc-method input[value='particle-filter']").check()
+        page.wait_for_selector("#sc-reward-temperature", state="visible")
+        assert page.locator("#sc-beam-width").is_hidden() and page.locator("#sc-chunk-tokens").is_hidden()
+        choose(page, "sc-reward", "final-answer")
+        page.wait_for_selector("#sc-reference", state="visible")
+        assert page.locator("#sc-reference input, #sc-reference textarea").first.input_value() == task["answer"]
+        choose(page, "sc-reward", "arith-step")  # the step checker makes the weights move; ✓/✗ still uses the task
+        page.wait_for_selector("#sc-reference", state="hidden")
+        set_number(page, "sc-n", 4)
+        set_number(page, "sc-max-step-tokens", 32)
+        set_number(page, "sc-max-new-tokens", 64)
+        page.locator("#sc-generate").click()
+
+        page.wait_for_selector("#sc-particles .card[data-slot]")  # particle cards while streaming
+        page.wait_for_selector("#sc-choice .dl-choice")
+        page.wait_for_function("document.querySelectorAll('#sc-lineage .scatterlayer .trace').length >= 3")
+        page.wait_for_function("() => (document.querySelector('#sc-status') || {}).innerText?.includes('Finished')")
+        assert page.locator("#sc-particles .card[data-slot]").count() == 4
+        assert page.locator("#sc-choice .dl-verdict").count() == 1  # ✓ / ✗ against the task's answer
+        assert "particle-filter, reward arith-step, N = 4" in page.locator("#sc-stats").inner_text()
+        last = page.locator("#sc-step input[type=number]").input_value()
+        assert int(last) >= 1  # the step slider looks back at earlier steps once the run is over
+        set_number(page, "sc-step", 0)
+        page.wait_for_function("() => document.querySelector('#sc-particles .dl-head').innerText.startsWith('step 0 ')")
+        set_number(page, "sc-step", last)
+        page.wait_for_function("s => document.querySelector('#sc-particles .dl-head').innerText.startsWith(`step ${s} `)",
+                               arg=last)
+        assert error_toasts(page) == []
+        page.evaluate("document.activeElement && document.activeElement.blur()")
+        page.wait_for_timeout(600)  # let plotly finish its transition
+        SCREENSHOT.parent.mkdir(exist_ok=True)
+        page.evaluate("window.scrollTo(0, 0)")
+        box = page.locator("#sc-particles").bounding_box()  # header to the particle cards
+        height = min(int(box["y"] + box["height"]) + 10, page.evaluate("document.documentElement.scrollHeight"))
+        page.screenshot(path=str(SCREENSHOT), full_page=True, clip={"x": 0, "y": 0, "width": WIDTH, "height": height})
+    assert SCREENSHOT.stat().st_size > 20_000

@@ -1,0 +1,215 @@
+"""The Scaling tab: spend more compute at inference time. N particles (partial solutions) decode as
+one batch; after every reasoning step a reward weighs them, and the method decides which to keep,
+copy or drop: best-of-N, majority vote, reward-guided beam search, particle filtering, first finish.
+Watch the weights and ESS per step, the lineage of the particles, and the final choice; compare two
+methods at the same budget.
+
+    build_scaling()   lays the tab out inside the current Blocks and wires it (used by app.py)
+    demo()            the tab as a Blocks of its own:  python -m ui.scaling
+
+Handlers live in `ui/scaling_callbacks.py` (plain functions, {output name: value}); rendering in
+`ui/scaling_views.py`. This module only creates widgets and binds names to them.
+"""
+
+from __future__ import annotations
+
+import decoding  # noqa: F401  (switches telemetry off before gradio is imported)
+import gradio as gr
+
+from decoding.models import SUGGESTED_HUB_IDS
+from ui import scaling_callbacks as cb
+from ui.common import (MODEL_CONCURRENCY_ID, bind, gpu, model_choices, model_concurrency, serve,
+                       standalone)
+from ui.scaling_views import (CONTROLS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_METHOD, DEFAULT_MODEL, DEFAULT_PROMPT,
+                              DEFAULT_SETTINGS, DEFAULT_TASK, FIELDS, METHODS, OUTPUTS, REWARD_NAMES, SPECIFIC,
+                              UI_MAX_CHUNK_TOKENS, UI_MAX_N, UI_MAX_NEW_TOKENS, UI_MAX_STEP_TOKENS, help_of,
+                              reward_help, task_choices, views, visible_fields)
+
+INTRO = ("A **particle** is one partial solution; N of them decode side by side as one batch. After every "
+         "reasoning step (a line) the **reward** r ∈ [0, 1] scores each particle, and its **weight** is "
+         "softmax(logit(r) / T) over the N particles. **Resampling** draws N new particles from those weights: "
+         "good ones are copied, bad ones dropped (the grey branches in the lineage). The **effective sample size** "
+         "ESS = 1 / Σ w² is N when the weights are even and 1 when one particle holds them all. Best-of-N and "
+         "majority vote never resample: they only choose at the end.")
+METHOD_INFO = ("best-of-n: N samples, the best score wins · majority-vote: the most common answer · reward-beam: keep "
+               "the N/width best after each step · particle-filter: weigh and resample each step (Puri et al. 2025) · "
+               "first-finish: the first to finish wins")
+CSS = """<style>
+#sc-weights, #sc-lineage { padding-top: 2.1rem !important; }
+#sc-stats .dl-stats .dl-cards { grid-template-columns: repeat(7, minmax(0, 1fr)); }
+#sc-summary table { width: auto; border: none !important; box-shadow: none !important; }
+#sc-summary th, #sc-summary td { border: none !important; border-bottom: 1px solid var(--border-color-primary) !important;
+                                 background: transparent !important; }
+#sc-generate, #sc-stop { font-size: 1.05rem; }
+#sc-status p { font-size: 0.95rem; margin: 0.2rem 0; }
+#sc-note:empty, #sc-css { display: none; }
+#sc-choice { min-height: 3em; }
+@media (max-width: 900px) { #sc-stats .dl-stats .dl-cards { grid-template-columns: repeat(4, minmax(0, 1fr)); } }
+</style>"""
+
+
+def _field(c: dict, field: str, widget) -> None:
+    c[f"sc:{field}"] = widget
+
+
+def _shown(field: str) -> bool:
+    return field not in SPECIFIC or field in visible_fields(DEFAULT_METHOD, DEFAULT_SETTINGS["reward"])
+
+
+def _slider(field: str, low, high, step, label: str, **kw) -> gr.Slider:
+    return gr.Slider(low, high, value=DEFAULT_SETTINGS[field], step=step, label=label, info=help_of(field),
+                     visible=_shown(field), elem_id=f"sc-{field.replace('_', '-')}", **kw)
+
+
+def _radio(field: str, choices, label: str) -> gr.Radio:
+    return gr.Radio(list(choices), value=DEFAULT_SETTINGS[field], label=label, info=help_of(field),
+                    visible=_shown(field), elem_id=f"sc-{field.replace('_', '-')}")
+
+
+def _controls(c: dict) -> None:
+    d = DEFAULT_SETTINGS
+    c["preset"] = gr.Dropdown(cb.preset_choices(), value=None, label="Preset", elem_id="sc-preset",
+                              info="A classroom demo: sets every control and explains what to look for.")
+    c["note"] = gr.Markdown("", elem_classes="dl-help", elem_id="sc-note")
+    c["model"] = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model", allow_custom_value=True,
+                             info=f"The policy every particle samples from; with internet, any hub id "
+                                  f"(e.g. {SUGGESTED_HUB_IDS[-1]}).", elem_id="sc-model")
+    c["task"] = gr.Dropdown(task_choices(), value=str(DEFAULT_TASK["id"]), label="Task", elem_id="sc-task",
+                            info="A shipped arithmetic problem: fills the prompt and its reference answer (✓/✗).")
+    c["prompt"] = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=3, max_lines=10, elem_id="sc-prompt")
+    with gr.Row():
+        c["generate"] = gr.Button("Generate", variant="primary", elem_id="sc-generate")
+        c["stop"] = gr.Button("Stop", variant="stop", elem_id="sc-stop")
+    c["status"] = gr.Markdown("Ready.", elem_id="sc-status")
+    c["method"] = gr.Radio(list(METHODS), value=DEFAULT_METHOD, label="Method", info=METHOD_INFO, elem_id="sc-method")
+    _field(c, "reward", gr.Dropdown(list(REWARD_NAMES), value=d["reward"], label="Reward", elem_id="sc-reward",
+                                    info="What scores each step (and the finished answer)."))
+    c["reward_help"] = gr.Markdown(reward_help(d["reward"]), elem_classes="dl-help", elem_id="sc-reward-help")
+    # Reward-specific
+    _field(c, "reference", gr.Textbox(d["reference"], label="reference answer", info=help_of("reference"),
+                                      visible=_shown("reference"), elem_id="sc-reference"))
+    with gr.Row():
+        _field(c, "letter", gr.Textbox(d["letter"], label="letter", max_lines=1, info=help_of("letter"),
+                                       visible=_shown("letter"), elem_id="sc-letter"))
+        _field(c, "max_word_length", _slider("max_word_length", 1, 40, 1, "max word length"))
+    _field(c, "words", gr.Textbox(d["words"], label="required words", info=help_of("words"),
+                                  visible=_shown("words"), elem_id="sc-words"))
+    _field(c, "hard", gr.Checkbox(d["hard"], label="hard constraint", info=help_of("hard"), visible=_shown("hard"),
+                                  elem_id="sc-hard"))
+    _field(c, "judge_model", gr.Dropdown(model_choices(), value=d["judge_model"] or None, label="judge model",
+                                         allow_custom_value=True, info=help_of("judge_model"),
+                                         visible=_shown("judge_model"), elem_id="sc-judge-model"))
+    _field(c, "prm_model", gr.Textbox(d["prm_model"], label="PRM (hub id)", info=help_of("prm_model"),
+                                      visible=_shown("prm_model"), elem_id="sc-prm-model"))
+    # The budget and the step
+    with gr.Row():
+        _field(c, "n", _slider("n", 1, UI_MAX_N, 1, "N (particles)"))
+        _field(c, "temperature", _slider("temperature", 0, 2, 0.05, "token temperature"))
+    _field(c, "max_step_tokens", _slider("max_step_tokens", 1, UI_MAX_STEP_TOKENS, 1, "max step tokens"))
+    # Method-specific
+    _field(c, "beam_width", _slider("beam_width", 1, UI_MAX_N, 1, "beam width"))
+    with gr.Row():
+        _field(c, "reward_temperature", _slider("reward_temperature", 0.05, 5, 0.05, "reward temperature T"))
+        _field(c, "ess_threshold", _slider("ess_threshold", 0, 1, 0.05, "ESS threshold"))
+    with gr.Row():
+        _field(c, "resampling", _radio("resampling", ("multinomial", "systematic"), "resampling"))
+        _field(c, "pf_select", _radio("pf_select", ("best", "vote"), "final choice"))
+    _field(c, "entropic", _slider("entropic", 0, 1, 0.05, "entropic (ePF)"))
+    with gr.Row():
+        _field(c, "bon_select", _radio("bon_select", ("max", "softmax"), "selection"))
+        _field(c, "select_temperature", _slider("select_temperature", 0.01, 2, 0.01, "selection temperature"))
+    _field(c, "weighted", gr.Checkbox(d["weighted"], label="reward-weighted vote", info=help_of("weighted"),
+                                      visible=_shown("weighted"), elem_id="sc-weighted"))
+    _field(c, "chunk_tokens", _slider("chunk_tokens", 1, UI_MAX_CHUNK_TOKENS, 1, "chunk tokens"))
+    with gr.Accordion("More sampling settings", open=False, elem_id="sc-more"):
+        _field(c, "top_p", _slider("top_p", 0.01, 1, 0.01, "top-p"))
+        _field(c, "step_delimiter", _radio("step_delimiter", ("newline", "blank-line"), "step delimiter"))
+        _field(c, "aggregate", _radio("aggregate", ("last", "min", "mean", "product"), "score = aggregate of steps"))
+    with gr.Row():
+        c["max_new_tokens"] = gr.Slider(1, UI_MAX_NEW_TOKENS, value=DEFAULT_MAX_NEW_TOKENS, step=1,
+                                        label="Max new tokens (per particle)", elem_id="sc-max-new-tokens", scale=2)
+        c["seed"] = gr.Number(0, label="Seed", precision=0, minimum=0, elem_id="sc-seed", scale=1, min_width=90)
+    with gr.Row():
+        c["chat"] = gr.Checkbox(True, label="Chat template", info="Send the prompt as a user message.",
+                                elem_id="sc-chat")
+        c["compare"] = gr.Dropdown([(cb.NO_COMPARISON, cb.NO_COMPARISON)] + [(m, m) for m in METHODS],
+                                   value=cb.NO_COMPARISON, label="Compare with", elem_id="sc-compare",
+                                   info="After the run, this method with the same N, reward, seed and prompt.")
+    with gr.Accordion("Export & replay", open=False, elem_id="sc-export"):
+        c["dl_json"] = gr.DownloadButton("Trace (JSON)", size="sm", elem_id="sc-download-json")
+        c["upload"] = gr.File(label="Replay a saved scaling trace (.json)", file_types=[".json"],
+                              type="filepath", height=110, elem_id="sc-upload")
+
+
+def _views(c: dict) -> None:
+    initial = {k: v.get("value") if isinstance(v, dict) else v for k, v in views(None).items()}
+    gr.HTML(CSS, elem_id="sc-css", padding=False)
+    c["stats"] = gr.HTML(initial["stats"], elem_id="sc-stats")
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=2, min_width=260):
+            gr.Markdown("### Final choice")
+            c["choice"] = gr.HTML(initial["choice"], elem_id="sc-choice", elem_classes="dl-panel")
+            gr.Markdown(INTRO, elem_classes="dl-help", elem_id="sc-intro")
+        with gr.Column(scale=3):
+            c["lineage"] = gr.Plot(initial["lineage"], label="Lineage: who continues whom", elem_id="sc-lineage")
+    c["weights"] = gr.Plot(initial["weights"], label="Weights and ESS per step", elem_id="sc-weights")
+    gr.Markdown("### Particles")
+    c["step"] = gr.Slider(0, 1, value=0, step=1, label="Step", interactive=False, elem_id="sc-step",
+                          info="After the run: step back through earlier steps (weights before resampling).")
+    c["particles"] = gr.HTML(initial["particles"], elem_id="sc-particles")
+    gr.Markdown("### Run summary (and the comparison)")
+    c["summary"] = gr.HTML(initial["summary"], elem_id="sc-summary")
+
+
+def build_scaling() -> dict:
+    """Create the tab's widgets in the current Blocks, wire them, and return them by name."""
+    c: dict = {}
+    with gr.Row(equal_height=False, elem_id="dl-scaling"):
+        with gr.Column(scale=4, min_width=330, elem_classes="dl-controls"):
+            _controls(c)
+        with gr.Column(scale=9, elem_classes="dl-views"):
+            _views(c)
+    c["trace"], c["other"] = gr.State(None), gr.State(None)
+    _wire(c)
+    return c
+
+
+def _wire(c: dict) -> None:
+    outputs = {name: c[name] for name in OUTPUTS}
+    params = [c[f"sc:{name}"] for name in FIELDS]
+    model_bound = dict(concurrency_id=MODEL_CONCURRENCY_ID, concurrency_limit=model_concurrency(),
+                       show_progress="minimal", show_progress_on=[c["status"]], api_visibility="undocumented")
+    quiet = dict(show_progress="hidden", api_visibility="undocumented")
+    state = [c["trace"], c["other"]]
+
+    shown = {f"sc:{f}": c[f"sc:{f}"] for f in SPECIFIC} | {"reward_help": c["reward_help"]}
+    for trigger in (c["method"], c["sc:reward"]):
+        trigger.change(bind(cb.shown_controls, shown), [c["method"], c["sc:reward"]], list(shown.values()), **quiet)
+    task_outputs = {k: c[k] for k in ("prompt", "sc:reference")}
+    c["task"].input(bind(cb.task_chosen, task_outputs), c["task"], list(task_outputs.values()), **quiet)
+    edited = {k: c[k] for k in ("task", "sc:reference")}
+    c["prompt"].input(bind(cb.prompt_edited, edited), [c["prompt"], c["task"]], list(edited.values()),
+                      trigger_mode="always_last", **quiet)
+    preset_outputs = {k: c[k] for k in CONTROLS + ("note",)}
+    c["preset"].input(bind(cb.preset_chosen, preset_outputs), c["preset"], list(preset_outputs.values()), **quiet)
+    run = c["generate"].click(
+        gpu(bind(cb.generate_run, outputs)),
+        [c[k] for k in ("model", "prompt", "method", "max_new_tokens", "seed", "chat", "compare")] + params,
+        list(outputs.values()), **model_bound)
+    # Cancel first (Gradio closes the running generator, which stops the worker), then show the result.
+    c["stop"].click(None, cancels=[run], api_visibility="undocumented").then(
+        bind(cb.stop_run, outputs), state, list(outputs.values()), **quiet)
+    c["step"].input(bind(cb.choose_step, outputs), [c["step"]] + state, list(outputs.values()),
+                    trigger_mode="always_last", **quiet)
+    replay_outputs = outputs | {k: c[k] for k in CONTROLS}
+    c["upload"].upload(bind(cb.replay, replay_outputs), [c["upload"]] + state, list(replay_outputs.values()),
+                       **quiet)
+
+
+def demo() -> gr.Blocks:
+    """This tab alone, queued like the full app."""
+    return standalone(build_scaling, "Decoding Lab · Scaling")
+
+
+if __name__ == "__main__":
+    serve(demo())

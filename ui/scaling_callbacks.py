@@ -1,0 +1,177 @@
+"""The Scaling tab's event handlers as plain functions: values in, {output name: value} out.
+
+Each one validates its inputs (a bad one raises `gr.Error` with the engine's message and changes
+nothing) and renders with `ui.scaling_views.views`. `generate_run` is a generator that streams
+while the worker thread decodes the N particles, then (with "Compare with") runs another method
+at the same budget; closing it (Stop) stops whichever run is going.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import gradio as gr
+
+from decoding.events import Trace
+from decoding.presets import load_presets
+from decoding.run import validate_request
+from decoding.tasks import task_prompt
+from ui.common import USER_ERRORS, check_model, run_work, user_error, wait_for_finish
+from ui.playground_views import stream_views
+from ui.scaling_views import (DEFAULT_SETTINGS, FIELDS, FREE_PROMPT, METHODS, SPECIFIC, UI_MAX_NEW_TOKENS,
+                              collect_params, export_json, fields_from_params, reward_help, stats_line,
+                              task_by_id, task_of_prompt, views, visible_fields)
+
+NO_COMPARISON = "none"
+
+
+def _as_int(value):
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def shown_controls(method: str, reward: str) -> dict:
+    """Show only the controls of this method and reward, and the reward's one-line explanation."""
+    shown = visible_fields(method, reward)
+    return {f"sc:{f}": gr.update(visible=f in shown) for f in SPECIFIC} | {"reward_help": reward_help(reward)}
+
+
+def task_chosen(task_id) -> dict:
+    """A shipped task fills the prompt and its reference answer; "(free prompt)" clears the reference."""
+    task = task_by_id(task_id) if task_id not in (None, FREE_PROMPT) else None
+    if task is None:
+        return {"sc:reference": ""}
+    return {"prompt": task_prompt(task["question"]), "sc:reference": task["answer"]}
+
+
+def prompt_edited(prompt, task_id) -> dict:
+    """A prompt that no longer contains the chosen task's question is a free prompt: forget the task's answer."""
+    task = task_by_id(task_id) if task_id not in (None, FREE_PROMPT) else None
+    if task is None or task["question"] in (prompt or ""):
+        return {}
+    return {"task": FREE_PROMPT, "sc:reference": ""}
+
+
+def validate(model, prompt, method, max_new_tokens, seed, param_values, compare=NO_COMPARISON) -> tuple[dict, dict | None]:
+    """(the run's parameters, the comparison run's or None), or ValueError naming the bad input."""
+    params = collect_params(method, param_values)
+    validate_request(prompt, method, params, max_new_tokens, seed)
+    other = None
+    if compare and compare != NO_COMPARISON:
+        if compare not in METHODS:
+            raise ValueError(f"`compare` must be none or one of {', '.join(METHODS)}, got {compare!r}")
+        other = collect_params(compare, param_values)
+        try:
+            validate_request(prompt, compare, other, max_new_tokens, seed)
+        except ValueError as err:
+            raise ValueError(f"Compare with {compare}: {err}") from None
+    check_model(model)
+    return params, other
+
+
+def generate_run(model, prompt, method, max_new_tokens, seed, chat, compare, *param_values) -> Iterator[dict]:
+    """Run the method and stream the views; then the "Compare with" method at the same budget (if asked)."""
+    max_new_tokens, seed = _as_int(max_new_tokens), _as_int(seed)
+    try:
+        params, other_params = validate(model, prompt, method, max_new_tokens, seed, param_values, compare)
+    except USER_ERRORS as err:
+        raise user_error(err) from None
+    trace = Trace()
+    yield views(trace) | {"trace": trace, "other": None, "dl_json": None, "status": f"Starting {model}…"}
+    work = run_work(model, prompt, strategy=method, params=params, max_new_tokens=max_new_tokens, seed=seed,
+                    chat=bool(chat))
+    yield from stream_views(work, trace, lambda: views(trace, live=True), "particle steps")
+    done = views(trace) | {"trace": trace, "dl_json": export_json(trace)}
+    if other_params is None or trace.finish is None or trace.finish.stop_reason == "cancelled":
+        yield done | {"status": f"**Finished**: {stats_line(trace)}." if trace.finish else "Finished."}
+        return
+    other = Trace()
+    yield done | {"other": other, "status": f"{method} finished; now **{compare}** with the same N, reward, seed "
+                                            "and prompt, for the comparison…"}
+    work = run_work(model, prompt, strategy=compare, params=other_params, max_new_tokens=max_new_tokens, seed=seed,
+                    chat=bool(chat))
+    yield from stream_views(work, other, lambda: {"summary": views(trace, other)["summary"]}, "particle steps")
+    yield views(trace, other) | {"status": comparison_status(trace, other)}
+
+
+def comparison_status(trace: Trace, other: Trace) -> str:
+    return f"**Finished**: {stats_line(trace)}. Compared: {stats_line(other)}."
+
+
+def stop_run(trace, other, wait_s: float = 3.0) -> dict:
+    """After Stop cancelled the running event: show what was generated, and offer it for export."""
+    if trace is None:
+        return {"status": "Nothing is running."}
+    if other is not None:  # the main run had finished; Stop hit the comparison run (or came after it)
+        if not wait_for_finish(other, wait_s):
+            return {"status": "Nothing is running."}
+        return views(trace, other) | {"dl_json": export_json(trace), "status": "**Stopped** the comparison run "
+                                      f"after {len(other.of_kind('particles'))} steps. Main: {stats_line(trace)}."}
+    if not wait_for_finish(trace, wait_s) and trace.finish is not None:
+        return {"status": "Nothing is running."}
+    count = len(trace.of_kind("particles"))
+    return views(trace) | {"dl_json": export_json(trace), "status": f"**Stopped** the run after {count} particle steps."}
+
+
+def choose_step(step, trace, other) -> dict:
+    """The step slider: that step's particles (after the run; while it streams the latest is shown)."""
+    if trace is None or trace.start is None:
+        return {}
+    return views(trace, other, _as_int(step))
+
+
+def replay(path, trace, other) -> dict:
+    """Load a saved scaling trace into the views (and its settings into the controls); anything else changes nothing."""
+    if not path:
+        return {}
+    name = Path(path).name
+    try:
+        loaded = Trace.load(path)
+    except (ValueError, OSError, TypeError, KeyError, AttributeError) as err:
+        raise gr.Error(f"Cannot replay {name}: {err}", title="Not a Decoding Lab trace",
+                       print_exception=False) from None
+    if loaded.start.strategy not in METHODS or not loaded.of_kind("particles"):
+        raise gr.Error(f"Cannot replay {name}: it is a {loaded.start.strategy!r} run without particle steps; "
+                       "replay it in the tab it came from.", title="Not a scaling trace", print_exception=False)
+    try:
+        shown = views(loaded)
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError) as err:
+        raise gr.Error(f"Cannot replay {name}: malformed particle steps ({err})", title="Not a Decoding Lab trace",
+                       print_exception=False) from None
+    start = loaded.start
+    task = task_of_prompt(start.prompt)
+    controls = {"model": start.model, "prompt": start.prompt, "seed": start.seed, "chat": start.chat,
+                "method": start.strategy, "task": str(task["id"]) if task else FREE_PROMPT,
+                "max_new_tokens": min(max(1, start.max_new_tokens), UI_MAX_NEW_TOKENS)}
+    controls |= fields_from_params(start.strategy, start.params)
+    if task and not str(start.params.get("reference") or "").strip():
+        controls["sc:reference"] = task["answer"]
+    return shown | controls | {"trace": loaded, "other": None, "dl_json": export_json(loaded),
+                               "status": f"**Replaying** {name}: {stats_line(loaded)}. Its settings are back in "
+                                         "the controls."}
+
+
+# Presets -------------------------------------------------------------------------------------------
+def preset_choices() -> list[tuple[str, str]]:
+    return [(p.title, p.name) for p in load_presets(lab="scaling")]
+
+
+def preset_chosen(name) -> dict:
+    """Every control from the preset (defaults for what it leaves out) and its teaching note."""
+    preset = next((p for p in load_presets(lab="scaling") if p.name == name), None)
+    if preset is None or preset.strategy not in METHODS:
+        return {"note": ""}
+    task = task_of_prompt(preset.prompt)
+    out = {"model": preset.model, "prompt": preset.prompt, "method": preset.strategy,
+           "max_new_tokens": min(preset.max_new_tokens, UI_MAX_NEW_TOKENS), "seed": preset.seed, "chat": preset.chat,
+           "task": str(task["id"]) if task else FREE_PROMPT, "note": f"**{preset.title}.** {preset.note.strip()}"}
+    defaults = {f"sc:{f}": v for f, v in DEFAULT_SETTINGS.items()}
+    if task and "reference" not in preset.params:
+        defaults["sc:reference"] = task["answer"]
+    elif not task:
+        defaults["sc:reference"] = ""
+    return out | defaults | fields_from_params(preset.strategy, preset.params)  # .change shows the right controls
+
+
+__all__ = ["FIELDS", "NO_COMPARISON", "choose_step", "generate_run", "preset_chosen", "prompt_edited", "replay",
+           "shown_controls", "stop_run", "task_chosen"]

@@ -1,0 +1,285 @@
+"""Scaling tab views as plain functions: the state (the main run, the comparison run, the chosen
+step) rendered into {output name: value} (see `OUTPUTS`), and the tab's control <-> parameter map.
+
+    trace      the main run (a `Trace` of `ParticleStep`s, growing while it streams)
+    other      the "Compare with" run: another method, same N, reward, seed and prompt (or None)
+    step       which step's particles the cards show (None = the latest)
+
+Glossary: particle / weight / ESS / resample / lineage: see `visualizers/particles.py`.
+    field      a control of the tab, named like the parameter it sets ("sc:n" -> `n`), except the two
+               `select` menus, whose choices differ by method (`pf_select`, `bon_select`).
+    verdict    whether the chosen answer equals the task's reference (✓ / ✗), when one is known.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import tempfile
+from pathlib import Path
+
+import gradio as gr
+
+from decoding.events import Trace, stats
+from decoding.rewards import parse_number
+from decoding.strategies import param_specs
+from decoding.strategies.scaling import REWARD_HELP, REWARD_NAMES
+from decoding.tasks import load_tasks, task_prompt
+from visualizers.particles import (SUMMARY, chosen_path, chosen_slot, choice_html, lineage_figure, particles_html,
+                                   scaling_summary_html, weights_figure)
+
+METHODS = ("best-of-n", "majority-vote", "reward-beam", "particle-filter", "first-finish")
+DEFAULT_METHOD = "particle-filter"
+DEFAULT_MODEL = "smollm2-135m"
+DEFAULT_MAX_NEW_TOKENS = 96  # per particle
+UI_MAX_NEW_TOKENS = 256
+UI_MAX_N = 16
+UI_MAX_STEP_TOKENS = 128
+UI_MAX_CHUNK_TOKENS = 64
+FREE_PROMPT = ""  # the task menu's "(free prompt)" value
+
+COMMON = ("n", "reward", "temperature", "top_p", "step_delimiter", "max_step_tokens", "aggregate", "letter",
+          "max_word_length", "words", "reference", "hard", "judge_model", "prm_model")
+METHOD_FIELDS = {"best-of-n": ("bon_select", "select_temperature"), "majority-vote": ("weighted",),
+                 "reward-beam": ("beam_width",),
+                 "particle-filter": ("reward_temperature", "resampling", "ess_threshold", "entropic", "pf_select"),
+                 "first-finish": ("chunk_tokens",)}
+REWARD_FIELDS = {"final-answer": ("reference",), "forbid-letter": ("letter", "hard"),
+                 "max-word-length": ("max_word_length", "hard"), "required-words": ("words", "hard"),
+                 "lm-judge": ("judge_model",), "prm": ("prm_model",)}
+FIELDS = COMMON + tuple(f for fs in METHOD_FIELDS.values() for f in fs)  # the order the tab passes values in
+PARAM_OF = {"pf_select": "select", "bon_select": "select"}
+FIELD_OF = {("particle-filter", "select"): "pf_select", ("best-of-n", "select"): "bon_select"}
+
+_SPECS = {m: {p["name"]: p for p in param_specs(m)} for m in METHODS}
+DEFAULTS = {f: _SPECS[m][PARAM_OF.get(f, f)]["default"] for m in METHODS for f in COMMON + METHOD_FIELDS[m]}
+INT_FIELDS = {f for m in METHODS for f in COMMON + METHOD_FIELDS[m] if _SPECS[m][PARAM_OF.get(f, f)]["type"] == "int"}
+FLOAT_FIELDS = {f for m in METHODS for f in COMMON + METHOD_FIELDS[m]
+                if _SPECS[m][PARAM_OF.get(f, f)]["type"] == "float"}
+assert set(DEFAULTS) == set(FIELDS) and len(set(FIELDS)) == len(FIELDS)
+
+TASKS = load_tasks()
+DEFAULT_TASK = TASKS[0]
+DEFAULT_PROMPT = task_prompt(DEFAULT_TASK["question"])
+DEFAULT_SETTINGS = DEFAULTS | {"reference": DEFAULT_TASK["answer"]}
+
+OUTPUTS = ("status", "stats", "weights", "lineage", "particles", "step", "choice", "summary", "trace", "other",
+           "dl_json")
+CONTROLS = ("model", "task", "prompt", "method", "max_new_tokens", "seed", "chat") + tuple(f"sc:{f}" for f in FIELDS)
+
+
+# Controls <-> parameters ------------------------------------------------------------------------------
+def help_of(field: str) -> str:
+    """The engine's one-line help for a field (its parameter)."""
+    name = PARAM_OF.get(field, field)
+    method = next(m for m in METHODS if field in COMMON + METHOD_FIELDS[m])
+    return _SPECS[method][name]["help"]
+
+
+def reward_help(reward: str) -> str:
+    return f"**{reward}**: {REWARD_HELP.get(reward, 'unknown reward')}."
+
+
+def visible_fields(method: str, reward: str) -> set[str]:
+    """The method- and reward-specific fields shown for this choice (every other one is hidden)."""
+    return set(METHOD_FIELDS.get(method, ())) | set(REWARD_FIELDS.get(reward, ()))
+
+
+SPECIFIC = tuple(f for f in FIELDS if any(f in fs for fs in (*METHOD_FIELDS.values(), *REWARD_FIELDS.values())))
+
+
+def collect_params(method: str, values) -> dict:
+    """The method's parameters from the tab's field values (in `FIELDS` order); sliders give 4.0 for 4."""
+    if len(values) != len(FIELDS):
+        raise ValueError(f"expected {len(FIELDS)} scaling parameter values, got {len(values)}")
+    if method not in METHODS:
+        raise ValueError(f"`method` must be one of {', '.join(METHODS)}, got {method!r}")
+    given = dict(zip(FIELDS, values))
+    params = {}
+    for field in COMMON + METHOD_FIELDS[method]:
+        value = given[field]
+        if value is None:
+            value = DEFAULTS[field]
+        if field in INT_FIELDS and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if field in FLOAT_FIELDS and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if isinstance(value, str) and field != "letter":
+            value = value.strip()
+        params[PARAM_OF.get(field, field)] = value
+    return params
+
+
+def fields_from_params(method: str, params: dict) -> dict:
+    """{"sc:field": value} for a run's (or a preset's) parameters; UI-capped sliders are clamped."""
+    out = {}
+    for name, value in params.items():
+        field = FIELD_OF.get((method, name), name)
+        if field not in DEFAULTS or (field in ("pf_select", "bon_select") and field not in METHOD_FIELDS[method]):
+            continue
+        caps = {"n": UI_MAX_N, "max_step_tokens": UI_MAX_STEP_TOKENS, "chunk_tokens": UI_MAX_CHUNK_TOKENS,
+                "beam_width": UI_MAX_N}
+        if field in caps and isinstance(value, int):
+            value = max(1, min(value, caps[field]))
+        out[f"sc:{field}"] = value
+    return out
+
+
+def task_choices() -> list[tuple[str, str]]:
+    short = lambda q: q if len(q) <= 78 else q[:75] + "…"  # noqa: E731
+    return [("(free prompt)", FREE_PROMPT)] + [(f"#{t['id']} · {short(t['question'])} (= {t['answer']})",
+                                                str(t["id"])) for t in TASKS]
+
+
+def task_by_id(task_id) -> dict | None:
+    return next((t for t in TASKS if str(t.get("id")) == str(task_id)), None)
+
+
+def task_of_prompt(prompt: str) -> dict | None:
+    """The shipped task whose prompt this is, if any (replay and presets put the menu back)."""
+    return next((t for t in TASKS if task_prompt(t["question"]).strip() == (prompt or "").strip()), None)
+
+
+# Views ----------------------------------------------------------------------------------------------
+def views(trace: Trace | None, other: Trace | None = None, step: int | None = None, *, live: bool = False) -> dict:
+    """Every display output from the state; `live=True` while the main run streams (latest step)."""
+    trace = trace or Trace()
+    steps = trace.of_kind("particles")
+    finish = trace.finish.extra if trace.finish else None
+    index = step if step is not None and 0 <= step < len(steps) else len(steps) - 1
+    shown = steps[index] if steps else None
+    path = dict(chosen_path(steps, chosen_slot(steps, finish)))  # step -> slot on the chosen path
+    return {"stats": stats_html(trace),
+            "weights": weights_figure(steps),
+            "lineage": lineage_figure(steps, finish),
+            "particles": particles_html(shown, path.get(shown.step) if shown else None),
+            "step": gr.update(minimum=0, maximum=max(1, len(steps) - 1), value=max(index, 0),
+                              interactive=len(steps) > 1 and not live,
+                              label=f"Step ({len(steps)} played)" if steps else "Step"),
+            "choice": choice_panel(trace),
+            "summary": summary_html(trace, other)}
+
+
+def reference_of(trace: Trace) -> str | None:
+    """The run's reference answer: its `reference` parameter, else the answer of the shipped task it asked."""
+    given = str(trace.start.params.get("reference") or "").strip()
+    task = None if given else task_of_prompt(trace.start.prompt)
+    return given or (task["answer"] if task else None)
+
+
+def verdict(trace: Trace) -> bool | None:
+    """True / False when the run's reference (the task's answer) is known and the run chose; else None."""
+    if trace.start is None or trace.finish is None or "method" not in trace.finish.extra:
+        return None
+    reference = parse_number(reference_of(trace) or "")
+    answer = trace.finish.extra.get("answer")
+    if reference is None:
+        return None
+    value = parse_number(str(answer)) if answer is not None else None
+    return value is not None and abs(value - reference) <= 1e-6
+
+
+def verdict_html(trace: Trace) -> str:
+    ok = verdict(trace)
+    if ok is None:
+        return ""
+    reference = html.escape(str(reference_of(trace)))
+    colour, mark, word = ("#2e7d32", "✓", "right") if ok else ("#c62828", "✗", "wrong")
+    return (f'<div class="dl-verdict" data-correct="{str(ok).lower()}" style="margin-top:.4em;font-size:15px">'
+            f'<b style="color:{colour}">{mark} {word}</b> · the task\'s answer is {reference}</div>')
+
+
+def choice_panel(trace: Trace) -> str:
+    if trace.start is None:
+        return ('<div class="dl-placeholder">Press <b>Generate</b>: N particles decode side by side; after every step '
+                "the reward weighs them and the method keeps, copies or drops them. The final choice appears here.</div>")
+    if trace.finish is None:
+        return '<div class="dl-placeholder">running… the choice is made when every particle has finished.</div>'
+    if trace.finish.stop_reason == "cancelled" and "method" not in trace.finish.extra:
+        return '<div class="dl-placeholder">stopped before a choice was made.</div>'
+    return choice_html(trace.finish.extra) + verdict_html(trace)
+
+
+def _column(trace: Trace, title: str) -> str:
+    method = html.escape(trace.start.strategy) if trace.start else "–"
+    return f'<div class="sc-col"><h4 style="margin:.1em 0 .4em">{html.escape(title)}: {method}</h4>{choice_panel(trace)}</div>'
+
+
+def _cell(value) -> str:
+    return "–" if value is None else f"{value:.4g}" if isinstance(value, float) else html.escape(str(value))
+
+
+def summary_html(trace: Trace, other: Trace | None) -> str:
+    """The run's statistics table; with a comparison run, both choices side by side over one table."""
+    if trace.start is None:
+        return ""
+    if other is None or other.start is None:
+        return f'<div class="dl-summary">{scaling_summary_html(stats(trace))}</div>'
+    a, b = live_stats(trace), live_stats(other)
+    rows = "".join(f"<tr><th>{html.escape(name)}</th><td>{_cell(a.get(key))}</td><td>{_cell(b.get(key))}</td></tr>"
+                   for key, name in SUMMARY if key in a or key in b)
+    head = (f"<tr><th></th><th>{html.escape(trace.start.strategy)}</th><th>{html.escape(other.start.strategy)}</th>"
+            "</tr>")
+    return ('<div class="sc-compare"><div style="display:grid;grid-template-columns:1fr 1fr;gap:1.2em">'
+            f"{_column(trace, 'Main')}{_column(other, 'Compared')}</div>"
+            f'<div class="dl-summary" style="margin-top:.6em"><table>{head}{rows}</table></div></div>')
+
+
+def _fmt(value, digits: int) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def live_stats(trace: Trace) -> dict:
+    """`stats()` plus tokens spent / s while running (stats() times a finished run only)."""
+    s = stats(trace)
+    steps = trace.of_kind("particles")
+    if s.get("tokens_spent_per_s") is None and steps and steps[-1].elapsed_s > 0:
+        s["tokens_spent_per_s"] = round(steps[-1].tokens_spent / steps[-1].elapsed_s, 3)
+    return s
+
+
+def stats_html(trace: Trace) -> str:
+    """One row of cards: particles, steps, resampling events, ESS, tokens spent, forward passes, tokens/s."""
+    start = trace.start
+    if start is None:
+        return '<div class="dl-stats dl-stats-empty">Statistics appear here once a run starts.</div>'
+    s = live_stats(trace)
+    n = s.get("num_particles", start.params.get("n"))
+    cards = [("particles N", n), ("steps", s.get("particle_steps", 0)),
+             ("resampling events", s.get("resampling_events", 0)),
+             ("ESS", f"{s['ess']:.2f}" if s.get("ess") is not None else "–"),
+             ("tokens spent", s.get("tokens_spent", 0)), ("forward passes", s["forward_passes"]),
+             ("tokens spent / s", _fmt(s.get("tokens_spent_per_s"), 1))]
+    body = "".join(f'<div class="dl-stat"><div class="v">{html.escape(str(v))}</div>'
+                   f'<div class="k">{html.escape(k)}</div></div>' for k, v in cards)
+    p = start.params
+    setting = f"{start.strategy}, reward {p.get('reward')}, N = {p.get('n')}, temperature {p.get('temperature', 0):g}"
+    caption = (f"{html.escape(start.model)} · {html.escape(setting)} · {html.escape(start.dtype)} on "
+               f"{html.escape(start.device)}")
+    return f'<div class="dl-stats"><div class="dl-caption">{caption}</div><div class="dl-cards">{body}</div></div>'
+
+
+def stats_line(trace: Trace) -> str:
+    """The run in one sentence (status bar, tests)."""
+    s = live_stats(trace)
+    answer = trace.finish.extra.get("answer") if trace.finish else None
+    ok = verdict(trace)
+    mark = "" if ok is None else " ✓" if ok else " ✗"
+    return (f"{trace.start.strategy} chose answer **{answer if answer is not None else 'none'}**{mark}; "
+            f"N = {s.get('num_particles', '–')}, {s.get('particle_steps', 0)} steps, "
+            f"{s.get('resampling_events', 0)} resampling events, {s.get('tokens_spent', 0)} tokens spent in "
+            f"{s['elapsed_s']:.1f} s ({_fmt(s.get('tokens_spent_per_s'), 1)} tokens/s)")
+
+
+def export_json(trace: Trace | None) -> str | None:
+    """The trace as JSON in a fresh folder (the DownloadButton's file)."""
+    if trace is None or trace.start is None:
+        return None
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{trace.start.model}-{trace.start.strategy}")
+    path = Path(tempfile.mkdtemp(prefix="decoding-lab-")) / f"{stem}-trace.json"
+    trace.save(path)
+    return str(path)
+
+
+__all__ = ["CONTROLS", "DEFAULT_METHOD", "DEFAULT_MODEL", "DEFAULT_PROMPT", "DEFAULT_SETTINGS", "FIELDS",
+           "METHODS", "OUTPUTS", "REWARD_NAMES", "collect_params", "export_json", "fields_from_params", "views"]
