@@ -35,7 +35,7 @@ from decoding.events import stats  # noqa: E402
 from decoding.lm import LM  # noqa: E402
 from decoding.models import load_model  # noqa: E402
 from decoding.particle_batch import ParticleBatch, slot_generators  # noqa: E402
-from decoding.strategies.scaling import aggregate, vote  # noqa: E402
+from decoding.strategies.scaling import vote  # noqa: E402
 from decoding.tasks import load_tasks, task_prompt  # noqa: E402
 
 STEP = {"reward": "arith-step", "max_step_tokens": 40}

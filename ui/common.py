@@ -19,6 +19,8 @@ import functools
 import inspect
 import os
 import queue
+import re
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -317,3 +319,23 @@ def serve(blocks: gr.Blocks) -> None:
 __all__ = ["DEFAULT_MODEL", "USER_ERRORS", "Redraw", "Status", "bind", "check_model", "configure_torch_threads",
            "gpu", "launch_kwargs", "model_choices", "model_concurrency", "preload_default_model", "queue_size",
            "queued", "run_work", "serve", "standalone", "stream_in_thread", "user_error", "wait_for_finish"]
+
+
+def export_json(trace) -> str | None:
+    """The trace as JSON in a fresh folder (a DownloadButton's file): <model>-<strategy>-trace.json."""
+    if trace is None or trace.start is None:
+        return None
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{trace.start.model}-{trace.start.strategy}")
+    path = Path(tempfile.mkdtemp(prefix="decoding-lab-")) / f"{stem}-trace.json"
+    trace.save(path)
+    return str(path)
+
+
+def lab_columns(c: dict, controls: Callable[[dict], None], views: Callable[[dict], None], elem_id: str) -> None:
+    """A lab tab's layout: controls on the left, views on the right (each fills `c` by name)."""
+    with gr.Row(equal_height=False, elem_id=elem_id):
+        with gr.Column(scale=4, min_width=330, elem_classes="dl-controls"):
+            controls(c)
+        with gr.Column(scale=9, elem_classes="dl-views"):
+            views(c)
+

@@ -18,7 +18,7 @@ import gradio as gr
 
 from decoding.models import SUGGESTED_HUB_IDS
 from ui import scaling_callbacks as cb
-from ui.common import (MODEL_CONCURRENCY_ID, bind, gpu, model_choices, model_concurrency, serve,
+from ui.common import (MODEL_CONCURRENCY_ID, bind, gpu, lab_columns, model_choices, model_concurrency, serve,
                        standalone)
 from ui.scaling_views import (CONTROLS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_METHOD, DEFAULT_MODEL, DEFAULT_PROMPT,
                               DEFAULT_SETTINGS, DEFAULT_TASK, FIELDS, METHODS, OUTPUTS, REWARD_NAMES, SPECIFIC,
@@ -164,11 +164,7 @@ def _views(c: dict) -> None:
 def build_scaling() -> dict:
     """Create the tab's widgets in the current Blocks, wire them, and return them by name."""
     c: dict = {}
-    with gr.Row(equal_height=False, elem_id="dl-scaling"):
-        with gr.Column(scale=4, min_width=330, elem_classes="dl-controls"):
-            _controls(c)
-        with gr.Column(scale=9, elem_classes="dl-views"):
-            _views(c)
+    lab_columns(c, _controls, _views, "dl-scaling")
     c["trace"], c["other"] = gr.State(None), gr.State(None)
     _wire(c)
     return c

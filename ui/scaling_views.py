@@ -14,15 +14,13 @@ Glossary: particle / weight / ESS / resample / lineage: see `visualizers/particl
 from __future__ import annotations
 
 import html
-import re
-import tempfile
-from pathlib import Path
 
 import gradio as gr
 
 from decoding.events import Trace, stats
 from decoding.rewards import parse_number
 from decoding.strategies import param_specs
+from ui.common import export_json  # noqa: F401  (re-exported for the callbacks)
 from decoding.strategies.scaling import REWARD_HELP, REWARD_NAMES
 from decoding.tasks import load_tasks, task_prompt
 from visualizers.particles import (SUMMARY, chosen_path, chosen_slot, choice_html, lineage_figure, particles_html,
@@ -269,16 +267,6 @@ def stats_line(trace: Trace) -> str:
             f"N = {s.get('num_particles', '–')}, {s.get('particle_steps', 0)} steps, "
             f"{s.get('resampling_events', 0)} resampling events, {s.get('tokens_spent', 0)} tokens spent in "
             f"{s['elapsed_s']:.1f} s ({_fmt(s.get('tokens_spent_per_s'), 1)} tokens/s)")
-
-
-def export_json(trace: Trace | None) -> str | None:
-    """The trace as JSON in a fresh folder (the DownloadButton's file)."""
-    if trace is None or trace.start is None:
-        return None
-    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{trace.start.model}-{trace.start.strategy}")
-    path = Path(tempfile.mkdtemp(prefix="decoding-lab-")) / f"{stem}-trace.json"
-    trace.save(path)
-    return str(path)
 
 
 __all__ = ["CONTROLS", "DEFAULT_METHOD", "DEFAULT_MODEL", "DEFAULT_PROMPT", "DEFAULT_SETTINGS", "FIELDS",

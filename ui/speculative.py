@@ -17,7 +17,7 @@ import gradio as gr
 from decoding.models import SUGGESTED_HUB_IDS
 from decoding.strategies.speculative import DRAFTERS, TREES
 from ui import speculative_callbacks as cb
-from ui.common import (MODEL_CONCURRENCY_ID, bind, gpu, model_choices, model_concurrency, serve,
+from ui.common import (MODEL_CONCURRENCY_ID, bind, gpu, lab_columns, model_choices, model_concurrency, serve,
                        standalone)
 from ui.speculative_views import (CONTROLS, DEFAULT_DRAFT_MODEL, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODEL,
                                   DEFAULT_PROMPT, DEFAULT_SETTINGS, OUTPUTS, SPEC_FIELDS, UI_MAX_NEW_TOKENS, views)
@@ -105,11 +105,7 @@ def _views(c: dict) -> None:
 def build_speculative() -> dict:
     """Create the tab's widgets in the current Blocks, wire them, and return them by name."""
     c: dict = {}
-    with gr.Row(equal_height=False, elem_id="dl-speculative"):
-        with gr.Column(scale=4, min_width=330, elem_classes="dl-controls"):
-            _controls(c)
-        with gr.Column(scale=9, elem_classes="dl-views"):
-            _views(c)
+    lab_columns(c, _controls, _views, "dl-speculative")
     c["trace"], c["baseline"] = gr.State(None), gr.State(None)
     _wire(c)
     return c

@@ -12,14 +12,12 @@ Glossary: see `visualizers/speculative.py` (draft / accepted / rejected / unvisi
 from __future__ import annotations
 
 import html
-import re
-import tempfile
-from pathlib import Path
 
 import gradio as gr
 
 from decoding.events import Trace, stats
 from decoding.strategies import param_specs
+from ui.common import export_json  # noqa: F401  (re-exported for the callbacks)
 from visualizers._common import visible
 from visualizers.speculative import (acceptance_figure, draft_tree_figure, overlap_figure, spec_rounds,
                                      spec_tokens_html, speculative_summary_html)
@@ -140,13 +138,3 @@ def stats_line(trace: Trace) -> str:
             f"{_fmt(s.get('target_forward_passes_per_token'), 2)} target passes per token, "
             f"mean accepted length {_fmt(s.get('mean_accepted_length'), 2)}, "
             f"acceptance rate {_fmt(s.get('acceptance_rate'), 2)}")
-
-
-def export_json(trace: Trace | None) -> str | None:
-    """The trace as JSON in a fresh folder (the DownloadButton's file)."""
-    if trace is None or trace.start is None:
-        return None
-    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{trace.start.model}-speculative")
-    path = Path(tempfile.mkdtemp(prefix="decoding-lab-")) / f"{stem}-trace.json"
-    trace.save(path)
-    return str(path)

@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Generator, Iterator
 
 import torch
 
@@ -425,8 +425,8 @@ def _identity(n: int) -> list[int]:
 
 
 def _independent(ctx: RunContext, params: ScalingParams, outcome: Outcome, method: str,
-                 chunk_tokens: int | None = None) -> Iterator[Event | ScalingRun]:
-    """N samples with no selection until the end; yields events, then the run itself last."""
+                 chunk_tokens: int | None = None) -> Generator[Event, None, ScalingRun]:
+    """N samples with no selection until the end; yields the events and returns the run."""
     run = ScalingRun(ctx, params, method)
     while not run.all_finished:
         if run.step:
@@ -440,16 +440,11 @@ def _independent(ctx: RunContext, params: ScalingParams, outcome: Outcome, metho
             break
         if run.cancelled(outcome):
             break
-    yield run
+    return run
 
 
 def best_of_n(ctx: RunContext, params: BestOfNParams, outcome: Outcome) -> Iterator[Event]:
-    run = None
-    for item in _independent(ctx, params, outcome, "best-of-n"):
-        if isinstance(item, ScalingRun):
-            run = item
-        else:
-            yield item
+    run = yield from _independent(ctx, params, outcome, "best-of-n")
     scores = torch.tensor([run.score_of(i) for i in range(params.n)], dtype=torch.float64)
     if params.select == "max":
         chosen, rule = int(scores.argmax()), f"highest score ({params.aggregate} of step rewards)"
@@ -482,12 +477,7 @@ def _vote_choice(run: ScalingRun, weights: list[float]) -> tuple[int, dict]:
 
 
 def majority_vote(ctx: RunContext, params: VoteParams, outcome: Outcome) -> Iterator[Event]:
-    run = None
-    for item in _independent(ctx, params, outcome, "majority-vote"):
-        if isinstance(item, ScalingRun):
-            run = item
-        else:
-            yield item
+    run = yield from _independent(ctx, params, outcome, "majority-vote")
     ballots = [run.score_of(i) if params.weighted else 1.0 for i in range(params.n)]
     chosen, votes = _vote_choice(run, ballots)
     rule = "answer with the largest total score" if params.weighted else "most frequent answer"
@@ -495,12 +485,7 @@ def majority_vote(ctx: RunContext, params: VoteParams, outcome: Outcome) -> Iter
 
 
 def first_finish(ctx: RunContext, params: FirstFinishParams, outcome: Outcome) -> Iterator[Event]:
-    run = None
-    for item in _independent(ctx, params, outcome, "first-finish", chunk_tokens=params.chunk_tokens):
-        if isinstance(item, ScalingRun):
-            run = item
-        else:
-            yield item
+    run = yield from _independent(ctx, params, outcome, "first-finish", chunk_tokens=params.chunk_tokens)
     ended = [i for i, p in enumerate(run.particles) if p.finished and p.token_ids and p.token_ids[-1] in ctx.lm.stop_ids]
     pool = ended or range(params.n)
     chosen = min(pool, key=lambda i: (len(run.particles[i].token_ids), i))
