@@ -146,6 +146,34 @@ class ParticleStep(Event):
 
 
 @dataclass(frozen=True)
+class DiffusionStep(Event):
+    """One denoising step of a masked diffusion LM over a canvas of `len(canvas)` positions.
+
+    Positions are counted from the first generated position (the prompt is not on the canvas).
+    `canvas[i]` is the token id at position i after this step, or -1 while it is still masked;
+    `canvas_text[i]` its text ("" while masked). `unmasked` lists the positions committed at this
+    step, with their `unmasked_tokens` and `confidence` (the score the remasking rule ranked them
+    by: top-1 probability, top-1 minus top-2 margin, minus entropy, or a random key).
+    `masked_confidence[i]` is the top-1 probability the model gave every position still masked
+    after this step (None for committed positions): the confidence map of what is left.
+    """
+
+    kind: ClassVar[str] = "diffusion_step"
+    step: int  # 0-based
+    block: int  # semi-autoregressive block index (0 when the whole canvas is one block)
+    canvas: list[int]
+    canvas_text: list[str]
+    unmasked: list[int]
+    unmasked_tokens: list[int]
+    confidence: list[float]
+    masked_confidence: list  # float or None per position
+    nfe: int  # model calls so far in this run (number of function evaluations)
+    elapsed_s: float
+    forward_passes: int = 1  # model calls at this step
+    extra: dict = field(default_factory=dict)  # sampler state: threshold, anchors, cache refreshed, ...
+
+
+@dataclass(frozen=True)
 class RunFinished(Event):
     kind: ClassVar[str] = "finish"
     text: str  # the generated text (prompt excluded)
@@ -156,7 +184,7 @@ class RunFinished(Event):
     extra: dict = field(default_factory=dict)
 
 
-EVENT_TYPES: dict[str, type[Event]] = {cls.kind: cls for cls in (RunStarted, TokenStep, BeamStep, SpecRound, ParticleStep, RunFinished)}
+EVENT_TYPES: dict[str, type[Event]] = {cls.kind: cls for cls in (RunStarted, TokenStep, BeamStep, SpecRound, ParticleStep, DiffusionStep, RunFinished)}
 
 
 def event_from_dict(data: dict) -> Event:
@@ -255,7 +283,7 @@ def stats(trace: Trace) -> dict:
     finish = trace.finish
     prefix = len(trace.start.prefix_ids) if trace.start else 0
     num_tokens = len(finish.token_ids) - prefix if finish else len(tokens) or len(beams)
-    timed = tokens + beams + trace.of_kind("spec_round") + trace.of_kind("particles")
+    timed = tokens + beams + trace.of_kind("spec_round") + trace.of_kind("particles") + trace.of_kind("diffusion_step")
     elapsed = finish.elapsed_s if finish else max((e.elapsed_s for e in timed), default=0.0)
     forward_passes = sum(getattr(e, "forward_passes", 0) for e in trace.events)
     first = (tokens or beams)[0].elapsed_s if (tokens or beams) else None
@@ -275,6 +303,13 @@ def stats(trace: Trace) -> dict:
     rounds = trace.of_kind("spec_round")
     if rounds:
         out |= speculative_stats(rounds, num_tokens)
+    diffusion = trace.of_kind("diffusion_step")
+    if diffusion:
+        committed = sum(len(e.unmasked) for e in diffusion)
+        out |= {"nfe": diffusion[-1].nfe, "diffusion_steps": len(diffusion),
+                "tokens_per_step": round(committed / len(diffusion), 3),
+                "nfe_per_token": round(diffusion[-1].nfe / committed, 3) if committed else None,
+                "time_to_first_token_s": round(diffusion[0].elapsed_s, 4)}
     particle_steps = trace.of_kind("particles")
     if particle_steps:
         out |= scaling_stats(particle_steps, finish, elapsed)
