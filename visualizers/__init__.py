@@ -52,3 +52,17 @@ from visualizers.particles import (  # noqa: E402
 )
 
 __all__ += ["budget_figure", "choice_html", "lineage_figure", "particles_html", "scaling_summary_html", "weights_figure"]
+
+# diffusion LMs (live canvas, unmasking order, confidence, tokens per step, sampler and AR comparisons)
+from visualizers.diffusion import (  # noqa: E402
+    ar_vs_diffusion_html,
+    canvas_html,
+    compare_samplers_figure,
+    confidence_figure,
+    diffusion_summary_html,
+    tokens_per_step_figure,
+    unmask_order_figure,
+)
+
+__all__ += ["ar_vs_diffusion_html", "canvas_html", "compare_samplers_figure", "confidence_figure",
+            "diffusion_summary_html", "tokens_per_step_figure", "unmask_order_figure"]
