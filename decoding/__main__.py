@@ -87,6 +87,10 @@ def cmd_run(args) -> int:
             print(f"[{s['num_particles']} particles, {s['particle_steps']} steps, {s['resampling_events']} resampling "
                   f"events, final ESS {s['ess']}, {s['tokens_spent']} tokens spent, {s['forward_passes']} forward "
                   f"passes, answer {s['answer']}, stop: {s['stop_reason']}]", file=sys.stderr)
+        elif "nfe" in s:
+            print(f"[{s['num_tokens']} tokens, {s['diffusion_steps']} denoising steps, {s['nfe']} NFE, "
+                  f"{s['tokens_per_step']} tokens per step, {s['tokens_per_s']} tok/s, stop: {s['stop_reason']}]",
+                  file=sys.stderr)
         else:
             print(f"[{s['num_tokens']} tokens, {s['tokens_per_s']} tok/s, {s['forward_passes']} forward passes, "
                   f"mean entropy {s['mean_entropy']} nats, stop: {s['stop_reason']}]", file=sys.stderr)

@@ -22,6 +22,7 @@ import re
 import sys
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -34,6 +35,10 @@ Progress = Callable[[str], None]
 DEFAULT_MODEL = "smollm2-135m"
 TINY_MODEL = "tiny-random"
 TINY_DRAFT_MODEL = "tiny-random-draft"
+TINY_DIFFUSION_MODEL = "tiny-random-diffusion"
+ASSETS_DIR = Path(__file__).resolve().parents[1] / "assets"  # the project's own trained models
+KINDS = ("causal", "diffusion")  # autoregressive LM / masked diffusion LM
+DIFFUSION_MODEL_TYPES = frozenset({"llada", "dream", "mdlm"})  # config.model_type of hub diffusion LMs
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 QUANTIZATIONS = ("none", "8bit", "4bit")
 HUB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -65,6 +70,10 @@ class ModelSpec:
     gguf: embedded.GGUFSource | None = None  # offline fallback shipped on PyPI
     tiny_config: dict | None = None  # build a random model in-process from this config
     suggested: bool = True  # listed in the UI's model menu
+    kind: str = "causal"  # "causal" (autoregressive strategies) or "diffusion" (the diffusion strategy)
+    auto_class: str = "AutoModelForCausalLM"  # transformers class that loads the hub / local weights
+    local_dir: str | None = None  # folder under assets/ holding a model saved with save_pretrained
+    tokenizer_id: str | None = None  # hub id of the tokenizer when it is not the model's own
 
 
 REGISTRY: dict[str, ModelSpec] = {
@@ -93,6 +102,38 @@ REGISTRY: dict[str, ModelSpec] = {
         tiny_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                          num_attention_heads=2, num_key_value_heads=1, seed=1),
         suggested=False,
+    ),
+    TINY_DIFFUSION_MODEL: ModelSpec(
+        name=TINY_DIFFUSION_MODEL,
+        description="tiny random-initialised bidirectional masked LM (ModernBERT) over bytes (tests only)",
+        tiny_config=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, seed=0),
+        suggested=False, kind="diffusion",
+    ),
+    "tiny-diffusion": ModelSpec(
+        name="tiny-diffusion",
+        description="the project's own small masked diffusion LM (ModernBERT, 4M), trained offline by decoding.train",
+        local_dir="tiny-diffusion", kind="diffusion", auto_class="AutoModelForMaskedLM",
+    ),
+    "tiny-ar": ModelSpec(
+        name="tiny-ar",
+        description="the project's own small causal LM (Llama, 4M) trained on the same text as tiny-diffusion",
+        local_dir="tiny-ar",
+    ),
+    "llada-8b-instruct": ModelSpec(
+        name="llada-8b-instruct",
+        description="LLaDA-8B-Instruct masked diffusion LM (GPU, hub; remote code)",
+        hub_id="GSAI-ML/LLaDA-8B-Instruct", kind="diffusion", auto_class="AutoModel",
+    ),
+    "dream-7b-instruct": ModelSpec(
+        name="dream-7b-instruct",
+        description="Dream-v0-Instruct-7B diffusion LM adapted from Qwen2.5 (GPU, hub; remote code)",
+        hub_id="Dream-org/Dream-v0-Instruct-7B", kind="diffusion", auto_class="AutoModel",
+    ),
+    "mdlm-owt": ModelSpec(
+        name="mdlm-owt",
+        description="MDLM trained on OpenWebText (hub; remote code; GPT-2 tokenizer; no chat)",
+        hub_id="kuleshov-group/mdlm-owt", kind="diffusion", auto_class="AutoModelForMaskedLM",
+        tokenizer_id="gpt2",
     ),
 }
 
@@ -193,6 +234,7 @@ def load_model(
             say = progress or (lambda message: None)
             loaded = _load_uncached(spec, dev, torch_dtype, quantization, say)
             loaded.name = spec.name
+            loaded.meta["kind"] = spec.kind if spec.name in REGISTRY else model_kind(loaded)
             loaded.model.eval().requires_grad_(False)
             loaded.num_parameters = sum(p.numel() for p in loaded.model.parameters())
             _cache[key] = loaded
@@ -237,15 +279,41 @@ def loaded_models() -> list[LoadedModel]:
         return list(_cache.values())
 
 
+def model_kind(loaded: LoadedModel) -> str:
+    """"diffusion" or "causal": the registry's word, else guessed from the config (masked-LM
+    architectures and LLaDA / Dream / MDLM are diffusion models)."""
+    if loaded.meta.get("kind") in KINDS:
+        return loaded.meta["kind"]
+    config = loaded.model.config
+    architectures = getattr(config, "architectures", None) or [type(loaded.model).__name__]
+    masked = any(str(a).endswith("ForMaskedLM") for a in architectures)
+    return "diffusion" if masked or str(getattr(config, "model_type", "")).lower() in DIFFUSION_MODEL_TYPES else "causal"
+
+
+def check_kind(loaded: LoadedModel, family: str, strategy: str) -> None:
+    """Refuse a diffusion model for an autoregressive strategy and a causal model for diffusion."""
+    kind = model_kind(loaded)
+    if family == "diffusion" and kind != "diffusion":
+        raise ValueError(f"strategy {strategy!r} needs a masked diffusion model, but {loaded.name!r} is a causal "
+                         "(autoregressive) model; use tiny-diffusion, llada-8b-instruct or dream-7b-instruct")
+    if family != "diffusion" and kind == "diffusion":
+        raise ValueError(f"{loaded.name!r} is a masked diffusion model: it decodes with strategy 'diffusion' only, "
+                         f"not {strategy!r}; pick a causal model (e.g. tiny-ar or {DEFAULT_MODEL}) for {strategy!r}")
+
+
 def _load_uncached(spec, device, dtype, quantization, say) -> LoadedModel:
     if spec.tiny_config is not None:
-        return build_tiny_model(device=device, dtype=dtype, **spec.tiny_config)
+        build = build_tiny_diffusion_model if spec.kind == "diffusion" else build_tiny_model
+        return build(device=device, dtype=dtype, **spec.tiny_config)
+    if spec.local_dir is not None:
+        return _load_local(spec, ASSETS_DIR / spec.local_dir, device, dtype, say)
     errors = []
     if spec.hub_id:
         use_hub = hub_reachable() or _in_hub_cache(spec.hub_id)
         if use_hub:
             try:
-                return _load_from_hub(spec.hub_id, device, dtype, quantization, say)
+                return _load_from_hub(spec.hub_id, device, dtype, quantization, say, auto_class=spec.auto_class,
+                                      tokenizer_id=spec.tokenizer_id)
             except ModelLoadError:
                 raise
             except (OSError, ValueError) as err:
@@ -304,8 +372,10 @@ def _check_fits(hub_id: str, device, dtype, quantization) -> None:
         )
 
 
-def _load_from_hub(hub_id, device, dtype, quantization, say) -> LoadedModel:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def _load_from_hub(hub_id, device, dtype, quantization, say, auto_class="AutoModelForCausalLM",
+                   tokenizer_id=None) -> LoadedModel:
+    import transformers
+    from transformers import AutoTokenizer
 
     _check_fits(hub_id, device, dtype, quantization)
     trust = hub_id in TRUST_REMOTE_CODE_ALLOWLIST
@@ -320,14 +390,29 @@ def _load_from_hub(hub_id, device, dtype, quantization, say) -> LoadedModel:
             bnb_4bit_compute_dtype=dtype,
         )
     say(f"Loading {hub_id} from the Hugging Face hub (or its local cache)...")
-    tokenizer = AutoTokenizer.from_pretrained(hub_id, trust_remote_code=trust)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_id or hub_id, trust_remote_code=trust)
     try:
-        model = AutoModelForCausalLM.from_pretrained(hub_id, **kwargs)
+        model = getattr(transformers, auto_class).from_pretrained(hub_id, **kwargs)
     except torch.OutOfMemoryError as err:
         raise ModelLoadError(f"{hub_id} does not fit in memory on {device}: {err}".splitlines()[0]) from err
     if device.type != "cuda":
         model.to(device)
     return LoadedModel(hub_id, model, tokenizer, device, dtype, "hub", quantization)
+
+
+def _load_local(spec, folder: Path, device, dtype, say) -> LoadedModel:
+    """A model the project trained and saved with `save_pretrained` (config, safetensors, tokenizer)."""
+    import transformers
+    from transformers import AutoTokenizer
+
+    if not (folder / "config.json").is_file():
+        raise ModelLoadError(f"cannot load {spec.name!r}: {folder} has no config.json. Train it with "
+                             f"`python -m decoding.train` (see its --help) or pick another model.")
+    say(f"Loading {spec.name} from {folder}...")
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = getattr(transformers, spec.auto_class).from_pretrained(folder, dtype=dtype)
+    model.to(device)
+    return LoadedModel(spec.name, model, tokenizer, device, dtype, f"local:{folder}")
 
 
 def _load_gguf(spec, path, device, dtype, say) -> LoadedModel:
@@ -360,6 +445,32 @@ def build_tiny_model(
     torch.manual_seed(seed)  # weights depend only on `seed`
     model = LlamaForCausalLM(config).to(device=device, dtype=dtype)
     return LoadedModel(TINY_MODEL, model, tokenizer, device, dtype, "tiny")  # renamed by load_model
+
+
+def build_tiny_diffusion_model(
+    *, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, seed=0,
+    initializer_range=0.5, device=torch.device("cpu"), dtype=torch.float32,
+) -> LoadedModel:
+    """A random bidirectional masked LM (ModernBERT, full attention) over the byte tokenizer plus
+    a <mask> token, built in-process: the diffusion lab's fast test model. The wide initialisation
+    (`initializer_range`) makes its predictions peaked and position-dependent, as a trained
+    model's are (at 0.02 every position predicts the same token with probability ~1/V)."""
+    from transformers import ModernBertConfig, ModernBertForMaskedLM
+
+    tokenizer = byte_tokenizer()
+    tokenizer.add_special_tokens({"mask_token": "<mask>"})
+    config = ModernBertConfig(
+        vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=intermediate_size,
+        num_hidden_layers=num_hidden_layers, num_attention_heads=num_attention_heads,
+        max_position_embeddings=1024, global_attn_every_n_layers=1, local_attention=1024,
+        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        cls_token_id=tokenizer.bos_token_id, sep_token_id=tokenizer.eos_token_id,
+        attention_dropout=0.0, mlp_dropout=0.0, embedding_dropout=0.0, initializer_range=initializer_range,
+    )
+    config.mask_token_id = tokenizer.mask_token_id  # ModernBertConfig has no such field
+    torch.manual_seed(seed)
+    model = ModernBertForMaskedLM(config).to(device=device, dtype=dtype)
+    return LoadedModel(TINY_DIFFUSION_MODEL, model, tokenizer, device, dtype, "tiny", meta={"kind": "diffusion"})
 
 
 def byte_tokenizer():

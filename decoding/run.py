@@ -13,9 +13,10 @@ from typing import Callable, Iterator
 
 import torch
 
+from decoding.diffusion_lm import DiffusionLM
 from decoding.events import Event, RunFinished, RunStarted, Trace
 from decoding.lm import LM
-from decoding.models import LoadedModel, load_model
+from decoding.models import LoadedModel, check_kind, load_model, model_kind
 from decoding.strategies import get_strategy
 from decoding.strategies.autoregressive import Outcome, RunContext
 
@@ -61,12 +62,12 @@ def _convert(name: str, value, kind):
     return value
 
 
-def as_lm(model: str | LoadedModel | LM, **load_kwargs) -> LM:
-    if isinstance(model, LM):
+def as_lm(model: str | LoadedModel | LM | DiffusionLM, **load_kwargs) -> LM | DiffusionLM:
+    """The model's wrapper: `DiffusionLM` for a masked diffusion model, `LM` for a causal one."""
+    if isinstance(model, (LM, DiffusionLM)):
         return model
-    if isinstance(model, LoadedModel):
-        return LM(model)
-    return LM(load_model(model, **load_kwargs))
+    loaded = model if isinstance(model, LoadedModel) else load_model(model, **load_kwargs)
+    return DiffusionLM(loaded) if model_kind(loaded) == "diffusion" else LM(loaded)
 
 
 def validate_request(prompt, strategy, params, max_new_tokens, seed):
@@ -79,7 +80,10 @@ def validate_request(prompt, strategy, params, max_new_tokens, seed):
         raise ValueError(f"`max_new_tokens` must be an integer in [1, {MAX_NEW_TOKENS_CAP}], got {max_new_tokens!r}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
         raise ValueError(f"`seed` must be an integer in [0, 2**63), got {seed!r}")
-    return get_strategy(strategy), make_params(strategy, params)
+    config = make_params(strategy, params)
+    if hasattr(config, "check_length"):  # checks that need the generation length (diffusion steps, blocks)
+        config.check_length(max_new_tokens)
+    return get_strategy(strategy), config
 
 
 def generate(
@@ -102,8 +106,17 @@ def generate(
     """
     info, config = validate_request(prompt, strategy, params, max_new_tokens, seed)
     lm = as_lm(model)
+    check_kind(lm.loaded, info.family, info.name)
     prompt_ids, prompt_text, chat_applied = lm.encode_prompt(prompt, chat=chat)
     prefix_ids = [int(t) for t in (prefix_ids or [])]
+    if isinstance(lm, DiffusionLM):
+        if prefix_ids:
+            raise ValueError("`prefix_ids` (branching) is not supported by the diffusion strategy")
+        if getattr(config, "cache", "none") != "none":
+            lm.require_kv_cache()
+        if lm.max_length and len(prompt_ids) + max_new_tokens > lm.max_length:
+            raise ValueError(f"`max_new_tokens` {max_new_tokens} plus the prompt's {len(prompt_ids)} tokens exceed "
+                             f"{lm.name}'s {lm.max_length} positions; ask for at most {lm.max_length - len(prompt_ids)}")
     if any(not 0 <= t < lm.vocab_size for t in prefix_ids):
         raise ValueError(f"`prefix_ids` must be token ids in [0, {lm.vocab_size}), got {prefix_ids}")
     generator = torch.Generator(device="cpu")

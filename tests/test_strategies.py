@@ -7,6 +7,8 @@ import torch
 
 from decoding import generate, run_to_trace, sampling
 from decoding.events import BeamStep, RunFinished, RunStarted, TokenStep, Trace, stats
+from decoding.models import load_model
+from decoding.run import as_lm
 from decoding.strategies import STRATEGIES
 
 PROMPT = "The quick brown fox"
@@ -22,8 +24,16 @@ def untimed(trace: Trace) -> list[dict]:
     return out
 
 
+def model_for(strategy, tiny_lm):
+    """The diffusion strategy needs a masked diffusion model; every other strategy a causal one."""
+    if STRATEGIES[strategy].family == "diffusion":
+        return as_lm(load_model("tiny-random-diffusion", progress=None))
+    return tiny_lm
+
+
 @pytest.mark.parametrize("strategy", list(STRATEGIES))
 def test_every_strategy_yields_a_well_formed_trace(tiny_lm, strategy):
+    tiny_lm = model_for(strategy, tiny_lm)
     calls_before = tiny_lm.forward_passes
     trace = run_to_trace(tiny_lm, PROMPT, strategy=strategy, max_new_tokens=12, seed=3)
     assert isinstance(trace.events[0], RunStarted) and isinstance(trace.events[-1], RunFinished)
@@ -43,6 +53,8 @@ def test_every_strategy_yields_a_well_formed_trace(tiny_lm, strategy):
         chosen = finish.extra["particles"][finish.extra["chosen"]]
         assert steps and len(finish.token_ids) == chosen["num_tokens"]
         assert tiny_lm.decode(finish.token_ids) == chosen["text"] == finish.text
+    elif STRATEGIES[strategy].family == "diffusion":
+        assert trace.of_kind("diffusion_step") and finish.text == tiny_lm.decode(finish.token_ids)
     else:
         assert trace.of_kind("beams")
     # Statistics count what ran: the events' forward passes are the model calls the LM made.
@@ -52,6 +64,7 @@ def test_every_strategy_yields_a_well_formed_trace(tiny_lm, strategy):
 
 @pytest.mark.parametrize("strategy", list(STRATEGIES))
 def test_same_seed_gives_the_same_trace(tiny_lm, strategy):
+    tiny_lm = model_for(strategy, tiny_lm)
     params = {"temperature": 1.5} if strategy == "sample" else {}
     a = run_to_trace(tiny_lm, PROMPT, strategy=strategy, params=params, max_new_tokens=10, seed=7)
     b = run_to_trace(tiny_lm, PROMPT, strategy=strategy, params=params, max_new_tokens=10, seed=7)

@@ -87,10 +87,10 @@ def show_test_models() -> bool:
     return os.environ.get("DECODING_LAB_SHOW_TEST_MODELS", "").strip().lower() in {"1", "true", "yes", "on"}
 
 
-def model_choices() -> list[str]:
-    """Registry models the menu lists (tiny test models only with DECODING_LAB_SHOW_TEST_MODELS=1)."""
-    names = [name for name, spec in REGISTRY.items() if spec.suggested]
-    if show_test_models() and TINY_MODEL not in names:
+def model_choices(kind: str = "causal") -> list[str]:
+    """Registry models of `kind` the menu lists (tiny test models only with DECODING_LAB_SHOW_TEST_MODELS=1)."""
+    names = [name for name, spec in REGISTRY.items() if spec.suggested and spec.kind == kind]
+    if show_test_models() and kind == "causal" and TINY_MODEL not in names:
         names.append(TINY_MODEL)
     return names
 

@@ -11,6 +11,7 @@ from typing import Callable
 
 from decoding import sampling
 from decoding.strategies import autoregressive as ar
+from decoding.strategies import diffusion
 from decoding.strategies import scaling
 from decoding.strategies import speculative as spec
 
@@ -55,6 +56,9 @@ STRATEGIES: dict[str, StrategyInfo] = {
         StrategyInfo("first-finish", scaling.first_finish, scaling.FirstFinishParams,
                      "First Finish Search: N samples in lockstep, the first to finish is the answer",
                      family="scaling", uses_seed=True),
+        StrategyInfo("diffusion", diffusion.diffusion, diffusion.DiffusionParams,
+                     "masked diffusion LM: unmask a canvas of masks over steps (LLaDA / Dream / Fast-dLLM / LocalLeap)",
+                     family="diffusion", uses_seed=True),
     )
 }
 
@@ -108,6 +112,16 @@ _EXTRA_HELP = {
     ("particle-filter", "entropic"): ("[0, 1]", "ePF: flatten weights to at least this fraction of the maximum entropy."),
     ("particle-filter", "select"): ("best|vote", "Final answer: the highest weight, or the weighted majority."),
     ("first-finish", "chunk_tokens"): ("[1, 256]", "Tokens each sample generates between two pictures."),
+    ("diffusion", "steps"): ("0 or [1, length]", "Denoising steps over the whole canvas (0 = one per token); unused with a threshold."),
+    ("diffusion", "block_length"): ("0 or divides length", "Semi-autoregressive blocks decoded left to right (0 = one block)."),
+    ("diffusion", "remasking"): ("|".join(diffusion.REMASKING), "Which predictions are committed first: random key, top-1 prob, top1-top2 margin, -entropy."),
+    ("diffusion", "threshold"): ("0 or (0, 1]", "Fast-dLLM: commit every token whose confidence >= this (0 = fixed schedule); localleap's relaxed threshold."),
+    ("diffusion", "sampler"): ("|".join(diffusion.SAMPLERS), "fixed: schedule or threshold; localleap: anchors plus relaxed neighbours."),
+    ("diffusion", "radius"): ("[0, 64]", "localleap: neighbours within this many positions of an anchor may leap."),
+    ("diffusion", "anchor_threshold"): ("(0, 1]", "localleap: confidence that makes a masked position an anchor."),
+    ("diffusion", "temperature"): ("[0, 5]", "Gumbel-max token draw at this temperature (0 = argmax)."),
+    ("diffusion", "cache"): ("|".join(diffusion.CACHES), "delayed: dKV-Cache, recompute only masked and just-committed positions."),
+    ("diffusion", "refresh_interval"): ("[1, 64]", "cache=delayed: a full forward every this many steps (1 = no saving)."),
     ("mirostat", "tau"): None,
     ("mirostat", "eta"): None,
 }

@@ -1,0 +1,240 @@
+"""Masked diffusion LM decoding: start from a canvas of masks and unmask it over a few steps.
+
+Papers followed
+    MDLM (Sahoo et al. 2024) and LLaDA (Nie et al. 2025): every step predicts all masked
+    positions and commits a scheduled number of them (`num_transfer_tokens`, LLaDA's
+    `get_num_transfer_tokens`), random or low-confidence remasking, semi-autoregressive blocks,
+    Gumbel-max sampling in float64. Dream (Ye et al. 2025): margin and entropy remasking.
+    Fast-dLLM (Wu et al. 2025): confidence-threshold parallel decoding (commit every masked
+    token whose confidence >= threshold, at least the most confident one).
+    LocalLeap (the sampler named in issue 6: anchor-and-leap parallel decoding): anchors are
+    masked positions with confidence >= `anchor_threshold`; within `radius` of an anchor a
+    position needs only the relaxed `threshold`; at least one position per step.
+    dKV-Cache (Ma et al. 2025): delayed key / value caching, see `decoding.diffusion_lm`.
+
+Glossary
+    mask / unmask  a hidden position / committing a prediction there (never changed afterwards).
+    remask         the rule that leaves most predictions masked for later steps; its score is
+                   the `confidence` the events record.
+    block          a slice of `block_length` positions decoded before the next (semi-AR).
+    NFE            model calls (number of function evaluations); a partial forward counts one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import torch
+
+from decoding.events import DiffusionStep, Event
+from decoding.diffusion_lm import DiffusionLM, KVState
+
+REMASKING = ("random", "low-confidence", "margin", "entropy")
+SAMPLERS = ("fixed", "localleap")
+CACHES = ("none", "delayed")
+
+
+@dataclass(frozen=True)
+class DiffusionParams:
+    steps: int = 0  # denoising steps over the whole canvas, in [1, length]; 0 = one per token
+    block_length: int = 0  # semi-autoregressive block size; 0 = the whole canvas is one block
+    remasking: str = "low-confidence"  # which predictions are committed: random|low-confidence|margin|entropy
+    threshold: float = 0.0  # Fast-dLLM: commit every token with confidence >= this (0 = off); localleap's relaxed threshold
+    sampler: str = "fixed"  # fixed (schedule or threshold) | localleap
+    radius: int = 4  # localleap: positions within this distance of an anchor may leap
+    anchor_threshold: float = 0.95  # localleap: confidence that makes a masked position an anchor
+    temperature: float = 0.0  # Gumbel-max draw at this temperature (0 = argmax)
+    cache: str = "none"  # none | delayed (dKV-Cache)
+    refresh_interval: int = 4  # cache=delayed: a full forward every this many steps
+
+    def __post_init__(self):
+        def check(ok, name, allowed):
+            if not ok:
+                raise ValueError(f"`{name}` must be {allowed}, got {getattr(self, name)!r}")
+
+        check(isinstance(self.steps, int) and self.steps >= 0, "steps", "an integer >= 1 (0 = one step per token)")
+        check(isinstance(self.block_length, int) and self.block_length >= 0, "block_length", "an integer >= 0")
+        check(self.remasking in REMASKING, "remasking", f"one of {', '.join(REMASKING)}")
+        check(0.0 <= self.threshold <= 1.0, "threshold", "0 (off) or in (0, 1]")
+        check(self.sampler in SAMPLERS, "sampler", f"one of {', '.join(SAMPLERS)}")
+        check(isinstance(self.radius, int) and 0 <= self.radius <= 64, "radius", "an integer in [0, 64]")
+        check(0.0 < self.anchor_threshold <= 1.0, "anchor_threshold", "in (0, 1]")
+        check(0.0 <= self.temperature <= 5.0, "temperature", "in [0, 5]")
+        check(self.cache in CACHES, "cache", f"one of {', '.join(CACHES)}")
+        check(isinstance(self.refresh_interval, int) and 1 <= self.refresh_interval <= 64, "refresh_interval",
+              "an integer in [1, 64]")
+        if self.sampler == "localleap":
+            check(0.0 < self.threshold <= self.anchor_threshold, "threshold",
+                  f"in (0, anchor_threshold={self.anchor_threshold}] for sampler=localleap (the relaxed threshold)")
+        if self.threshold > 0 or self.sampler == "localleap":
+            check(self.remasking in ("low-confidence", "margin"), "remasking",
+                  "low-confidence or margin when a confidence threshold is used (threshold > 0 or sampler=localleap)")
+
+    def check_length(self, length: int) -> None:
+        """Checks that need the generation length (`max_new_tokens`)."""
+        if self.steps > length:
+            raise ValueError(f"`steps` must be in [1, max_new_tokens={length}], got {self.steps}")
+        if self.block_length and length % self.block_length:
+            raise ValueError(f"`block_length` must divide max_new_tokens={length} (0 = one block), got {self.block_length}")
+        num_blocks = length // self.block_length if self.block_length else 1
+        if self.steps and self.steps < num_blocks:
+            raise ValueError(f"`steps` must be >= the number of blocks ({num_blocks}), got {self.steps}")
+
+
+# Pure decisions -------------------------------------------------------------------------------
+def num_transfer_tokens(num_masked: int, steps: int) -> list[int]:
+    """Tokens committed at each of `steps` steps: spread evenly, remainder to the first steps
+    (LLaDA's get_num_transfer_tokens). 10 over 4 -> [3, 3, 2, 2]."""
+    base, remainder = divmod(num_masked, steps)
+    return [base + (i < remainder) for i in range(steps)]
+
+
+def steps_per_block(steps: int, num_blocks: int) -> list[int]:
+    """The run's steps spread over its blocks, remainder to the first blocks."""
+    return num_transfer_tokens(steps, num_blocks)
+
+
+def gumbel_argmax(logits: torch.Tensor, temperature: float, generator: torch.Generator) -> torch.Tensor:
+    """Token ids (T,) drawn from softmax(logits / temperature) by the Gumbel-max trick in float64.
+
+    LLaDA's add_gumbel_noise computes exp(l) / (-log u) ** T; we take its logarithm,
+    l - T log(-log u), which has the same argmax and cannot overflow. T = 0 is argmax."""
+    if temperature == 0:
+        return logits.argmax(-1)
+    u = torch.rand(logits.shape, generator=generator, dtype=torch.float64).to(logits.device)  # (T, V)
+    return (logits.double() - temperature * torch.log(-torch.log(u.clamp_min(1e-300)))).argmax(-1)
+
+
+def remasking_scores(logits: torch.Tensor, drawn_ids: torch.Tensor, rule: str,
+                     generator: torch.Generator) -> torch.Tensor:
+    """Score (T,) of each position's prediction; higher = committed first.
+
+    random: a uniform key (MDLM, LLaDA "random"); low-confidence: probability of the drawn
+    token (top-1 probability when drawn by argmax; LLaDA); margin: top-1 minus top-2
+    probability; entropy: minus the entropy in nats (Dream)."""
+    probs = torch.softmax(logits.double(), -1)  # (T, V)
+    if rule == "random":
+        return torch.rand(drawn_ids.shape, generator=generator, dtype=torch.float64).to(logits.device)
+    if rule == "low-confidence":
+        return probs.gather(-1, drawn_ids[:, None])[:, 0]
+    if rule == "margin":
+        top2 = probs.topk(2, dim=-1).values  # (T, 2)
+        return top2[:, 0] - top2[:, 1]
+    if rule == "entropy":
+        return (probs * torch.log(probs.clamp_min(1e-300))).sum(-1)
+    raise ValueError(f"`remasking` must be one of {', '.join(REMASKING)}, got {rule!r}")
+
+
+def select_top_k(scores: torch.Tensor, candidates: torch.Tensor, k: int) -> torch.Tensor:
+    """The k best-scoring candidate positions. scores (T,), candidates (T,) bool -> (T,) bool."""
+    chosen = torch.zeros_like(candidates)
+    k = min(k, int(candidates.sum()))
+    if k > 0:
+        chosen[torch.where(candidates, scores, torch.full_like(scores, -torch.inf)).topk(k).indices] = True
+    return chosen
+
+
+def select_threshold(scores: torch.Tensor, candidates: torch.Tensor, threshold: float) -> torch.Tensor:
+    """Fast-dLLM: every candidate with score >= threshold, and at least the best one."""
+    return (candidates & (scores >= threshold)) | select_top_k(scores, candidates, 1)
+
+
+def select_localleap(scores: torch.Tensor, candidates: torch.Tensor, anchor_threshold: float,
+                     threshold: float, radius: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """LocalLeap: anchors (score >= anchor_threshold) and, within `radius` of an anchor, every
+    candidate with score >= the relaxed `threshold`; at least the best candidate.
+    Returns (chosen (T,) bool, anchors (T,) bool)."""
+    anchors = candidates & (scores >= anchor_threshold)
+    near = torch.zeros_like(candidates)
+    for offset in range(-radius, radius + 1):  # dilate the anchor set by `radius`
+        near |= torch.roll(anchors, offset) & _no_wrap(len(anchors), offset, anchors.device)
+    chosen = anchors | (candidates & near & (scores >= threshold)) | select_top_k(scores, candidates, 1)
+    return chosen, anchors
+
+
+def _no_wrap(length: int, offset: int, device) -> torch.Tensor:
+    index = torch.arange(length, device=device)
+    return (index >= offset) & (index < length + offset)
+
+
+def active_positions(masked: torch.Tensor, just_committed: torch.Tensor) -> torch.Tensor:
+    """dKV-Cache-Decode: positions recomputed by a partial forward: the masked ones and those
+    committed at the previous step (their keys / values are cached one step late). (A,) ids."""
+    return torch.nonzero(masked | just_committed)[:, 0]
+
+
+# The sampler ----------------------------------------------------------------------------------
+def diffusion(ctx, params: DiffusionParams, outcome) -> Iterator[Event]:
+    """Unmask a canvas of `max_new_tokens` masks, yielding a DiffusionStep after every model call.
+
+    RunFinished gets the canvas ids cut after the first end-of-sequence token, if the model
+    wrote one (LLaDA pads its answers with EOS); with `cancelled`, extra["canvas"] holds the
+    canvas so far (-1 = masked)."""
+    lm: DiffusionLM = ctx.lm
+    length, num_prompt = ctx.max_new_tokens, len(ctx.prompt_ids)
+    block_length = params.block_length or length
+    ids = torch.tensor(list(ctx.prompt_ids) + [lm.mask_id] * length)  # (P + L,) prompt, then the canvas
+    state = KVState() if params.cache == "delayed" else None
+    just_committed = torch.zeros(num_prompt + length, dtype=torch.bool)  # (P + L,)
+    nfe = step = 0
+    for block, block_steps in enumerate(steps_per_block(params.steps or length, length // block_length)):
+        lo, hi = block * block_length, (block + 1) * block_length  # canvas positions of this block
+        schedule = num_transfer_tokens(block_length, block_steps)
+        for block_step in range(length + 1):  # every step commits >= 1 token
+            masked = ids == lm.mask_id  # (P + L,)
+            if not masked[num_prompt + lo:num_prompt + hi].any():
+                break
+            if ctx.should_stop():
+                outcome.stop_reason = "cancelled"
+                outcome.extra["canvas"] = [-1 if t == lm.mask_id else t for t in ids[num_prompt:].tolist()]
+                return
+            refresh = state is None or step % params.refresh_interval == 0
+            if refresh:
+                logits = lm.logits(ids, state)  # (P + L, V)
+            else:
+                logits = lm.partial_logits(ids, active_positions(masked, just_committed), state)
+            nfe += 1
+            logits = logits[num_prompt:].clone()  # (L, V) rows of the canvas
+            logits[:, lm.mask_id] = -torch.inf  # never predict the mask itself
+            drawn = gumbel_argmax(logits, params.temperature, ctx.generator)  # (L,)
+            scores = remasking_scores(logits, drawn, params.remasking, ctx.generator)  # (L,)
+            canvas_masked = masked[num_prompt:]
+            candidates = torch.zeros_like(canvas_masked)
+            candidates[lo:hi] = canvas_masked[lo:hi]
+            extra: dict = {}
+            if params.sampler == "localleap":
+                chosen, anchors = select_localleap(scores, candidates, params.anchor_threshold, params.threshold,
+                                                   params.radius)
+                extra["anchors"] = torch.nonzero(anchors)[:, 0].tolist()
+            elif params.threshold > 0:
+                chosen = select_threshold(scores, candidates, params.threshold)
+            else:
+                k = schedule[block_step] if block_step < len(schedule) else int(candidates.sum())
+                chosen = select_top_k(scores, candidates, k)
+                extra["scheduled"] = k
+            if state is not None:
+                extra |= {"cache_refreshed": refresh,
+                          "cached_positions": 0 if refresh else int(len(ids) - (masked | just_committed).sum())}
+            ids[num_prompt:] = torch.where(chosen, drawn, ids[num_prompt:])
+            just_committed = torch.cat([torch.zeros(num_prompt, dtype=torch.bool), chosen])
+            yield _event(ctx, lm, ids[num_prompt:], chosen, drawn, scores, logits, canvas_masked & ~chosen,
+                         step, block, nfe, extra)
+            step += 1
+    canvas = ids[num_prompt:].tolist()
+    stop_at = next((i for i, t in enumerate(canvas) if t in lm.stop_ids), None)
+    outcome.token_ids = canvas if stop_at is None else canvas[:stop_at + 1]
+    outcome.stop_reason = "max_new_tokens" if stop_at is None else "eos"
+
+
+def _event(ctx, lm, canvas_ids, chosen, drawn, scores, logits, still_masked, step, block, nfe, extra):
+    positions = torch.nonzero(chosen)[:, 0]
+    top1 = torch.softmax(logits, -1).max(-1).values  # (L,)
+    canvas = [-1 if t == lm.mask_id else t for t in canvas_ids.tolist()]
+    return DiffusionStep(
+        step=step, block=block, canvas=canvas, canvas_text=[lm.token_text(t) if t >= 0 else "" for t in canvas],
+        unmasked=positions.tolist(), unmasked_tokens=drawn[positions].tolist(),
+        confidence=scores[positions].float().tolist(),
+        masked_confidence=[float(p) if m else None for p, m in zip(top1.tolist(), still_masked.tolist())],
+        nfe=nfe, elapsed_s=ctx.elapsed(), forward_passes=1, extra=extra,
+    )
