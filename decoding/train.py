@@ -1,0 +1,442 @@
+"""Train the shipped offline models: a masked diffusion LM and a causal AR LM on the same data.
+
+The diffusion model follows the masked diffusion objective of MDLM (Sahoo et al. 2024, "Simple
+and Effective Masked Diffusion Language Models") in the form used by LLaDA (Nie et al. 2025,
+"Large Language Diffusion Models"): per sequence draw a mask ratio t ~ U(eps, 1), mask each
+token independently with probability t, and score the cross-entropy of the masked tokens only,
+weighted by 1/t and divided by the number of tokens in the batch. That is an upper bound on
+the negative log-likelihood (nats/token). The network is a bidirectional transformer
+(`ModernBertForMaskedLM`, no causal mask): logits at position i predict the token at i.
+The AR model is a `LlamaForCausalLM` trained with plain next-token cross-entropy.
+
+Glossary
+    mask     the tokenizer's mask token, which replaces a token hidden by the forward process.
+    t        the mask ratio of one sequence, in (eps, 1]; t = 1 hides everything.
+    unmask   commit a prediction at a masked position (the reverse process, one step).
+    remask   low-confidence remasking (LLaDA): of all predictions made in a step, keep only the
+             k most confident; the others stay masked for a later step.
+    NFE      number of forward passes (one per sampling step).
+
+CLI (heavy work only under `main()`):
+    python -m decoding.train corpus --out /tmp/train/data
+    python -m decoding.train tokenizer --data /tmp/train/data --out /tmp/train/tok
+    python -m decoding.train train --kind diffusion --data ... --tokenizer ... --out ... --minutes 75
+    python -m decoding.train sample --model assets/tiny-diffusion --prompt "In the beginning"
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import re
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+MASK_TOKEN = "<|mask|>"
+EOS_TOKEN = "<|endoftext|>"
+PAD_TOKEN = "<|pad|>"
+SPECIAL_TOKENS = (EOS_TOKEN, MASK_TOKEN, PAD_TOKEN)  # ids 0, 1, 2 in the trained tokenizer
+KINDS = ("diffusion", "ar")
+VAL_EVERY_NTH_CHAPTER = 50  # chapters 0, 50, 100, ... (in Bible order) form the validation split
+
+
+# ---------------------------------------------------------------- corpus and tokenizer
+
+
+def clean_bible(raw: str) -> list[tuple[str, str]]:
+    """Parse `bible` output into (chapter header, verse text) pairs, one per verse.
+
+    Headers ("Genesis 1") stand alone between blank lines; verses start with an indented
+    verse number and may wrap onto following lines.
+    """
+    verses: list[tuple[str, str]] = []
+    chapter, current, prev_blank = "", None, True
+    for line in raw.splitlines():
+        if not line.strip():
+            prev_blank = True
+            continue
+        verse_start = re.match(r"^\s+\d+\s+(.*)$", line)
+        if prev_blank and not line.startswith(" ") and re.search(r"\d+$", line):
+            chapter, current = line.strip(), None
+        elif verse_start:
+            verses.append((chapter, verse_start.group(1).strip()))
+            current = len(verses) - 1
+        elif current is not None:
+            verses[current] = (chapter, verses[current][1] + " " + line.strip())
+        prev_blank = False
+    return verses
+
+
+def split_verses(verses: list[tuple[str, str]]) -> tuple[list[str], list[str]]:
+    """Whole chapters go to one split: every `VAL_EVERY_NTH_CHAPTER`-th chapter is validation."""
+    train, val, chapters = [], [], {}
+    for chapter, text in verses:
+        index = chapters.setdefault(chapter, len(chapters))
+        (val if index % VAL_EVERY_NTH_CHAPTER == 0 else train).append(text)
+    return train, val
+
+
+def build_corpus(out: Path) -> dict:
+    raw = subprocess.run(["bible", "gen1:1-rev22:21"], capture_output=True, text=True, check=True).stdout
+    train, val = split_verses(clean_bible(raw))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "train.txt").write_text("\n".join(train) + "\n")
+    (out / "val.txt").write_text("\n".join(val) + "\n")
+    return {"train_lines": len(train), "val_lines": len(val)}
+
+
+def train_tokenizer(lines: list[str], vocab_size: int):
+    """Byte-level BPE with eos/mask/pad specials, wrapped as a `PreTrainedTokenizerFast`."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(lines, trainer=trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token=EOS_TOKEN, mask_token=MASK_TOKEN, pad_token=PAD_TOKEN
+    )
+
+
+def encode_stream(tokenizer, lines: list[str]) -> torch.Tensor:
+    """All lines as one id stream, each line followed by eos. # (N,)"""
+    ids: list[int] = []
+    for enc in tokenizer(lines, add_special_tokens=False)["input_ids"]:
+        ids.extend(enc)
+        ids.append(tokenizer.eos_token_id)
+    return torch.tensor(ids, dtype=torch.long)
+
+
+# ---------------------------------------------------------------- models
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    hidden_size: int = 256  # residual width
+    num_layers: int = 5  # transformer blocks
+    num_heads: int = 4  # attention heads
+    intermediate_size: int = 512  # gated MLP width (3 matrices: SwiGLU / GeGLU)
+    max_positions: int = 256  # longest canvas (prompt + answer) the model accepts
+
+
+def build_model(kind: str, tokenizer, shape: ModelShape = ModelShape()):
+    """A fresh `ModernBertForMaskedLM` (diffusion) or `LlamaForCausalLM` (ar), embeddings tied."""
+    if kind not in KINDS:
+        raise ValueError(f"`kind` must be one of {KINDS}, got {kind!r}")
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+    if kind == "ar":
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        config = LlamaConfig(
+            vocab_size=len(tokenizer), hidden_size=shape.hidden_size,
+            intermediate_size=shape.intermediate_size, num_hidden_layers=shape.num_layers,
+            num_attention_heads=shape.num_heads, num_key_value_heads=shape.num_heads,
+            max_position_embeddings=shape.max_positions, tie_word_embeddings=True,
+            bos_token_id=eos, eos_token_id=eos, pad_token_id=pad,
+        )
+        return LlamaForCausalLM(config)
+    from transformers import ModernBertConfig, ModernBertForMaskedLM
+
+    config = ModernBertConfig(
+        vocab_size=len(tokenizer), hidden_size=shape.hidden_size,
+        intermediate_size=shape.intermediate_size, num_hidden_layers=shape.num_layers,
+        num_attention_heads=shape.num_heads, max_position_embeddings=shape.max_positions,
+        global_attn_every_n_layers=1,  # every layer attends to the whole canvas
+        local_attention=shape.max_positions,
+        tie_word_embeddings=True, pad_token_id=pad, eos_token_id=eos, bos_token_id=eos,
+        cls_token_id=eos, sep_token_id=eos,
+        attention_dropout=0.0, mlp_dropout=0.0, embedding_dropout=0.0,
+    )
+    config.mask_token_id = tokenizer.mask_token_id  # ModernBertConfig has no such field
+    return ModernBertForMaskedLM(config)
+
+
+# ---------------------------------------------------------------- objectives
+
+
+def mdlm_loss(logits: torch.Tensor, target_ids: torch.Tensor, masked: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """MDLM / LLaDA loss: sum over masked positions of CE / t, divided by B*T (nats/token).
+
+    logits (B, T, V), target_ids (B, T), masked (B, T) bool, t (B,).
+    """
+    ce = F.cross_entropy(logits.float().transpose(1, 2), target_ids, reduction="none")  # (B, T)
+    weighted = ce * masked.float() / t[:, None]
+    return weighted.sum() / target_ids.numel()
+
+
+def forward_mask(ids: torch.Tensor, mask_id: int, generator: torch.Generator, eps: float = 1e-3, t=None):
+    """Forward process: t ~ U(eps, 1) per row (unless given), mask each token w.p. t.
+
+    Returns (noisy_ids (B, T), masked (B, T) bool, t (B,)).
+    """
+    B, T = ids.shape
+    if t is None:
+        t = eps + (1 - eps) * torch.rand(B, generator=generator)
+    masked = torch.rand(B, T, generator=generator) < t[:, None]
+    return torch.where(masked, torch.full_like(ids, mask_id), ids), masked, t
+
+
+def batch_loss(model, kind: str, ids: torch.Tensor, mask_id: int, generator: torch.Generator, t=None):
+    """Training loss of one batch of token windows `ids` (B, T)."""
+    if kind == "ar":
+        return model(input_ids=ids, labels=ids).loss
+    noisy, masked, t = forward_mask(ids, mask_id, generator, t=t)
+    return mdlm_loss(model(input_ids=noisy).logits, ids, masked, t)
+
+
+@torch.no_grad()
+def evaluate(model, kind: str, val_windows: torch.Tensor, mask_id: int, batch_size: int = 32, seed: int = 1234) -> float:
+    """Validation loss in nats/token; for diffusion the MDLM bound with a fixed grid of t and masks."""
+    model.eval()
+    generator = torch.Generator().manual_seed(seed)
+    n = len(val_windows)
+    t_grid = (torch.arange(n, dtype=torch.float) + 0.5) / n  # stratified t, same every eval
+    total = 0.0
+    for start in range(0, n, batch_size):
+        ids = val_windows[start : start + batch_size]
+        t = t_grid[start : start + batch_size] if kind == "diffusion" else None
+        total += batch_loss(model, kind, ids, mask_id, generator, t=t).item() * len(ids)
+    model.train()
+    return total / n
+
+
+# ---------------------------------------------------------------- training loop
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    kind: str = "diffusion"  # "diffusion" (ModernBERT, MDLM loss) or "ar" (Llama, next token)
+    minutes: float = 75.0  # wall-clock budget; the cosine schedule decays over it
+    batch_size: int = 32  # windows per step
+    seq_len: int = 128  # tokens per window
+    lr: float = 2e-3  # peak AdamW learning rate
+    min_lr_ratio: float = 0.1  # final lr = lr * this
+    warmup_steps: int = 100  # linear warmup
+    weight_decay: float = 0.1  # AdamW decoupled decay on matrices
+    threads: int = 1  # torch CPU threads
+    seed: int = 0  # data order, init and masks
+    eval_minutes: float = 5.0  # evaluate + checkpoint this often
+    log_every: int = 20  # steps between train-loss lines
+    max_steps: int = 0  # stop after this many steps too (0 = only the time budget)
+
+
+def lr_at(cfg: TrainConfig, step: int, frac: float) -> float:
+    """Linear warmup over steps, then cosine decay over the elapsed fraction of the budget."""
+    warm = min(1.0, (step + 1) / cfg.warmup_steps)
+    cos = 0.5 * (1 + math.cos(math.pi * min(1.0, frac)))
+    return cfg.lr * warm * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * cos)
+
+
+def save_fp16(model, tokenizer, out: Path, info: dict) -> None:
+    """Weights as float16 safetensors + config + tokenizer, so `out` loads on its own."""
+    out.mkdir(parents=True, exist_ok=True)
+    half = copy.deepcopy(model).to(torch.float16)
+    half.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    (out / "training.json").write_text(json.dumps(info, indent=2) + "\n")
+
+
+def train(model, tokenizer, train_ids: torch.Tensor, val_windows: torch.Tensor, cfg: TrainConfig, out: Path | None = None, log=print) -> dict:
+    """Train `model` in place on random windows of `train_ids`; returns a summary dict."""
+    torch.manual_seed(cfg.seed)
+    generator = torch.Generator().manual_seed(cfg.seed)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=cfg.lr, betas=(0.9, 0.95),
+    )
+    mask_id = tokenizer.mask_token_id
+    budget = cfg.minutes * 60
+    start = last_eval = time.time()
+    step, window, history = 0, [], []
+    info = {"config": asdict(cfg), "params": sum(p.numel() for p in model.parameters())}
+    model.train()
+    while True:
+        elapsed = time.time() - start
+        if elapsed >= budget or (cfg.max_steps and step >= cfg.max_steps):
+            break
+        for group in opt.param_groups:
+            group["lr"] = lr_at(cfg, step, elapsed / budget)
+        offsets = torch.randint(0, len(train_ids) - cfg.seq_len, (cfg.batch_size,), generator=generator)
+        ids = torch.stack([train_ids[o : o + cfg.seq_len] for o in offsets.tolist()])  # (B, T)
+        loss = batch_loss(model, cfg.kind, ids, mask_id, generator)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        window.append(loss.item())
+        history.append(window[-1])
+        if step % cfg.log_every == 0:
+            log(f"step {step} elapsed {time.time() - start:.0f}s lr {opt.param_groups[0]['lr']:.2e} "
+                f"train {sum(window) / len(window):.4f} tokens {step * cfg.batch_size * cfg.seq_len}")
+            info["train_loss"] = sum(window) / len(window)
+            window = []
+        if out is not None and time.time() - last_eval >= cfg.eval_minutes * 60:
+            last_eval = time.time()
+            info.update(steps=step, tokens=step * cfg.batch_size * cfg.seq_len, minutes=(last_eval - start) / 60)
+            info["val_loss"] = evaluate(model, cfg.kind, val_windows, mask_id)
+            log(f"eval step {step} val {info['val_loss']:.4f}")
+            save_fp16(model, tokenizer, out, info)
+    info.update(steps=step, tokens=step * cfg.batch_size * cfg.seq_len, minutes=(time.time() - start) / 60)
+    if window:
+        info["train_loss"] = sum(window) / len(window)
+    info["val_loss"] = evaluate(model, cfg.kind, val_windows, mask_id) if len(val_windows) else float("nan")
+    info["history"] = history
+    log(f"final step {step} train {info.get('train_loss', float('nan')):.4f} val {info['val_loss']:.4f}")
+    if out is not None:
+        save_fp16(model, tokenizer, out, {k: v for k, v in info.items() if k != "history"})
+    return info
+
+
+# ---------------------------------------------------------------- sampling
+
+
+def select_unmask(confidence: torch.Tensor, masked: torch.Tensor, k: int) -> torch.Tensor:
+    """Low-confidence remasking: the k most confident masked positions. (T,) -> (T,) bool."""
+    scores = torch.where(masked, confidence, torch.full_like(confidence, -math.inf))
+    chosen = torch.zeros_like(masked)
+    k = min(k, int(masked.sum()))
+    if k > 0:
+        chosen[scores.topk(k).indices] = True
+    return chosen
+
+
+@torch.no_grad()
+def diffusion_sample(model, prompt_ids: list[int], mask_id: int, gen_length: int = 32, steps: int = 32,
+                     temperature: float = 0.0, banned_ids: tuple[int, ...] = (), generator=None) -> list[int]:
+    """Start from prompt + `gen_length` masks; each step predict every mask, commit the most confident."""
+    if steps < 1 or gen_length < 1:
+        raise ValueError(f"`steps` and `gen_length` must be >= 1, got {steps} and {gen_length}")
+    ids = torch.tensor(list(prompt_ids) + [mask_id] * gen_length)  # (T,)
+    for step in range(steps):
+        masked = ids == mask_id
+        if not masked.any():
+            break
+        logits = model(input_ids=ids[None]).logits[0].float()  # (T, V)
+        logits[:, list(banned_ids) + [mask_id]] = -math.inf
+        if temperature > 0:
+            probs = torch.softmax(logits / temperature, -1)
+            pred = torch.multinomial(probs, 1, generator=generator)[:, 0]
+        else:
+            probs = torch.softmax(logits, -1)
+            pred = probs.argmax(-1)
+        confidence = probs.gather(-1, pred[:, None])[:, 0]  # (T,)
+        k = math.ceil(int(masked.sum()) / (steps - step))  # spread the rest over the steps left
+        chosen = select_unmask(confidence, masked, k)
+        ids = torch.where(chosen, pred, ids)
+    return ids[len(prompt_ids):].tolist()
+
+
+def load_trained(path: str):
+    """(model, tokenizer, kind) from a directory written by `train`; float32 for CPU."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
+
+    kind = "ar" if AutoConfig.from_pretrained(path).model_type == "llama" else "diffusion"
+    cls = AutoModelForCausalLM if kind == "ar" else AutoModelForMaskedLM
+    return cls.from_pretrained(path, dtype=torch.float32).eval(), AutoTokenizer.from_pretrained(path), kind
+
+
+def sample_text(path: str, prompt: str, gen_length: int = 32, steps: int = 32, temperature: float = 0.0, seed: int = 0) -> str:
+    model, tokenizer, kind = load_trained(path)
+    prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    torch.manual_seed(seed)
+    if kind == "ar":
+        out = model.generate(torch.tensor([prompt_ids]), max_new_tokens=gen_length, do_sample=temperature > 0,
+                             temperature=temperature if temperature > 0 else None, top_k=None, top_p=None,
+                             pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+        new_ids = out[0, len(prompt_ids):].tolist()
+    else:
+        new_ids = diffusion_sample(model, prompt_ids, tokenizer.mask_token_id, gen_length, steps, temperature,
+                                   banned_ids=(tokenizer.pad_token_id,), generator=torch.Generator().manual_seed(seed))
+    return prompt + tokenizer.decode(new_ids).replace(EOS_TOKEN, " / ")
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m decoding.train", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("corpus", help="KJV (Debian `bible`) -> train.txt / val.txt, one verse per line")
+    p.add_argument("--out", required=True)
+    p = sub.add_parser("tokenizer", help="train the byte-level BPE tokenizer on train.txt")
+    p.add_argument("--data", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--vocab", type=int, default=4096)
+    p = sub.add_parser("train", help="train a diffusion (MDLM) or AR model")
+    p.add_argument("--data", required=True)
+    p.add_argument("--tokenizer", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--log", default=None, help="log file (default OUT/train.log)")
+    for name, default in asdict(TrainConfig()).items():
+        p.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)
+    for name, default in asdict(ModelShape()).items():
+        p.add_argument(f"--{name.replace('_', '-')}", type=int, default=default)
+    p = sub.add_parser("sample", help="generate from a trained model directory")
+    p.add_argument("--model", required=True)
+    p.add_argument("--prompt", action="append", required=True)
+    p.add_argument("--gen-length", type=int, default=32)
+    p.add_argument("--steps", type=int, default=32, help="diffusion steps (NFE)")
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+
+    if args.cmd == "corpus":
+        print(json.dumps(build_corpus(Path(args.out))))
+    elif args.cmd == "tokenizer":
+        lines = Path(args.data, "train.txt").read_text().splitlines()
+        train_tokenizer(lines, args.vocab).save_pretrained(args.out)
+        print(f"saved tokenizer to {args.out}")
+    elif args.cmd == "train":
+        from transformers import AutoTokenizer
+
+        cfg = TrainConfig(**{k: getattr(args, k) for k in asdict(TrainConfig())})
+        if cfg.kind not in KINDS:
+            raise SystemExit(f"error: `--kind` must be one of {KINDS}, got {cfg.kind!r}")
+        shape = ModelShape(**{k: getattr(args, k) for k in asdict(ModelShape())})
+        torch.set_num_threads(cfg.threads)
+        torch.manual_seed(cfg.seed)
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        log_file = open(args.log or out / "train.log", "a", buffering=1)
+
+        def log(msg: str) -> None:
+            line = f"{time.strftime('%H:%M:%S')} {msg}"
+            print(line, flush=True)
+            log_file.write(line + "\n")
+
+        tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+        train_ids = encode_stream(tokenizer, Path(args.data, "train.txt").read_text().splitlines())
+        val_ids = encode_stream(tokenizer, Path(args.data, "val.txt").read_text().splitlines())
+        n_val = len(val_ids) // cfg.seq_len
+        val_windows = val_ids[: n_val * cfg.seq_len].view(n_val, cfg.seq_len)  # (N, T), non-overlapping
+        model = build_model(cfg.kind, tokenizer, shape)
+        log(f"cmd {' '.join(sys.argv)}")
+        log(f"{cfg} {shape} params {sum(p.numel() for p in model.parameters())} "
+            f"train tokens {len(train_ids)} val windows {n_val}")
+        train(model, tokenizer, train_ids, val_windows, cfg, out=out, log=log)
+    elif args.cmd == "sample":
+        for i, prompt in enumerate(args.prompt):
+            print(sample_text(args.model, prompt, args.gen_length, args.steps, args.temperature, args.seed + i))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""Tests of decoding.train: MDLM objective, tiny trainings, tokenizer, shipped tiny models."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from decoding import train as T
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = Path(__file__).parent / "data" / "genesis1.txt"
+ASSETS = {"diffusion": ROOT / "assets" / "tiny-diffusion", "ar": ROOT / "assets" / "tiny-ar"}
+TINY = T.ModelShape(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, max_positions=64)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return T.train_tokenizer(FIXTURE.read_text().splitlines(), vocab_size=300)
+
+
+def test_tokenizer_round_trip_and_specials(tokenizer, tmp_path):
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    tokenizer.save_pretrained(tmp_path)
+    loaded = AutoTokenizer.from_pretrained(tmp_path)
+    assert isinstance(loaded, PreTrainedTokenizerFast)
+    assert (loaded.eos_token, loaded.mask_token, loaded.pad_token) == (T.EOS_TOKEN, T.MASK_TOKEN, T.PAD_TOKEN)
+    assert len({loaded.eos_token_id, loaded.mask_token_id, loaded.pad_token_id}) == 3
+    text = "And God said, Let there be light: and there was light. Zebra 42!"
+    ids = loaded(text, add_special_tokens=False)["input_ids"]
+    assert loaded.decode(ids) == text
+    assert loaded.decode([loaded.mask_token_id]) == T.MASK_TOKEN
+
+
+def test_clean_bible_strips_headers_and_verse_numbers():
+    raw = "\nGenesis 1\n\n  1 In the beginning God created the heaven\nand the earth.\n  2 And the earth.\n\n1 John 2\n\n  1 My little children.\n"
+    verses = T.clean_bible(raw)
+    assert verses == [("Genesis 1", "In the beginning God created the heaven and the earth."),
+                      ("Genesis 1", "And the earth."), ("1 John 2", "My little children.")]
+    train, val = T.split_verses(verses)
+    assert val == ["In the beginning God created the heaven and the earth.", "And the earth."]
+    assert train == ["My little children."]
+
+
+def test_mdlm_loss_matches_hand_computed_weighted_ce():
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(2, 5, 7, generator=g)  # (B, T, V)
+    target = torch.randint(0, 7, (2, 5), generator=g)
+    masked = torch.tensor([[1, 0, 1, 0, 0], [1, 1, 1, 1, 0]], dtype=torch.bool)
+    t = torch.tensor([0.4, 0.8])
+    expected = 0.0
+    for b in range(2):
+        for i in range(5):
+            if masked[b, i]:
+                expected += -F.log_softmax(logits[b, i], -1)[target[b, i]].item() / t[b].item()
+    expected /= 10  # B * T tokens
+    assert T.mdlm_loss(logits, target, masked, t).item() == pytest.approx(expected, rel=1e-5)
+
+
+def test_forward_mask_masks_about_t_of_tokens():
+    ids = torch.full((4, 2000), 5)
+    noisy, masked, t = T.forward_mask(ids, 1, torch.Generator().manual_seed(0), t=torch.tensor([0.0, 0.25, 0.5, 1.0]))
+    assert torch.equal(noisy == 1, masked)
+    assert masked.float().mean(1).tolist() == pytest.approx([0.0, 0.25, 0.5, 1.0], abs=0.04)
+    _, _, drawn = T.forward_mask(ids, 1, torch.Generator().manual_seed(0))
+    assert ((drawn >= 1e-3) & (drawn <= 1)).all()
+
+
+@pytest.mark.parametrize("kind", T.KINDS)
+def test_tiny_training_reduces_loss(kind, tokenizer):
+    torch.manual_seed(0)
+    model = T.build_model(kind, tokenizer, TINY)
+    line = "And God said, Let there be light: and there was light."
+    train_ids = T.encode_stream(tokenizer, [line] * 40)
+    cfg = T.TrainConfig(kind=kind, minutes=5, batch_size=8, seq_len=32, lr=1e-2, warmup_steps=5, max_steps=40, log_every=1000)
+    info = T.train(model, tokenizer, train_ids, train_ids[:64].view(2, 32), cfg, log=lambda _: None)
+    history = info["history"]
+    assert len(history) == 40 and all(math.isfinite(x) for x in history)
+    assert sum(history[-5:]) / 5 < 0.6 * sum(history[:5]) / 5
+    assert math.isfinite(info["val_loss"])
+
+
+def _logits_change(model, ids, position, prob_at):
+    changed = ids.clone()
+    changed[0, position] = (changed[0, position] + 7) % 250 + 3
+    with torch.no_grad():
+        return (model(input_ids=ids).logits[0, prob_at] - model(input_ids=changed).logits[0, prob_at]).abs().max().item()
+
+
+def test_diffusion_model_is_bidirectional_and_ar_is_causal(tokenizer):
+    ids = torch.randint(3, 250, (1, 16), generator=torch.Generator().manual_seed(0))
+    torch.manual_seed(0)
+    mlm = T.build_model("diffusion", tokenizer, TINY).eval()
+    ar = T.build_model("ar", tokenizer, TINY).eval()
+    assert _logits_change(mlm, ids, position=12, prob_at=3) > 1e-6  # later token moves earlier logits
+    assert _logits_change(ar, ids, position=12, prob_at=3) == 0.0
+    assert _logits_change(ar, ids, position=3, prob_at=12) > 1e-6
+    assert mlm.config.mask_token_id == tokenizer.mask_token_id
+
+
+def test_select_unmask_picks_most_confident_masked():
+    confidence = torch.tensor([0.9, 0.1, 0.5, 0.7, 0.3])
+    masked = torch.tensor([False, True, True, True, True])
+    assert T.select_unmask(confidence, masked, 2).tolist() == [False, False, True, True, False]
+    assert T.select_unmask(confidence, masked, 9).tolist() == masked.tolist()
+
+
+def test_diffusion_sample_fills_every_mask(tokenizer):
+    torch.manual_seed(0)
+    model = T.build_model("diffusion", tokenizer, TINY).eval()
+    out = T.diffusion_sample(model, [5, 6, 7], tokenizer.mask_token_id, gen_length=6, steps=3, temperature=1.0,
+                             generator=torch.Generator().manual_seed(0))
+    assert len(out) == 6 and tokenizer.mask_token_id not in out
+    with pytest.raises(ValueError, match="steps"):
+        T.diffusion_sample(model, [5], tokenizer.mask_token_id, steps=0)
+
+
+@pytest.mark.parametrize("kind", T.KINDS)
+def test_shipped_model_loads_and_samples(kind):
+    path = ASSETS[kind]
+    if not (path / "config.json").exists():
+        pytest.skip(f"{path} not built")
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
+
+    cls = AutoModelForCausalLM if kind == "ar" else AutoModelForMaskedLM
+    model = cls.from_pretrained(path, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    assert tokenizer.mask_token_id is not None and tokenizer.eos_token_id is not None
+    ids = torch.tensor([tokenizer("And God said, Let there be light: and there was light.")["input_ids"]])
+    if kind == "diffusion":
+        assert model.config.mask_token_id == tokenizer.mask_token_id
+        assert _logits_change(model.eval(), ids, position=8, prob_at=2) > 1e-6
+    else:
+        assert _logits_change(model.eval(), ids, position=8, prob_at=2) == 0.0
+    sizes = {k: sum(f.stat().st_size for f in p.glob("*.safetensors")) for k, p in ASSETS.items() if p.exists()}
+    assert sizes[kind] < 12e6 and sum(sizes.values()) <= 20e6
+    assert json.loads((path / "training.json").read_text())["config"]["kind"] == kind
+    text = T.sample_text(str(path), "In the beginning", gen_length=4, steps=1)
+    assert text.startswith("In the beginning") and len(text) > len("In the beginning")
