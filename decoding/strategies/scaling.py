@@ -22,6 +22,9 @@ Methods (each a strategy; all decode their N particles as one batch, `decoding.p
 - first-finish: First Finish Search (Agarwal et al. 2025): N samples in lockstep, `chunk_tokens`
   tokens per event; the first to emit a stop token (fewest tokens) is the answer.
 
+The final choice only considers particles that ended with a stop token (complete solutions) as
+long as one did: a particle cut off at its token cap never wrote its answer.
+
 A step ends at a newline (or a blank line) after some text, at a stop token, or after
 `max_step_tokens` tokens. Hard text constraints that can be checked token by token (a forbidden
 letter) are enforced while sampling, as in SMC steering (Lew et al. 2023): tokens containing the
@@ -387,6 +390,19 @@ class ScalingRun:
         """Slots that will grow at the next `extend`."""
         return {i for i, p in enumerate(self.particles) if not p.finished}
 
+    def ended(self) -> list[int]:
+        """Slots whose particle ended with a stop token (a complete solution, not cut off at its cap)."""
+        return [i for i, p in enumerate(self.particles) if p.token_ids and p.token_ids[-1] in self.lm.stop_ids]
+
+    def best(self, values) -> int:
+        """The slot with the largest value among complete solutions (all slots if none ended); ties: lowest slot.
+
+        A particle cut off at its token cap never wrote its answer, so it is no candidate while
+        some particle did finish.
+        """
+        pool = self.ended() or range(len(self.particles))
+        return max(pool, key=lambda i: (float(values[i]), -i))
+
     @property
     def all_finished(self) -> bool:
         return all(p.finished for p in self.particles)
@@ -447,10 +463,12 @@ def best_of_n(ctx: RunContext, params: BestOfNParams, outcome: Outcome) -> Itera
     run = yield from _independent(ctx, params, outcome, "best-of-n")
     scores = torch.tensor([run.score_of(i) for i in range(params.n)], dtype=torch.float64)
     if params.select == "max":
-        chosen, rule = int(scores.argmax()), f"highest score ({params.aggregate} of step rewards)"
+        chosen, rule = run.best(scores), f"highest score ({params.aggregate} of step rewards) among finished answers"
         weights = _score_weights(run)
     else:
-        weights = torch.softmax(scores / params.select_temperature, 0)
+        pool = torch.zeros(params.n, dtype=torch.bool)
+        pool[run.ended() or list(range(params.n))] = True
+        weights = torch.softmax((scores / params.select_temperature).masked_fill(~pool, float("-inf")), 0)
         chosen = int(torch.multinomial(weights, 1, generator=ctx.generator))
         rule = f"drawn from softmax(score / {params.select_temperature:g})"
     run.finish(outcome, chosen, weights, rule=rule)
@@ -486,7 +504,7 @@ def majority_vote(ctx: RunContext, params: VoteParams, outcome: Outcome) -> Iter
 
 def first_finish(ctx: RunContext, params: FirstFinishParams, outcome: Outcome) -> Iterator[Event]:
     run = yield from _independent(ctx, params, outcome, "first-finish", chunk_tokens=params.chunk_tokens)
-    ended = [i for i, p in enumerate(run.particles) if p.finished and p.token_ids and p.token_ids[-1] in ctx.lm.stop_ids]
+    ended = run.ended()
     pool = ended or range(params.n)
     chosen = min(pool, key=lambda i: (len(run.particles[i].token_ids), i))
     weights = torch.zeros(params.n, dtype=torch.float64)
@@ -513,9 +531,9 @@ def reward_beam(ctx: RunContext, params: RewardBeamParams, outcome: Outcome) -> 
         run.reorder(ancestors)
         if run.cancelled(outcome):
             break
-    scores = [run.score_of(i) for i in range(params.n)]
-    chosen = max(range(params.n), key=lambda i: (scores[i], -i))
-    run.finish(outcome, chosen, _score_weights(run), rule=f"highest score ({params.aggregate} of step rewards)")
+    chosen = run.best([run.score_of(i) for i in range(params.n)])
+    run.finish(outcome, chosen, _score_weights(run),
+               rule=f"highest score ({params.aggregate} of step rewards) among finished answers")
 
 
 def particle_filter(ctx: RunContext, params: ParticleFilterParams, outcome: Outcome) -> Iterator[Event]:
@@ -547,5 +565,5 @@ def particle_filter(ctx: RunContext, params: ParticleFilterParams, outcome: Outc
         chosen, votes = _vote_choice(run, weights.tolist())
         run.finish(outcome, chosen, weights, votes, rule="weighted majority of final answers")
     else:
-        chosen = int(weights.argmax())
-        run.finish(outcome, chosen, weights, rule="highest final weight")
+        chosen = run.best(weights.tolist())
+        run.finish(outcome, chosen, weights, rule="highest final weight among finished answers")
