@@ -19,6 +19,7 @@ import gradio as gr
 
 from ui.api import register_api
 from ui.common import queued, serve
+from ui.diffusion import build_diffusion
 from ui.playground import build_playground
 from ui.scaling import build_scaling
 from ui.speculative import build_speculative
@@ -44,6 +45,8 @@ def build_app() -> gr.Blocks:
                 build_speculative()
             with gr.Tab("Scaling", id="scaling"):
                 build_scaling()
+            with gr.Tab("Diffusion", id="diffusion"):
+                build_diffusion()
         register_api()
     return queued(demo)
 

@@ -1,0 +1,55 @@
+"""The Diffusion tab in a real headless Chromium against the real app over HTTP: unmask 48 positions with
+the embedded tiny-diffusion at confidence threshold 0.5, wait for the finished canvas, step back through
+it, and save the screenshot the README shows (assets/screenshot-diffusion.png, 1400 px wide).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from test_app import app_url  # noqa: F401  (the shared, session-wide app server)
+from test_browser import TIMEOUT_MS, error_toasts, open_page, set_number
+
+ROOT = Path(__file__).resolve().parents[1]
+SCREENSHOT = ROOT / "assets" / "screenshot-diffusion.png"
+WIDTH = 1400
+
+
+def test_threshold_decoding_and_screenshot(app_url):  # noqa: F811
+    with open_page(app_url, "#dl-generate", timeout_ms=TIMEOUT_MS) as page:
+        page.set_viewport_size({"width": WIDTH, "height": 900})
+        page.get_by_role("tab", name="Diffusion").click()
+        page.wait_for_selector("#df-generate")
+        assert page.locator("#df-model input").input_value() == "tiny-diffusion"
+        assert page.locator("#df-prompt textarea").input_value() == "And God said"
+        assert page.locator("#df-radius").is_hidden() and page.locator("#df-refresh-interval").is_hidden()
+        page.locator("#df-sampler input[value='localleap']").check()  # localleap shows its own controls
+        page.wait_for_selector("#df-radius", state="visible")
+        assert page.locator("#df-anchor-threshold").is_visible()
+        page.locator("#df-sampler input[value='fixed']").check()
+        page.wait_for_selector("#df-radius", state="hidden")
+        set_number(page, "df-threshold", 0.5)
+        page.locator("#df-generate").click()
+
+        page.wait_for_function("() => (document.querySelector('#df-status') || {}).innerText?.includes('Finished')")
+        assert page.locator("#df-canvas .cell").count() == 48
+        assert page.locator("#df-canvas .cell.masked").count() == 0  # the finished canvas
+        assert "threshold 0.5" in page.locator("#df-stats").inner_text()
+        page.wait_for_function("document.querySelectorAll('#df-order .heatmaplayer .hm, #df-order image').length >= 1")
+        last = page.locator("#df-step input[type=number]").input_value()
+        assert int(last) >= 1  # the step slider looks back once the run is over
+        set_number(page, "df-step", 0)
+        page.wait_for_function("() => document.querySelector('#df-canvas .dl-head').innerText.startsWith('step 0 ')")
+        assert page.locator("#df-canvas .cell.masked").count() > 0
+        set_number(page, "df-step", last)
+        page.wait_for_function("s => document.querySelector('#df-canvas .dl-head').innerText.startsWith(`step ${s} `)",
+                               arg=last)
+        assert error_toasts(page) == []
+        page.evaluate("document.activeElement && document.activeElement.blur()")
+        page.wait_for_timeout(600)  # let plotly finish its transition
+        SCREENSHOT.parent.mkdir(exist_ok=True)
+        page.evaluate("window.scrollTo(0, 0)")
+        box = page.locator("#df-confidence").bounding_box()  # header to the confidence and NFE charts
+        height = min(int(box["y"] + box["height"]) + 10, page.evaluate("document.documentElement.scrollHeight"))
+        page.screenshot(path=str(SCREENSHOT), full_page=True, clip={"x": 0, "y": 0, "width": WIDTH, "height": height})
+    assert SCREENSHOT.stat().st_size > 20_000

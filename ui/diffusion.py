@@ -1,0 +1,171 @@
+"""The Diffusion tab: a masked diffusion LM starts from a canvas of masks and unmasks it over a few
+steps, many positions at a time and in any order. Watch the canvas fill in, when each position was
+committed, how sure the model was, and how many model calls (NFE) the whole text cost; compare
+samplers (fixed schedule, Fast-dLLM threshold, LocalLeap) or the autoregressive tiny-ar.
+
+    build_diffusion()   lays the tab out inside the current Blocks and wires it (used by app.py)
+    demo()              the tab as a Blocks of its own:  python -m ui.diffusion
+
+Handlers live in `ui/diffusion_callbacks.py` (plain functions, {output name: value}); rendering in
+`ui/diffusion_views.py`. This module only creates widgets and binds names to them.
+"""
+
+from __future__ import annotations
+
+import decoding  # noqa: F401  (switches telemetry off before gradio is imported)
+import gradio as gr
+
+from ui import diffusion_callbacks as cb
+from ui.common import (MODEL_CONCURRENCY_ID, bind, gpu, lab_columns, model_choices, model_concurrency, serve,
+                       standalone)
+from ui.diffusion_views import (CHOICES, COMPARISONS, CONTROLS, DEFAULT_LENGTH, DEFAULT_MODEL, DEFAULT_PROMPT,
+                                DEFAULT_SETTINGS, FIELDS, NO_COMPARISON, OUTPUTS, SPECIFIC, UI_MAX_LENGTH, help_of,
+                                views, visible_fields)
+
+INTRO = ("A **masked diffusion LM** does not write left to right. It starts from a canvas of `length` **masks** "
+         "and, at every **step**, predicts a token for every masked position at once; the **remasking** rule keeps "
+         "the best few predictions (**unmask**) and leaves the rest masked for later steps. One step is one model "
+         "call, and the cost of a text is its **NFE** (number of function evaluations = model calls). With a fixed "
+         "schedule of `steps` = length the model commits one token per call, like an autoregressive model; a "
+         "**threshold** (Fast-dLLM) or **LocalLeap** commits every position it is sure enough about, so several "
+         "tokens share one call and the NFE drops. **Blocks** make it semi-autoregressive: blocks are filled left "
+         "to right, positions inside a block in any order.")
+CSS = """<style>
+#df-stats .dl-stats .dl-cards { grid-template-columns: repeat(6, minmax(0, 1fr)); }
+#df-generate, #df-stop { font-size: 1.05rem; }
+#df-status p { font-size: 0.95rem; margin: 0.2rem 0; }
+#df-note:empty, #df-css { display: none; }
+#df-canvas { min-height: 4em; }
+#df-order, #df-confidence, #df-tokens, #df-compare-plot { padding-top: 2.1rem !important; }
+@media (max-width: 900px) { #df-stats .dl-stats .dl-cards { grid-template-columns: repeat(3, minmax(0, 1fr)); } }
+</style>"""
+
+
+def _eid(field: str) -> str:
+    return f"df-{field.replace('_', '-')}"
+
+
+def _shown(field: str) -> bool:
+    return field not in SPECIFIC or field in visible_fields(DEFAULT_SETTINGS["sampler"], DEFAULT_SETTINGS["cache"])
+
+
+def _slider(c: dict, field: str, low, high, step, label: str, **kw) -> None:
+    c[f"df:{field}"] = gr.Slider(low, high, value=DEFAULT_SETTINGS[field], step=step, label=label,
+                                 info=help_of(field), visible=_shown(field), elem_id=_eid(field), **kw)
+
+
+def _radio(c: dict, field: str, label: str) -> None:
+    c[f"df:{field}"] = gr.Radio(list(CHOICES[field]), value=DEFAULT_SETTINGS[field], label=label, info=help_of(field),
+                                visible=_shown(field), elem_id=_eid(field))
+
+
+def _controls(c: dict) -> None:
+    presets = cb.preset_choices()
+    c["preset"] = gr.Dropdown(presets, value=None, label="Preset", elem_id="df-preset", interactive=bool(presets),
+                              info="A classroom demo: sets every control and explains what to look for."
+                              if presets else "No diffusion presets ship yet.")
+    c["note"] = gr.Markdown("", elem_classes="dl-help", elem_id="df-note")
+    c["model"] = gr.Dropdown(model_choices("diffusion"), value=DEFAULT_MODEL, label="Model", allow_custom_value=True,
+                             info="A masked diffusion LM (tiny-diffusion: 4.4M parameters, trained on the KJV "
+                                  "Bible, offline).", elem_id="df-model")
+    c["prompt"] = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=2, max_lines=8, elem_id="df-prompt",
+                             info="Plain text (no chat template), e.g. KJV-style for tiny-diffusion.")
+    with gr.Row():
+        c["generate"] = gr.Button("Generate", variant="primary", elem_id="df-generate")
+        c["stop"] = gr.Button("Stop", variant="stop", elem_id="df-stop")
+    c["status"] = gr.Markdown("Ready.", elem_id="df-status")
+    with gr.Row():
+        c["length"] = gr.Slider(1, UI_MAX_LENGTH, value=DEFAULT_LENGTH, step=1, label="Length (max new tokens)",
+                                info="Canvas positions; all start masked.", elem_id="df-length", scale=2)
+        c["seed"] = gr.Number(0, label="Seed", precision=0, minimum=0, elem_id="df-seed", scale=1, min_width=90)
+    _radio(c, "sampler", "Sampler")
+    with gr.Row():
+        _slider(c, "steps", 0, UI_MAX_LENGTH, 1, "Steps (0 = one per token)")
+        _slider(c, "block_length", 0, UI_MAX_LENGTH, 1, "Block length (0 = one block)")
+    _radio(c, "remasking", "Remasking")
+    _slider(c, "threshold", 0, 1, 0.01, "Threshold (0 = off)")
+    with gr.Row():
+        _slider(c, "radius", 0, 64, 1, "Radius")
+        _slider(c, "anchor_threshold", 0.01, 1, 0.01, "Anchor threshold")
+    _slider(c, "temperature", 0, 5, 0.05, "Temperature")
+    with gr.Row():
+        _radio(c, "cache", "Cache")
+        _slider(c, "refresh_interval", 1, 64, 1, "Refresh interval")
+    c["compare"] = gr.Dropdown(list(COMPARISONS), value=NO_COMPARISON, label="Compare with", elem_id="df-compare",
+                               info="After the run: the same prompt, length and seed with another sampler, or the "
+                                    "autoregressive tiny-ar.")
+    with gr.Accordion("Export & replay", open=False, elem_id="df-export"):
+        c["dl_json"] = gr.DownloadButton("Trace (JSON)", size="sm", elem_id="df-download-json")
+        c["upload"] = gr.File(label="Replay a saved diffusion trace (.json)", file_types=[".json"],
+                              type="filepath", height=110, elem_id="df-upload")
+
+
+def _views(c: dict) -> None:
+    initial = {k: v.get("value") if isinstance(v, dict) else v for k, v in views(None).items()}
+    gr.HTML(CSS, elem_id="df-css", padding=False)
+    c["stats"] = gr.HTML(initial["stats"], elem_id="df-stats")
+    gr.Markdown("### The canvas")
+    c["canvas"] = gr.HTML(initial["canvas"], elem_id="df-canvas", elem_classes="dl-panel")
+    c["step"] = gr.Slider(0, 1, value=0, step=1, label="Step", interactive=False, elem_id="df-step",
+                          info="After the run: step back to see the canvas after an earlier step.")
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=3):
+            c["order"] = gr.Plot(initial["order"], label="Unmasking order: when each position was committed",
+                                 elem_id="df-order")
+        with gr.Column(scale=2, min_width=260):
+            gr.Markdown(INTRO, elem_classes="dl-help", elem_id="df-intro")
+    with gr.Row(equal_height=False):
+        c["confidence"] = gr.Plot(initial["confidence"], label="Confidence over steps", elem_id="df-confidence")
+        c["tokens"] = gr.Plot(initial["tokens"], label="Tokens per step and NFE", elem_id="df-tokens")
+    gr.Markdown("### Run summary (and the comparison)")
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=2, min_width=260):
+            c["summary"] = gr.HTML(initial["summary"], elem_id="df-summary")
+            c["compare_html"] = gr.HTML(initial["compare_html"], elem_id="df-compare-html")
+        with gr.Column(scale=3):
+            c["compare_plot"] = gr.Plot(initial["compare_plot"], label="Tokens committed against NFE",
+                                        elem_id="df-compare-plot")
+
+
+def build_diffusion() -> dict:
+    """Create the tab's widgets in the current Blocks, wire them, and return them by name."""
+    c: dict = {}
+    lab_columns(c, _controls, _views, "dl-diffusion")
+    c["trace"], c["other"] = gr.State(None), gr.State(None)
+    _wire(c)
+    return c
+
+
+def _wire(c: dict) -> None:
+    outputs = {name: c[name] for name in OUTPUTS}
+    params = [c[f"df:{name}"] for name in FIELDS]
+    model_bound = dict(concurrency_id=MODEL_CONCURRENCY_ID, concurrency_limit=model_concurrency(),
+                       show_progress="minimal", show_progress_on=[c["status"]], api_visibility="undocumented")
+    quiet = dict(show_progress="hidden", api_visibility="undocumented")
+    state = [c["trace"], c["other"]]
+
+    shown = {f"df:{f}": c[f"df:{f}"] for f in SPECIFIC}
+    for trigger in (c["df:sampler"], c["df:cache"]):
+        trigger.change(bind(cb.shown_controls, shown), [c["df:sampler"], c["df:cache"]], list(shown.values()), **quiet)
+    preset_outputs = {k: c[k] for k in CONTROLS + ("note",)}
+    c["preset"].input(bind(cb.preset_chosen, preset_outputs), c["preset"], list(preset_outputs.values()), **quiet)
+    run = c["generate"].click(gpu(bind(cb.generate_run, outputs)),
+                              [c[k] for k in ("model", "prompt", "length", "seed", "compare")] + params,
+                              list(outputs.values()), **model_bound)
+    # Cancel first (Gradio closes the running generator, which stops the worker), then show the result.
+    c["stop"].click(None, cancels=[run], api_visibility="undocumented").then(
+        bind(cb.stop_run, outputs), state, list(outputs.values()), **quiet)
+    c["step"].input(bind(cb.choose_step, outputs), [c["step"]] + state, list(outputs.values()),
+                    trigger_mode="always_last", **quiet)
+    replay_outputs = outputs | {k: c[k] for k in CONTROLS}
+    c["upload"].upload(bind(cb.replay, replay_outputs), [c["upload"]] + state, list(replay_outputs.values()),
+                       **quiet)
+
+
+def demo() -> gr.Blocks:
+    """This tab alone, queued like the full app."""
+    return standalone(build_diffusion, "Decoding Lab · Diffusion")
+
+
+if __name__ == "__main__":
+    serve(demo())

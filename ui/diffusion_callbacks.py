@@ -1,0 +1,180 @@
+"""The Diffusion tab's event handlers as plain functions: values in, {output name: value} out.
+
+Each one validates its inputs (a bad one raises `gr.Error` with the engine's message and changes
+nothing) and renders with `ui.diffusion_views.views`. `generate_run` is a generator that streams
+while the worker thread unmasks the canvas, then (with "Compare with") runs the same prompt, length
+and seed with another sampler setting or the autoregressive tiny-ar; closing it (Stop) stops
+whichever run is going.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import gradio as gr
+
+from decoding.events import Trace, stats
+from decoding.models import REGISTRY
+from decoding.presets import load_presets
+from decoding.run import validate_request
+from ui.common import USER_ERRORS, check_model, run_work, user_error, wait_for_finish
+from ui.diffusion_views import (COMPARISONS, DEFAULT_SETTINGS, FIELDS, NO_COMPARISON, UI_MAX_LENGTH, collect_params,
+                                export_json, fields_from_params, run_label, stats_line, steps_of, views, visible_fields)
+from ui.playground_views import stream_views
+
+
+def _as_int(value):
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def shown_controls(sampler: str, cache: str) -> dict:
+    """Show radius / anchor threshold only for localleap, the refresh interval only for the delayed cache."""
+    shown = visible_fields(sampler, cache)
+    return {f"df:{f}": gr.update(visible=f in shown) for f in ("radius", "anchor_threshold", "refresh_interval")}
+
+
+def check_diffusion_model(model: str) -> None:
+    """A registry model must be a masked diffusion LM (hub ids are checked when they load)."""
+    check_model(model)
+    spec = REGISTRY.get(model)
+    if spec is not None and spec.kind != "diffusion":
+        raise ValueError(f"`model` {model!r} is a causal (autoregressive) model; the Diffusion tab needs a masked "
+                         "diffusion LM such as tiny-diffusion (pick tiny-ar in Compare with to set them side by side)")
+
+
+def comparison_request(compare, params: dict, length: int) -> tuple[str | None, str, dict] | None:
+    """(model or None for the tab's, strategy, parameters) of the "Compare with" run, or None."""
+    if compare in (None, "", NO_COMPARISON):
+        return None
+    if compare not in COMPARISONS:
+        raise ValueError(f"`compare` must be one of {', '.join(COMPARISONS)}, got {compare!r}")
+    model, strategy, overrides = COMPARISONS[compare]
+    if overrides.get("steps") == "length/4":  # four tokens per step (at least one step per block)
+        blocks = length // params["block_length"] if params["block_length"] and isinstance(length, int) else 1
+        overrides = overrides | {"steps": max(blocks, length // 4 if isinstance(length, int) else 1, 1)}
+    return model, strategy, (params | overrides if strategy == "diffusion" else dict(overrides))
+
+
+def validate(model, prompt, length, seed, param_values, compare=NO_COMPARISON):
+    """(the run's parameters, the comparison request or None), or ValueError naming the bad input."""
+    params = collect_params(param_values)
+    validate_request(prompt, "diffusion", params, length, seed)
+    other = comparison_request(compare, params, length)
+    if other is not None:
+        try:
+            validate_request(prompt, other[1], other[2], length, seed)
+        except ValueError as err:
+            raise ValueError(f"Compare with {compare}: {err}") from None
+    check_diffusion_model(model)
+    return params, other
+
+
+def _steps_status(update: dict, trace: Trace, what: str) -> dict:
+    steps = steps_of(trace)
+    if steps and "status" in update:
+        update["status"] = f"{what}: {len(steps)} steps so far, NFE {steps[-1].nfe}."
+    return update
+
+
+def generate_run(model, prompt, length, seed, compare, *param_values) -> Iterator[dict]:
+    """Unmask the canvas and stream the views; then the "Compare with" run (if asked)."""
+    length, seed = _as_int(length), _as_int(seed)
+    try:
+        params, other_request = validate(model, prompt, length, seed, param_values, compare)
+    except USER_ERRORS as err:
+        raise user_error(err) from None
+    trace = Trace()
+    yield views(trace) | {"trace": trace, "other": None, "dl_json": None, "status": f"Starting {model}…"}
+    work = run_work(model, prompt, strategy="diffusion", params=params, max_new_tokens=length, seed=seed, chat=False)
+    for update in stream_views(work, trace, lambda: views(trace, live=True), "steps"):
+        yield _steps_status(update, trace, "Unmasking")
+    done = views(trace) | {"trace": trace, "dl_json": export_json(trace)}
+    if other_request is None or trace.finish is None or trace.finish.stop_reason == "cancelled":
+        yield done | {"status": f"**Finished**: {stats_line(trace)}." if trace.finish else "Finished."}
+        return
+    other_model, strategy, other_params = other_request
+    other_model = other_model or model
+    other = Trace()
+    yield done | {"other": other, "status": f"Finished; now **{compare}** on the same prompt, length and seed…"}
+    work = run_work(other_model, prompt, strategy=strategy, params=other_params, max_new_tokens=length, seed=seed,
+                    chat=False)
+    render = lambda: {k: v for k, v in views(trace, other).items() if k.startswith("compare")}  # noqa: E731
+    for update in stream_views(work, other, render, "tokens"):
+        yield _steps_status(update, other, f"Comparing ({compare})")
+    yield views(trace, other) | {"status": comparison_status(trace, other)}
+
+
+def comparison_status(trace: Trace, other: Trace) -> str:
+    s = stats(other)
+    passes = s.get("nfe", s["forward_passes"])
+    how = run_label(other) if other.start.strategy == "diffusion" else f"{other.start.model}, {other.start.strategy}"
+    return f"**Finished**: {stats_line(trace)}. Compared ({how}): {s['num_tokens']} tokens with {passes} model calls."
+
+
+def stop_run(trace, other, wait_s: float = 3.0) -> dict:
+    """After Stop cancelled the running event: show what was unmasked, and offer it for export."""
+    if trace is None:
+        return {"status": "Nothing is running."}
+    if other is not None:  # the main run had finished; Stop hit the comparison run (or came after it)
+        if not wait_for_finish(other, wait_s):
+            return {"status": "Nothing is running."}
+        return views(trace, other) | {"dl_json": export_json(trace),
+                                      "status": f"**Stopped** the comparison run. Main: {stats_line(trace)}."}
+    if not wait_for_finish(trace, wait_s) and trace.finish is not None:
+        return {"status": "Nothing is running."}
+    return views(trace) | {"dl_json": export_json(trace),
+                           "status": f"**Stopped** the run after {len(steps_of(trace))} steps."}
+
+
+def choose_step(step, trace, other) -> dict:
+    """The step slider: the canvas after that step (after the run; while it streams the latest is shown)."""
+    if trace is None or trace.start is None:
+        return {}
+    return views(trace, other, _as_int(step))
+
+
+def replay(path, trace, other) -> dict:
+    """Load a saved diffusion trace into the views and its settings into the controls; anything else changes
+    nothing."""
+    if not path:
+        return {}
+    name = Path(path).name
+    try:
+        loaded = Trace.load(path)
+    except (ValueError, OSError, TypeError, KeyError, AttributeError) as err:
+        raise gr.Error(f"Cannot replay {name}: {err}", title="Not a Decoding Lab trace",
+                       print_exception=False) from None
+    if loaded.start.strategy != "diffusion" or not steps_of(loaded):
+        raise gr.Error(f"Cannot replay {name}: it is a {loaded.start.strategy!r} run without diffusion steps; "
+                       "replay it in the tab it came from.", title="Not a diffusion trace", print_exception=False)
+    try:
+        shown = views(loaded)
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError) as err:
+        raise gr.Error(f"Cannot replay {name}: malformed diffusion steps ({err})", title="Not a Decoding Lab trace",
+                       print_exception=False) from None
+    start = loaded.start
+    controls = {"model": start.model, "prompt": start.prompt, "seed": start.seed,
+                "length": min(max(1, start.max_new_tokens), UI_MAX_LENGTH)} | fields_from_params(start.params)
+    return shown | controls | {"trace": loaded, "other": None, "dl_json": export_json(loaded),
+                               "status": f"**Replaying** {name}: {stats_line(loaded)}. Its settings are back in "
+                                         "the controls."}
+
+
+# Presets -------------------------------------------------------------------------------------------
+def preset_choices() -> list[tuple[str, str]]:
+    return [(p.title, p.name) for p in load_presets(lab="diffusion")]
+
+
+def preset_chosen(name) -> dict:
+    """Every control from the preset (defaults for what it leaves out) and its teaching note."""
+    preset = next((p for p in load_presets(lab="diffusion") if p.name == name), None)
+    if preset is None or preset.strategy != "diffusion":
+        return {"note": ""}
+    out = {"model": preset.model, "prompt": preset.prompt, "length": min(preset.max_new_tokens, UI_MAX_LENGTH),
+           "seed": preset.seed, "note": f"**{preset.title}.** {preset.note.strip()}"}
+    return out | fields_from_params(preset.params)  # .change shows the right controls
+
+
+__all__ = ["DEFAULT_SETTINGS", "FIELDS", "NO_COMPARISON", "choose_step", "generate_run", "preset_chosen", "replay",
+           "shown_controls", "stop_run"]

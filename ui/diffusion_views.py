@@ -1,0 +1,194 @@
+"""Diffusion tab views as plain functions: the state (the main run, the comparison run, the chosen
+step) rendered into {output name: value} (see `OUTPUTS`), and the tab's control <-> parameter map.
+
+    trace      the main run (a `Trace` of `DiffusionStep`s, growing while it streams)
+    other      the "Compare with" run: another sampler setting or the autoregressive tiny-ar (or None)
+    step       which step's canvas is shown (None = the latest)
+
+Glossary: mask / unmask / remask / block / NFE: see `decoding/strategies/diffusion.py`.
+    field      a control of the tab, named like the `DiffusionParams` field it sets ("df:steps" -> `steps`).
+    length     the canvas size: `max_new_tokens`, every position starts as a mask.
+"""
+
+from __future__ import annotations
+
+import html
+
+import gradio as gr
+
+from decoding.events import Trace, stats
+from decoding.strategies import param_specs
+from decoding.strategies.diffusion import CACHES, REMASKING, SAMPLERS
+from ui.common import export_json  # noqa: F401  (re-exported for the callbacks)
+from visualizers.diffusion import (ar_vs_diffusion_html, canvas_html, compare_samplers_figure, confidence_figure,
+                                   diffusion_summary_html, tokens_per_step_figure, unmask_order_figure)
+
+DEFAULT_MODEL = "tiny-diffusion"
+DEFAULT_PROMPT = "And God said"
+DEFAULT_LENGTH = 48  # max new tokens = canvas positions
+UI_MAX_LENGTH = 256
+AR_MODEL = "tiny-ar"  # the causal model of the same size, tokenizer and data
+
+FIELDS = ("steps", "block_length", "remasking", "threshold", "sampler", "radius", "anchor_threshold", "temperature",
+          "cache", "refresh_interval")  # the order the tab passes values in
+_SPECS = {p["name"]: p for p in param_specs("diffusion")}
+DEFAULT_SETTINGS = {f: _SPECS[f]["default"] for f in FIELDS}
+INT_FIELDS = {f for f in FIELDS if _SPECS[f]["type"] == "int"}
+FLOAT_FIELDS = {f for f in FIELDS if _SPECS[f]["type"] == "float"}
+SPECIFIC = {"radius": ("sampler", "localleap"), "anchor_threshold": ("sampler", "localleap"),
+            "refresh_interval": ("cache", "delayed")}  # field -> (control, value) that shows it
+CHOICES = {"remasking": REMASKING, "sampler": SAMPLERS, "cache": CACHES}
+assert set(FIELDS) == set(_SPECS)
+
+# "Compare with": label -> (model, strategy, parameter overrides); None model = the tab's model
+COMPARISONS = {
+    "none": None,
+    "fixed schedule, steps = length": (None, "diffusion", {"sampler": "fixed", "steps": 0, "threshold": 0.0}),
+    "fixed schedule, steps = length / 4": (None, "diffusion", {"sampler": "fixed", "steps": "length/4",
+                                                               "threshold": 0.0}),
+    "threshold 0.9 (Fast-dLLM)": (None, "diffusion", {"sampler": "fixed", "threshold": 0.9, "steps": 0,
+                                                      "remasking": "low-confidence"}),
+    "localleap (0.95 anchors, 0.5 relaxed)": (None, "diffusion", {"sampler": "localleap", "threshold": 0.5,
+                                                                  "anchor_threshold": 0.95,
+                                                                  "remasking": "low-confidence"}),
+    "tiny-ar, greedy": (AR_MODEL, "greedy", {}),
+    "tiny-ar, sampling": (AR_MODEL, "sample", {}),
+}
+NO_COMPARISON = "none"
+
+OUTPUTS = ("status", "stats", "canvas", "step", "order", "confidence", "tokens", "summary", "compare_plot",
+           "compare_html", "trace", "other", "dl_json")
+CONTROLS = ("model", "prompt", "length", "seed") + tuple(f"df:{f}" for f in FIELDS)
+
+
+# Controls <-> parameters ------------------------------------------------------------------------------
+def help_of(field: str) -> str:
+    return _SPECS[field]["help"]
+
+
+def visible_fields(sampler: str, cache: str) -> set[str]:
+    """The sampler- and cache-specific fields shown for this choice (every other one is hidden)."""
+    chosen = {"sampler": sampler, "cache": cache}
+    return {f for f, (control, value) in SPECIFIC.items() if chosen[control] == value}
+
+
+def collect_params(values) -> dict:
+    """`DiffusionParams` fields from the tab's values (in `FIELDS` order); sliders give 4.0 for 4.
+
+    Fields hidden for this sampler / cache keep their defaults, so the trace records what was used."""
+    if len(values) != len(FIELDS):
+        raise ValueError(f"expected {len(FIELDS)} diffusion parameter values, got {len(values)}")
+    given = dict(zip(FIELDS, values))
+    shown = visible_fields(given["sampler"], given["cache"])
+    params = {}
+    for field, value in given.items():
+        if value is None or (field in SPECIFIC and field not in shown):
+            value = DEFAULT_SETTINGS[field]
+        if field in INT_FIELDS and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if field in FLOAT_FIELDS and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        params[field] = value
+    return params
+
+
+def fields_from_params(params: dict) -> dict:
+    """{"df:field": value} for a run's (or a preset's) parameters; defaults for what it leaves out."""
+    return {f"df:{f}": params.get(f, DEFAULT_SETTINGS[f]) for f in FIELDS}
+
+
+# Views ----------------------------------------------------------------------------------------------
+def steps_of(trace: Trace | None) -> list:
+    return trace.of_kind("diffusion_step") if trace is not None else []
+
+
+def views(trace: Trace | None, other: Trace | None = None, step: int | None = None, *, live: bool = False) -> dict:
+    """Every display output from the state; `live=True` while the main run streams (latest step)."""
+    trace = trace or Trace()
+    steps = steps_of(trace)
+    index = step if step is not None and 0 <= step < len(steps) else len(steps) - 1
+    block = trace.start.params.get("block_length") if trace.start else None
+    return {"stats": stats_html(trace),
+            "canvas": canvas_html(steps, steps[index].step if steps and step is not None else None),
+            "step": gr.update(minimum=0, maximum=max(1, len(steps) - 1), value=max(index, 0),
+                              interactive=len(steps) > 1 and not live,
+                              label=f"Step ({len(steps)} played)" if steps else "Step"),
+            "order": unmask_order_figure(steps, block_length=block or None),
+            "confidence": confidence_figure(steps),
+            "tokens": tokens_per_step_figure(steps)} | comparison_views(trace, other)
+
+
+def comparison_views(trace: Trace, other: Trace | None) -> dict:
+    """The summary table, and with a comparison run: NFE per sampler, or autoregressive vs diffusion."""
+    if trace.start is None:
+        return {"summary": "", "compare_plot": compare_samplers_figure({}), "compare_html": ""}
+    s = stats(trace)
+    main = {run_label(trace): steps_of(trace)}
+    if other is None or other.start is None:
+        return {"summary": diffusion_summary_html(s), "compare_plot": compare_samplers_figure(main),
+                "compare_html": ""}
+    if other.start.strategy == "diffusion":
+        label = run_label(other)
+        if label in main:
+            label += " (compared)"
+        return {"summary": diffusion_summary_html(s), "compare_html": "",
+                "compare_plot": compare_samplers_figure(main | {label: steps_of(other)})}
+    ar_text = other.finish.text if other.finish else "".join(e.token_text for e in other.of_kind("token"))
+    main_text = trace.finish.text if trace.finish else ""
+    head = (f"<p><b>{html.escape(other.start.model)}</b> ({html.escape(other.start.strategy)}) against "
+            f"<b>{html.escape(trace.start.model)}</b> ({html.escape(run_label(trace))}), same prompt, length and seed."
+            "</p>")
+    return {"summary": diffusion_summary_html(s), "compare_plot": compare_samplers_figure(main),
+            "compare_html": head + ar_vs_diffusion_html(stats(other), s, ar_text, main_text)}
+
+
+def run_label(trace: Trace) -> str:
+    """A diffusion run's sampler setting in a few words (legend entries, captions)."""
+    p, length = trace.start.params, trace.start.max_new_tokens
+    if p.get("sampler") == "localleap":
+        text = f"localleap r={p.get('radius')} anchor {p.get('anchor_threshold'):g} relaxed {p.get('threshold'):g}"
+    elif p.get("threshold", 0) > 0:
+        text = f"threshold {p['threshold']:g}"
+    else:
+        text = f"fixed, {p.get('steps') or length} steps"
+    if p.get("block_length"):
+        text += f", blocks of {p['block_length']}"
+    if p.get("cache") == "delayed":
+        text += f", delayed cache /{p.get('refresh_interval')}"
+    return text
+
+
+def _fmt(value, digits: int = 2) -> str:
+    return "–" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def stats_html(trace: Trace) -> str:
+    """One row of cards: tokens, steps, NFE, tokens per step, NFE per token, elapsed."""
+    start = trace.start
+    if start is None:
+        return '<div class="dl-stats dl-stats-empty">Statistics appear here once a run starts.</div>'
+    s = stats(trace)
+    steps = steps_of(trace)
+    committed = sum(len(e.unmasked) for e in steps)
+    tokens = s["num_tokens"] if trace.finish else committed
+    cards = [("tokens", f"{tokens} / {start.max_new_tokens}"), ("steps", s.get("diffusion_steps", 0)),
+             ("NFE (model calls)", s.get("nfe", 0)), ("tokens per step", _fmt(s.get("tokens_per_step"))),
+             ("NFE per token", _fmt(s.get("nfe_per_token"))), ("elapsed (s)", _fmt(s.get("elapsed_s"), 1))]
+    body = "".join(f'<div class="dl-stat"><div class="v">{html.escape(str(v))}</div>'
+                   f'<div class="k">{html.escape(k)}</div></div>' for k, v in cards)
+    p = start.params
+    caption = (f"{html.escape(start.model)} · {html.escape(run_label(trace))} · remasking "
+               f"{html.escape(str(p.get('remasking')))}, temperature {p.get('temperature', 0):g} · "
+               f"{html.escape(start.dtype)} on {html.escape(start.device)}")
+    return f'<div class="dl-stats"><div class="dl-caption">{caption}</div><div class="dl-cards">{body}</div></div>'
+
+
+def stats_line(trace: Trace) -> str:
+    """The run in one sentence (status bar, tests)."""
+    s = stats(trace)
+    return (f"{s['num_tokens']} tokens in {s.get('diffusion_steps', 0)} steps, NFE {s.get('nfe', 0)} "
+            f"({_fmt(s.get('tokens_per_step'))} tokens per step), {s['elapsed_s']:.1f} s")
+
+
+__all__ = ["COMPARISONS", "CONTROLS", "DEFAULT_LENGTH", "DEFAULT_MODEL", "DEFAULT_PROMPT", "DEFAULT_SETTINGS",
+           "FIELDS", "OUTPUTS", "collect_params", "export_json", "fields_from_params", "views", "visible_fields"]
