@@ -26,7 +26,7 @@ from typing import Iterator
 
 import gradio as gr
 
-from decoding.events import BeamStep, Event, ParticleStep, TokenStep, Trace, stats
+from decoding.events import BeamStep, DiffusionStep, Event, ParticleStep, TokenStep, Trace, stats
 from decoding.run import MAX_NEW_TOKENS_CAP
 from decoding.strategies import STRATEGIES, get_strategy, param_specs
 from ui.common import USER_ERRORS, Redraw, Status, stream_in_thread, user_error
@@ -305,7 +305,7 @@ def stream_views(work, trace: Trace, render, what: str) -> Iterator[dict]:
                 dirty = False
                 with redraw.timed():
                     update = render()
-                count = sum(isinstance(e, (TokenStep, BeamStep, ParticleStep)) for e in trace.events)
+                count = sum(isinstance(e, (TokenStep, BeamStep, ParticleStep, DiffusionStep)) for e in trace.events)
                 update["status"] = f"{status or 'Working…'}" + (f" {count} {what} so far." if count else "")
                 yield update
     except USER_ERRORS as err:
