@@ -32,7 +32,7 @@ SLOT_COLORS = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b",
 COLORS = {"dead": "#c7c7c7", "edge": "#8c8c8c", "chosen": "#f2b701", "prompt": "#555555", "n": "#888888",
           "threshold": "#e45756", "ess": "#333333"}
 METHOD_COLORS = {"best-of-n": "#4c78a8", "majority-vote": "#f58518", "reward-beam": "#54a24b",
-                 "particle-filter": "#e45756", "first-finish": "#b279a2"}
+                 "particle-filter": "#e45756", "first-finish": "#b279a2", "greedy": "#555555"}
 RULES = {"best-of-n": "best score: the particle whose final score is highest wins",
          "majority-vote": "majority: the answer given by the most particles wins",
          "reward-beam": "best score: the highest-scoring beam left at the end wins",
