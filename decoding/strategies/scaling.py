@@ -13,7 +13,9 @@ Methods (each a strategy; all decode their N particles as one batch, `decoding.p
 - particle-filter: Puri et al. 2025 (arXiv:2502.01618): after every step each particle's reward
   r becomes a weight softmax(logit(r) / reward_temperature), and N particles are drawn from those
   weights (multinomial, as in the paper; systematic, or only when the ESS falls below
-  ess_threshold * N, as options). Finished particles keep their last reward and take part in
+  ess_threshold * N, as options). The weight is always the current step's potential, as in
+  the paper; with an ESS threshold a step without resampling simply keeps every particle
+  (weights are not accumulated as importance ratios across steps). Finished particles keep their last reward and take part in
   resampling, but are not extended. With `entropic` > 0 the resampling weights are flattened
   until their entropy is at least that fraction of log N (entropic particle filtering, ePF,
   Giannone et al. 2025; see `decoding.particles.entropic_weights`). When all weights are equal
