@@ -243,7 +243,8 @@ def confidence_figure(steps: list[DiffusionStep]) -> go.Figure:
                                  line=dict(color=COLORS["threshold"], dash="dot", width=1.5)))
     fig.update_layout(template=TEMPLATE, height=340, margin=dict(l=55, r=20, t=30, b=45),
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0),
-                      xaxis=dict(title=dict(text=x_title), dtick=max(1, -(-len(steps) // 20))),
+                      xaxis=dict(title=dict(text=x_title), dtick=max(1, -(-len(steps) // 20)),
+                                 range=[-0.5, steps[-1].step + 0.5]),
                       yaxis=dict(title=dict(text=y_title), range=[0, 1.05] if unit else None))
     return fig
 
@@ -265,7 +266,7 @@ def tokens_per_step_figure(steps: list[DiffusionStep]) -> go.Figure:
     fig.add_trace(go.Scatter(x=x, y=[s.nfe for s in steps], mode="lines+markers", name="NFE so far",
                              line=dict(color=COLORS["nfe"], width=2), marker=dict(size=5),
                              hovertemplate="after step %{x}: NFE %{y}<extra></extra>"), secondary_y=True)
-    fig.update_xaxes(title_text="step", dtick=max(1, -(-len(steps) // 20)))
+    fig.update_xaxes(title_text="step", dtick=max(1, -(-len(steps) // 20)), range=[-0.5, steps[-1].step + 0.5])
     fig.update_yaxes(title_text="tokens unmasked", rangemode="tozero", secondary_y=False)
     fig.update_yaxes(title_text="NFE (model calls)", rangemode="tozero", showgrid=False, tick0=0,
                      dtick=max(1, -(-steps[-1].nfe // 5)), secondary_y=True)
