@@ -339,3 +339,47 @@ def lab_columns(c: dict, controls: Callable[[dict], None], views: Callable[[dict
         with gr.Column(scale=9, elem_classes="dl-views"):
             views(c)
 
+
+
+QUIET = dict(show_progress="hidden", api_visibility="undocumented")  # quick view updates, not in the API page
+
+
+def wire_lab(c: dict, cb, outputs: dict, state: list, run_inputs: list, controls: tuple) -> None:
+    """The events every lab tab wires the same way: the preset menu, Generate (in the shared model
+    queue), Stop (cancel, then show what ran) and the replay upload. `cb` is the tab's callbacks
+    module (preset_chosen, generate_run, stop_run, replay); `c` its widgets by name."""
+    preset_outputs = {k: c[k] for k in controls + ("note",)}
+    c["preset"].input(bind(cb.preset_chosen, preset_outputs), c["preset"], list(preset_outputs.values()), **QUIET)
+    run = c["generate"].click(gpu(bind(cb.generate_run, outputs)), run_inputs, list(outputs.values()),
+                              concurrency_id=MODEL_CONCURRENCY_ID, concurrency_limit=model_concurrency(),
+                              show_progress="minimal", show_progress_on=[c["status"]], api_visibility="undocumented")
+    # Cancel first (Gradio closes the running generator, which stops the worker), then show the result.
+    c["stop"].click(None, cancels=[run], api_visibility="undocumented").then(
+        bind(cb.stop_run, outputs), state, list(outputs.values()), **QUIET)
+    replay_outputs = outputs | {k: c[k] for k in controls}
+    c["upload"].upload(bind(cb.replay, replay_outputs), [c["upload"]] + state, list(replay_outputs.values()), **QUIET)
+
+
+def load_replay(path, lab: str, what: str, accepts: Callable, render: Callable,
+                hint: str = "replay it in the tab it came from."):
+    """(trace, its rendered views, file name) of an uploaded trace a lab tab can show, None without a
+    file; a gr.Error naming the problem for an unreadable file, another lab's run (`accepts` says
+    no) or malformed `what` (rendering fails)."""
+    from decoding.events import Trace
+
+    if not path:
+        return None
+    name = Path(path).name
+    try:
+        loaded = Trace.load(path)
+    except (ValueError, OSError, TypeError, KeyError, AttributeError) as err:
+        raise gr.Error(f"Cannot replay {name}: {err}", title="Not a Decoding Lab trace", print_exception=False) from None
+    if not accepts(loaded):
+        raise gr.Error(f"Cannot replay {name}: it is a {loaded.start.strategy!r} run without {what}; {hint}",
+                       title=f"Not a {lab} trace", print_exception=False)
+    try:
+        shown = render(loaded)
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError) as err:
+        raise gr.Error(f"Cannot replay {name}: malformed {what} ({err})", title="Not a Decoding Lab trace",
+                       print_exception=False) from None
+    return loaded, shown, name

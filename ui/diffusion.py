@@ -16,8 +16,7 @@ import decoding  # noqa: F401  (switches telemetry off before gradio is imported
 import gradio as gr
 
 from ui import diffusion_callbacks as cb
-from ui.common import (MODEL_CONCURRENCY_ID, bind, gpu, lab_columns, model_choices, model_concurrency, serve,
-                       standalone)
+from ui.common import QUIET, bind, lab_columns, model_choices, serve, standalone, wire_lab
 from ui.diffusion_views import (CHOICES, COMPARISONS, CONTROLS, DEFAULT_LENGTH, DEFAULT_MODEL, DEFAULT_PROMPT,
                                 DEFAULT_SETTINGS, FIELDS, NO_COMPARISON, OUTPUTS, SPECIFIC, UI_MAX_LENGTH, help_of,
                                 views, visible_fields)
@@ -139,27 +138,14 @@ def build_diffusion() -> dict:
 def _wire(c: dict) -> None:
     outputs = {name: c[name] for name in OUTPUTS}
     params = [c[f"df:{name}"] for name in FIELDS]
-    model_bound = dict(concurrency_id=MODEL_CONCURRENCY_ID, concurrency_limit=model_concurrency(),
-                       show_progress="minimal", show_progress_on=[c["status"]], api_visibility="undocumented")
-    quiet = dict(show_progress="hidden", api_visibility="undocumented")
     state = [c["trace"], c["other"]]
 
     shown = {f"df:{f}": c[f"df:{f}"] for f in SPECIFIC}
     for trigger in (c["df:sampler"], c["df:cache"]):
-        trigger.change(bind(cb.shown_controls, shown), [c["df:sampler"], c["df:cache"]], list(shown.values()), **quiet)
-    preset_outputs = {k: c[k] for k in CONTROLS + ("note",)}
-    c["preset"].input(bind(cb.preset_chosen, preset_outputs), c["preset"], list(preset_outputs.values()), **quiet)
-    run = c["generate"].click(gpu(bind(cb.generate_run, outputs)),
-                              [c[k] for k in ("model", "prompt", "length", "seed", "compare")] + params,
-                              list(outputs.values()), **model_bound)
-    # Cancel first (Gradio closes the running generator, which stops the worker), then show the result.
-    c["stop"].click(None, cancels=[run], api_visibility="undocumented").then(
-        bind(cb.stop_run, outputs), state, list(outputs.values()), **quiet)
+        trigger.change(bind(cb.shown_controls, shown), [c["df:sampler"], c["df:cache"]], list(shown.values()), **QUIET)
+    wire_lab(c, cb, outputs, state, [c[k] for k in ("model", "prompt", "length", "seed", "compare")] + params, CONTROLS)
     c["step"].input(bind(cb.choose_step, outputs), [c["step"]] + state, list(outputs.values()),
-                    trigger_mode="always_last", **quiet)
-    replay_outputs = outputs | {k: c[k] for k in CONTROLS}
-    c["upload"].upload(bind(cb.replay, replay_outputs), [c["upload"]] + state, list(replay_outputs.values()),
-                       **quiet)
+                    trigger_mode="always_last", **QUIET)
 
 
 def demo() -> gr.Blocks:

@@ -9,7 +9,6 @@ whichever run is going.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Iterator
 
 import gradio as gr
@@ -18,7 +17,7 @@ from decoding.events import Trace, stats
 from decoding.models import REGISTRY
 from decoding.presets import load_presets
 from decoding.run import validate_request
-from ui.common import USER_ERRORS, check_model, run_work, user_error, wait_for_finish
+from ui.common import USER_ERRORS, check_model, load_replay, run_work, user_error, wait_for_finish
 from ui.diffusion_views import (COMPARISONS, DEFAULT_SETTINGS, FIELDS, NO_COMPARISON, UI_MAX_LENGTH, collect_params,
                                 export_json, fields_from_params, run_label, stats_line, steps_of, views, visible_fields)
 from ui.playground_views import stream_views
@@ -137,22 +136,11 @@ def choose_step(step, trace, other) -> dict:
 def replay(path, trace, other) -> dict:
     """Load a saved diffusion trace into the views and its settings into the controls; anything else changes
     nothing."""
-    if not path:
+    got = load_replay(path, "diffusion", "diffusion steps",
+                      lambda t: t.start.strategy == "diffusion" and bool(steps_of(t)), views)
+    if got is None:
         return {}
-    name = Path(path).name
-    try:
-        loaded = Trace.load(path)
-    except (ValueError, OSError, TypeError, KeyError, AttributeError) as err:
-        raise gr.Error(f"Cannot replay {name}: {err}", title="Not a Decoding Lab trace",
-                       print_exception=False) from None
-    if loaded.start.strategy != "diffusion" or not steps_of(loaded):
-        raise gr.Error(f"Cannot replay {name}: it is a {loaded.start.strategy!r} run without diffusion steps; "
-                       "replay it in the tab it came from.", title="Not a diffusion trace", print_exception=False)
-    try:
-        shown = views(loaded)
-    except (ValueError, TypeError, KeyError, AttributeError, IndexError) as err:
-        raise gr.Error(f"Cannot replay {name}: malformed diffusion steps ({err})", title="Not a Decoding Lab trace",
-                       print_exception=False) from None
+    loaded, shown, name = got
     start = loaded.start
     controls = {"model": start.model, "prompt": start.prompt, "seed": start.seed,
                 "length": min(max(1, start.max_new_tokens), UI_MAX_LENGTH)} | fields_from_params(start.params)

@@ -18,8 +18,7 @@ import gradio as gr
 
 from decoding.models import SUGGESTED_HUB_IDS
 from ui import scaling_callbacks as cb
-from ui.common import (MODEL_CONCURRENCY_ID, bind, gpu, lab_columns, model_choices, model_concurrency, serve,
-                       standalone)
+from ui.common import QUIET, bind, lab_columns, model_choices, serve, standalone, wire_lab
 from ui.scaling_views import (CONTROLS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_METHOD, DEFAULT_MODEL, DEFAULT_PROMPT,
                               DEFAULT_SETTINGS, DEFAULT_TASK, FIELDS, METHODS, OUTPUTS, REWARD_NAMES, SPECIFIC,
                               UI_MAX_CHUNK_TOKENS, UI_MAX_N, UI_MAX_NEW_TOKENS, UI_MAX_STEP_TOKENS, help_of,
@@ -173,33 +172,21 @@ def build_scaling() -> dict:
 def _wire(c: dict) -> None:
     outputs = {name: c[name] for name in OUTPUTS}
     params = [c[f"sc:{name}"] for name in FIELDS]
-    model_bound = dict(concurrency_id=MODEL_CONCURRENCY_ID, concurrency_limit=model_concurrency(),
-                       show_progress="minimal", show_progress_on=[c["status"]], api_visibility="undocumented")
-    quiet = dict(show_progress="hidden", api_visibility="undocumented")
     state = [c["trace"], c["other"]]
 
     shown = {f"sc:{f}": c[f"sc:{f}"] for f in SPECIFIC} | {"reward_help": c["reward_help"]}
     for trigger in (c["method"], c["sc:reward"]):
-        trigger.change(bind(cb.shown_controls, shown), [c["method"], c["sc:reward"]], list(shown.values()), **quiet)
+        trigger.change(bind(cb.shown_controls, shown), [c["method"], c["sc:reward"]], list(shown.values()), **QUIET)
     task_outputs = {k: c[k] for k in ("prompt", "sc:reference")}
-    c["task"].input(bind(cb.task_chosen, task_outputs), c["task"], list(task_outputs.values()), **quiet)
+    c["task"].input(bind(cb.task_chosen, task_outputs), c["task"], list(task_outputs.values()), **QUIET)
     edited = {k: c[k] for k in ("task", "sc:reference")}
     c["prompt"].input(bind(cb.prompt_edited, edited), [c["prompt"], c["task"]], list(edited.values()),
-                      trigger_mode="always_last", **quiet)
-    preset_outputs = {k: c[k] for k in CONTROLS + ("note",)}
-    c["preset"].input(bind(cb.preset_chosen, preset_outputs), c["preset"], list(preset_outputs.values()), **quiet)
-    run = c["generate"].click(
-        gpu(bind(cb.generate_run, outputs)),
-        [c[k] for k in ("model", "prompt", "method", "max_new_tokens", "seed", "chat", "compare")] + params,
-        list(outputs.values()), **model_bound)
-    # Cancel first (Gradio closes the running generator, which stops the worker), then show the result.
-    c["stop"].click(None, cancels=[run], api_visibility="undocumented").then(
-        bind(cb.stop_run, outputs), state, list(outputs.values()), **quiet)
+                      trigger_mode="always_last", **QUIET)
+    wire_lab(c, cb, outputs, state,
+             [c[k] for k in ("model", "prompt", "method", "max_new_tokens", "seed", "chat", "compare")] + params,
+             CONTROLS)
     c["step"].input(bind(cb.choose_step, outputs), [c["step"]] + state, list(outputs.values()),
-                    trigger_mode="always_last", **quiet)
-    replay_outputs = outputs | {k: c[k] for k in CONTROLS}
-    c["upload"].upload(bind(cb.replay, replay_outputs), [c["upload"]] + state, list(replay_outputs.values()),
-                       **quiet)
+                    trigger_mode="always_last", **QUIET)
 
 
 def demo() -> gr.Blocks:

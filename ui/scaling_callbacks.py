@@ -8,7 +8,6 @@ at the same budget; closing it (Stop) stops whichever run is going.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Iterator
 
 import gradio as gr
@@ -17,7 +16,7 @@ from decoding.events import Trace
 from decoding.presets import load_presets
 from decoding.run import validate_request
 from decoding.tasks import task_prompt
-from ui.common import USER_ERRORS, check_model, run_work, user_error, wait_for_finish
+from ui.common import USER_ERRORS, check_model, load_replay, run_work, user_error, wait_for_finish
 from ui.playground_views import stream_views
 from ui.scaling_views import (DEFAULT_SETTINGS, FIELDS, FREE_PROMPT, METHODS, SPECIFIC, UI_MAX_NEW_TOKENS,
                               collect_params, export_json, fields_from_params, reward_help, stats_line,
@@ -122,22 +121,11 @@ def choose_step(step, trace, other) -> dict:
 
 def replay(path, trace, other) -> dict:
     """Load a saved scaling trace into the views (and its settings into the controls); anything else changes nothing."""
-    if not path:
+    got = load_replay(path, "scaling", "particle steps",
+                      lambda t: t.start.strategy in METHODS and bool(t.of_kind("particles")), views)
+    if got is None:
         return {}
-    name = Path(path).name
-    try:
-        loaded = Trace.load(path)
-    except (ValueError, OSError, TypeError, KeyError, AttributeError) as err:
-        raise gr.Error(f"Cannot replay {name}: {err}", title="Not a Decoding Lab trace",
-                       print_exception=False) from None
-    if loaded.start.strategy not in METHODS or not loaded.of_kind("particles"):
-        raise gr.Error(f"Cannot replay {name}: it is a {loaded.start.strategy!r} run without particle steps; "
-                       "replay it in the tab it came from.", title="Not a scaling trace", print_exception=False)
-    try:
-        shown = views(loaded)
-    except (ValueError, TypeError, KeyError, AttributeError, IndexError) as err:
-        raise gr.Error(f"Cannot replay {name}: malformed particle steps ({err})", title="Not a Decoding Lab trace",
-                       print_exception=False) from None
+    loaded, shown, name = got
     start = loaded.start
     task = task_of_prompt(start.prompt)
     controls = {"model": start.model, "prompt": start.prompt, "seed": start.seed, "chat": start.chat,

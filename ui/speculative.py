@@ -17,8 +17,7 @@ import gradio as gr
 from decoding.models import SUGGESTED_HUB_IDS
 from decoding.strategies.speculative import DRAFTERS, TREES
 from ui import speculative_callbacks as cb
-from ui.common import (MODEL_CONCURRENCY_ID, bind, gpu, lab_columns, model_choices, model_concurrency, serve,
-                       standalone)
+from ui.common import QUIET, bind, lab_columns, model_choices, serve, standalone, wire_lab
 from ui.speculative_views import (CONTROLS, DEFAULT_DRAFT_MODEL, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODEL,
                                   DEFAULT_PROMPT, DEFAULT_SETTINGS, OUTPUTS, SPEC_FIELDS, UI_MAX_NEW_TOKENS, views)
 
@@ -114,28 +113,15 @@ def build_speculative() -> dict:
 def _wire(c: dict) -> None:
     outputs = {name: c[name] for name in OUTPUTS}
     params = [c[f"spec:{name}"] for name in SPEC_FIELDS]
-    model_bound = dict(concurrency_id=MODEL_CONCURRENCY_ID, concurrency_limit=model_concurrency(),
-                       show_progress="minimal", show_progress_on=[c["status"]], api_visibility="undocumented")
-    quiet = dict(show_progress="hidden", api_visibility="undocumented")
     state = [c["trace"], c["baseline"]]
 
     shown = {k: c[k] for k in ("spec:draft_model", "spec:exit_layer", "spec:ngram")}
-    c["spec:drafter"].change(bind(cb.drafter_changed, shown), c["spec:drafter"], list(shown.values()), **quiet)
-    preset_outputs = {k: c[k] for k in CONTROLS + ("note",)}
-    c["preset"].input(bind(cb.preset_chosen, preset_outputs), c["preset"], list(preset_outputs.values()), **quiet)
-    run = c["generate"].click(
-        gpu(bind(cb.generate_run, outputs)),
-        [c[k] for k in ("model", "prompt", "max_new_tokens", "seed", "chat", "compare")] + params,
-        list(outputs.values()), **model_bound)
-    # Cancel first (Gradio closes the running generator, which stops the worker), then show the result.
-    c["stop"].click(None, cancels=[run], api_visibility="undocumented").then(
-        bind(cb.stop_run, outputs), state, list(outputs.values()), **quiet)
-    c["round"].release(bind(cb.choose_round, outputs), [c["round"]] + state, list(outputs.values()), **quiet)
+    c["spec:drafter"].change(bind(cb.drafter_changed, shown), c["spec:drafter"], list(shown.values()), **QUIET)
+    wire_lab(c, cb, outputs, state, [c[k] for k in ("model", "prompt", "max_new_tokens", "seed", "chat", "compare")]
+             + params, CONTROLS)
+    c["round"].release(bind(cb.choose_round, outputs), [c["round"]] + state, list(outputs.values()), **QUIET)
     c["position"].input(bind(cb.choose_position, outputs), [c["position"], c["round"]] + state,
-                        list(outputs.values()), **quiet)
-    replay_outputs = outputs | {k: c[k] for k in CONTROLS}
-    c["upload"].upload(bind(cb.replay, replay_outputs), [c["upload"]] + state, list(replay_outputs.values()),
-                       **quiet)
+                        list(outputs.values()), **QUIET)
 
 
 def demo() -> gr.Blocks:

@@ -8,7 +8,6 @@ speed comparison; closing it (Stop) stops whichever run is going.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Iterator
 
 import gradio as gr
@@ -16,7 +15,8 @@ import gradio as gr
 from decoding.events import Event, Trace, stats
 from decoding.presets import load_presets
 from decoding.run import validate_request
-from ui.common import USER_ERRORS, check_model, run_work, stream_in_thread, user_error, wait_for_finish
+from ui.common import (USER_ERRORS, check_model, load_replay, run_work, stream_in_thread, user_error,
+                       wait_for_finish)
 from ui.playground_views import finished_status, stream_views
 from ui.speculative_views import (SPEC_DEFAULTS, SPEC_FIELDS, STRATEGY, UI_MAX_NEW_TOKENS, baseline_plan,
                                   collect_spec_params, export_json, stats_line, views)
@@ -117,23 +117,12 @@ def choose_position(parent, round_index, trace, baseline) -> dict:
 
 def replay(path, trace, baseline) -> dict:
     """Load a saved speculative trace into the views (and its settings into the controls); anything else changes nothing."""
-    if not path:
+    got = load_replay(path, "speculative", "speculative rounds",
+                      lambda t: t.start.strategy == STRATEGY and bool(t.of_kind("spec_round")), views,
+                      hint="replay it in the Playground tab instead.")
+    if got is None:
         return {}
-    name = Path(path).name
-    try:
-        loaded = Trace.load(path)
-    except (ValueError, OSError, TypeError, KeyError, AttributeError) as err:
-        raise gr.Error(f"Cannot replay {name}: {err}", title="Not a Decoding Lab trace",
-                       print_exception=False) from None
-    if loaded.start.strategy != STRATEGY or not loaded.of_kind("spec_round"):
-        raise gr.Error(f"Cannot replay {name}: it is a {loaded.start.strategy!r} run without speculative rounds; "
-                       "replay it in the Playground tab instead.", title="Not a speculative trace",
-                       print_exception=False)
-    try:
-        shown = views(loaded)
-    except (ValueError, TypeError, KeyError, AttributeError, IndexError) as err:
-        raise gr.Error(f"Cannot replay {name}: malformed speculative rounds ({err})", title="Not a Decoding Lab trace",
-                       print_exception=False) from None
+    loaded, shown, name = got
     start = loaded.start
     controls = {"model": start.model, "prompt": start.prompt, "seed": start.seed, "chat": start.chat,
                 "max_new_tokens": min(max(1, start.max_new_tokens), UI_MAX_NEW_TOKENS)}
