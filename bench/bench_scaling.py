@@ -35,7 +35,7 @@ from decoding.events import stats  # noqa: E402
 from decoding.lm import LM  # noqa: E402
 from decoding.models import load_model  # noqa: E402
 from decoding.particle_batch import ParticleBatch, slot_generators  # noqa: E402
-from decoding.strategies.scaling import vote  # noqa: E402
+from decoding.strategies.scaling import best_complete, vote  # noqa: E402
 from decoding.tasks import load_tasks, task_prompt  # noqa: E402
 
 STEP = {"reward": "arith-step", "max_step_tokens": 40}
@@ -56,7 +56,7 @@ def answer_of(text: str, ended: bool) -> str | None:
 def subset_choices(particles: list[dict], n: int) -> tuple[str | None, str | None]:
     """(best-of-n answer, majority-vote answer) from the first n particles of a run."""
     first = particles[:n]
-    best = max(range(n), key=lambda i: (first[i]["score"], -i))
+    best = best_complete([p["score"] for p in first], [p["ended"] for p in first])  # the strategy's own rule
     votes = vote([p["answer"] for p in first], [1.0] * n)
     return first[best]["answer"], next(iter(votes), None)
 

@@ -350,10 +350,12 @@ class ScalingRun:
     def current_rewards(self) -> list[float]:
         return [p.rewards[-1] if p.rewards else NEUTRAL for p in self.particles]
 
-    def answers(self) -> list[str | None]:
+    def texts(self) -> list[str]:
+        return [self.lm.decode(p.token_ids) for p in self.particles]
+
+    def answers(self, texts: list[str] | None = None) -> list[str | None]:
         out = []
-        for p in self.particles:
-            text = self.lm.decode(p.token_ids)
+        for p, text in zip(self.particles, texts or self.texts()):
             ended = bool(p.token_ids) and p.token_ids[-1] in self.lm.stop_ids  # not cut off at the token cap
             answer = rw.extract_answer(text, last_number=ended) if p.finished else None
             value = rw.parse_number(answer) if answer is not None else None
@@ -362,9 +364,10 @@ class ScalingRun:
 
     def event(self, weights, ancestors, resampled, weights_after, new_steps: set[int], extra=None) -> ParticleStep:
         passes = self._passes()
-        answers = self.answers()
+        texts = self.texts()
+        answers = self.answers(texts)
         particles = [{
-            "id": i, "parent": p.parent, "text": self.lm.decode(p.token_ids),
+            "id": i, "parent": p.parent, "text": texts[i],
             "step_text": p.steps[-1] if i in new_steps and p.steps else "",
             "steps": len(p.steps), "reward": p.rewards[-1] if p.rewards else None, "detail": p.detail,
             "score": self.score_of(i), "weight": float(weights[i]), "finished": p.finished,
@@ -397,13 +400,9 @@ class ScalingRun:
         return [i for i, p in enumerate(self.particles) if p.token_ids and p.token_ids[-1] in self.lm.stop_ids]
 
     def best(self, values) -> int:
-        """The slot with the largest value among complete solutions (all slots if none ended); ties: lowest slot.
-
-        A particle cut off at its token cap never wrote its answer, so it is no candidate while
-        some particle did finish.
-        """
-        pool = self.ended() or range(len(self.particles))
-        return max(pool, key=lambda i: (float(values[i]), -i))
+        """`best_complete` over this run's particles."""
+        ended = set(self.ended())
+        return best_complete(values, [i in ended for i in range(len(self.particles))])
 
     @property
     def all_finished(self) -> bool:
@@ -416,7 +415,9 @@ class ScalingRun:
         return False
 
     def finish(self, outcome: Outcome, chosen: int, weights, votes: dict | None = None, rule: str = "") -> None:
-        answers = self.answers()
+        texts = self.texts()
+        answers = self.answers(texts)
+        ended = set(self.ended())
         p = self.particles[chosen]
         outcome.token_ids = list(p.token_ids)
         if outcome.stop_reason != "cancelled":
@@ -424,10 +425,20 @@ class ScalingRun:
         outcome.extra = {
             "method": self.method, "chosen": chosen, "answer": answers[chosen], "rule": rule,
             "votes": votes or {},
-            "particles": [{"id": i, "text": self.lm.decode(q.token_ids), "weight": float(weights[i]),
+            "particles": [{"id": i, "text": texts[i], "weight": float(weights[i]),
                            "score": self.score_of(i), "answer": answers[i], "finished": q.finished,
-                           "num_tokens": len(q.token_ids)} for i, q in enumerate(self.particles)],
+                           "ended": i in ended, "num_tokens": len(q.token_ids)} for i, q in enumerate(self.particles)],
         }
+
+
+def best_complete(values, ended: list[bool]) -> int:
+    """The index with the largest value among complete solutions (all if none ended); ties: lowest index.
+
+    A particle cut off at its token cap never wrote its answer, so it is no candidate while
+    some particle did finish.
+    """
+    pool = [i for i, e in enumerate(ended) if e] or range(len(ended))
+    return max(pool, key=lambda i: (float(values[i]), -i))
 
 
 def _score_weights(run: ScalingRun, temperature: float = 1.0) -> torch.Tensor:
