@@ -21,6 +21,8 @@ CLI (heavy work only under `main()`):
     python -m decoding.train corpus --out /tmp/train/data
     python -m decoding.train tokenizer --data /tmp/train/data --out /tmp/train/tok
     python -m decoding.train train --kind diffusion --data ... --tokenizer ... --out ... --minutes 75
+        [--init assets/tiny-diffusion]  (continue from a trained model; the schedule restarts)
+        [--autocast bf16]  (bfloat16 matmuls: ~1.35x faster steps on CPUs with avx512_bf16)
     python -m decoding.train sample --model assets/tiny-diffusion --prompt "In the beginning"
 """
 
@@ -45,6 +47,7 @@ EOS_TOKEN = "<|endoftext|>"
 PAD_TOKEN = "<|pad|>"
 SPECIAL_TOKENS = (EOS_TOKEN, MASK_TOKEN, PAD_TOKEN)  # ids 0, 1, 2 in the trained tokenizer
 KINDS = ("diffusion", "ar")
+AUTOCASTS = ("none", "bf16")
 VAL_EVERY_NTH_CHAPTER = 50  # chapters 0, 50, 100, ... (in Bible order) form the validation split
 
 
@@ -233,6 +236,24 @@ class TrainConfig:
     eval_minutes: float = 5.0  # evaluate + checkpoint this often
     log_every: int = 20  # steps between train-loss lines
     max_steps: int = 0  # stop after this many steps too (0 = only the time budget)
+    init: str = ""  # start from the weights in this trained model directory ("" = fresh init)
+    autocast: str = "none"  # "bf16": bfloat16 autocast for forward/backward (weights stay float32)
+
+
+def initial_model(cfg: TrainConfig, tokenizer, shape: ModelShape = ModelShape()):
+    """A fresh model of `shape`, or (with `cfg.init`) the float32 weights of an earlier run.
+
+    Continuing from a checkpoint restarts the warmup and cosine schedule over the new budget;
+    the tokenizer must be the one the checkpoint was trained with.
+    """
+    if not cfg.init:
+        return build_model(cfg.kind, tokenizer, shape)
+    model, _, kind = load_trained(cfg.init)
+    if kind != cfg.kind:
+        raise ValueError(f"--init {cfg.init} holds a {kind} model, but --kind is {cfg.kind}")
+    if model.config.vocab_size != len(tokenizer):
+        raise ValueError(f"--init {cfg.init} has {model.config.vocab_size} tokens, the tokenizer {len(tokenizer)}")
+    return model.train()
 
 
 def lr_at(cfg: TrainConfig, step: int, frac: float) -> float:
@@ -275,7 +296,8 @@ def train(model, tokenizer, train_ids: torch.Tensor, val_windows: torch.Tensor, 
             group["lr"] = lr_at(cfg, step, elapsed / budget)
         offsets = torch.randint(0, len(train_ids) - cfg.seq_len, (cfg.batch_size,), generator=generator)
         ids = torch.stack([train_ids[o : o + cfg.seq_len] for o in offsets.tolist()])  # (B, T)
-        loss = batch_loss(model, cfg.kind, ids, mask_id, generator)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.autocast == "bf16"):
+            loss = batch_loss(model, cfg.kind, ids, mask_id, generator)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -410,6 +432,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg = TrainConfig(**{k: getattr(args, k) for k in asdict(TrainConfig())})
         if cfg.kind not in KINDS:
             raise SystemExit(f"error: `--kind` must be one of {KINDS}, got {cfg.kind!r}")
+        if cfg.autocast not in AUTOCASTS:
+            raise SystemExit(f"error: `--autocast` must be one of {AUTOCASTS}, got {cfg.autocast!r}")
         shape = ModelShape(**{k: getattr(args, k) for k in asdict(ModelShape())})
         torch.set_num_threads(cfg.threads)
         torch.manual_seed(cfg.seed)
@@ -427,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
         val_ids = encode_stream(tokenizer, Path(args.data, "val.txt").read_text().splitlines())
         n_val = len(val_ids) // cfg.seq_len
         val_windows = val_ids[: n_val * cfg.seq_len].view(n_val, cfg.seq_len)  # (N, T), non-overlapping
-        model = build_model(cfg.kind, tokenizer, shape)
+        model = initial_model(cfg, tokenizer, shape)
         log(f"cmd {' '.join(sys.argv)}")
         log(f"{cfg} {shape} params {sum(p.numel() for p in model.parameters())} "
             f"train tokens {len(train_ids)} val windows {n_val}")

@@ -83,6 +83,27 @@ def test_tiny_training_reduces_loss(kind, tokenizer):
     assert math.isfinite(info["val_loss"])
 
 
+def test_training_continues_from_a_saved_run_in_bf16(tokenizer, tmp_path):
+    """--init loads an earlier run's weights (not a fresh init) and --autocast bf16 still learns."""
+    torch.manual_seed(0)
+    model = T.build_model("diffusion", tokenizer, TINY)
+    line = "And God said, Let there be light: and there was light."
+    train_ids = T.encode_stream(tokenizer, [line] * 40)
+    val = train_ids[:64].view(2, 32)
+    cfg = T.TrainConfig(minutes=5, batch_size=8, seq_len=32, lr=1e-2, warmup_steps=5, max_steps=30, log_every=1000)
+    first = T.train(model, tokenizer, train_ids, val, cfg, out=tmp_path, log=lambda _: None)
+    resumed = T.initial_model(T.TrainConfig(init=str(tmp_path)), tokenizer, TINY)
+    saved = {k: v.float() for k, v in model.to(torch.float16).state_dict().items()}
+    assert all(torch.equal(v, saved[k]) for k, v in resumed.state_dict().items())  # the float16 weights, as saved
+    assert resumed.training and next(resumed.parameters()).dtype == torch.float32
+    second = T.train(resumed, tokenizer, train_ids, val, T.TrainConfig(**{**T.asdict(cfg), "autocast": "bf16"}),
+                     log=lambda _: None)
+    assert sum(second["history"][:5]) / 5 < 0.8 * sum(first["history"][:5]) / 5  # starts where the first run ended
+    assert all(math.isfinite(x) for x in second["history"])
+    with pytest.raises(ValueError, match="holds a diffusion model"):
+        T.initial_model(T.TrainConfig(kind="ar", init=str(tmp_path)), tokenizer, TINY)
+
+
 def _logits_change(model, ids, position, prob_at):
     changed = ids.clone()
     changed[0, position] = (changed[0, position] + 7) % 250 + 3
