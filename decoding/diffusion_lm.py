@@ -7,6 +7,8 @@ Model conventions differ; this wrapper hides them from the samplers:
     shift     Dream (Ye et al. 2025) is adapted from an autoregressive model: its logits at
               position i - 1 predict token i. `needs_logit_shift(config)` is True only for Dream;
               LLaDA, MDLM and BERT-style masked LMs predict token i at position i.
+    attention dLLM's AR-to-diffusion conversions load into a causal class (`decoding.dllm`);
+              their calls pass an all-visible 4-D mask so they attend both ways.
 
 Delayed KV caching (dKV-Cache, Ma et al. 2025, "dKV-Cache: The Cache for Diffusion Language
 Models"): bidirectional models have no KV cache API, so for models whose attention goes through
@@ -31,6 +33,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from decoding.dllm import bidirectional_mask
 from decoding.lm import LM
 from decoding.models import LoadedModel, model_kind
 
@@ -164,7 +167,10 @@ class DiffusionLM:
         return shift_logits(state.raw_logits[None])[0] if self.shift else state.raw_logits
 
     def _call(self, input_ids: torch.Tensor, **kwargs) -> torch.Tensor:
-        kwargs = {"timesteps": torch.zeros(len(input_ids), device=self.device)} if self._is_mdlm else kwargs
+        if self._is_mdlm:
+            kwargs = {"timesteps": torch.zeros(len(input_ids), device=self.device)}
+        elif getattr(self.config, "a2d_model_type", None):  # a dLLM AR-to-diffusion conversion
+            kwargs["attention_mask"] = bidirectional_mask(input_ids, self.model.dtype)
         out = self.model(input_ids=input_ids, **kwargs)
         self.forward_passes += 1
         return out.logits if hasattr(out, "logits") else out[0]  # (B, T, V)

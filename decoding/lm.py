@@ -155,8 +155,9 @@ class LM:
 
     @functools.cached_property
     def stop_ids(self) -> frozenset[int]:
-        """Token ids that end a run: the model's and the tokenizer's end-of-sequence ids."""
-        ids = set()
+        """Token ids that end a run: the model's and the tokenizer's end-of-sequence ids, and
+        any a loader recorded (`meta["stop_ids"]`, e.g. dLLM's end-of-answer markers)."""
+        ids = set(self.loaded.meta.get("stop_ids", ()))
         for source in (getattr(self.model, "generation_config", None), self.tokenizer):
             eos = getattr(source, "eos_token_id", None)
             if isinstance(eos, int):
@@ -173,7 +174,8 @@ class LM:
         """(ids, the text the model sees, whether the chat template was applied)."""
         if chat and self.has_chat_template:
             text = self.tokenizer.apply_chat_template(
-                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
+                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True,
+                **self.loaded.meta.get("chat_kwargs", {}))
             ids = self.tokenizer(text, add_special_tokens=False).input_ids
             return list(ids), text, True
         ids = self.tokenizer(prompt).input_ids  # the tokenizer adds BOS where the model expects it

@@ -27,7 +27,7 @@ from typing import Callable
 
 import torch
 
-from decoding import embedded
+from decoding import dllm, embedded
 from decoding.env import hub_offline_forced, hub_reachable
 
 Progress = Callable[[str], None]
@@ -74,6 +74,7 @@ class ModelSpec:
     auto_class: str = "AutoModelForCausalLM"  # transformers class that loads the hub / local weights
     local_dir: str | None = None  # folder under assets/ holding a model saved with save_pretrained
     tokenizer_id: str | None = None  # hub id of the tokenizer when it is not the model's own
+    conventions: str | None = None  # "bert" / "a2d": a dLLM checkpoint (see decoding.dllm)
 
 
 REGISTRY: dict[str, ModelSpec] = {
@@ -134,6 +135,23 @@ REGISTRY: dict[str, ModelSpec] = {
         description="MDLM trained on OpenWebText (hub; remote code; GPT-2 tokenizer; no chat)",
         hub_id="kuleshov-group/mdlm-owt", kind="diffusion", auto_class="AutoModelForMaskedLM",
         tokenizer_id="gpt2",
+    ),
+    "qwen3-0.6b-diffusion": ModelSpec(
+        name="qwen3-0.6b-diffusion",
+        description="dLLM's Qwen3-0.6B converted to a masked diffusion LM (MDLM), chat (hub; no remote code)",
+        hub_id="dllm-hub/Qwen3-0.6B-diffusion-mdlm-v0.1", kind="diffusion", conventions="a2d",
+    ),
+    "modernbert-large-chat": ModelSpec(
+        name="modernbert-large-chat",
+        description="dLLM's ModernBERT-large (395M) fine-tuned as a diffusion chat model (hub)",
+        hub_id="dllm-hub/ModernBERT-large-chat-v0.1", kind="diffusion", auto_class="AutoModelForMaskedLM",
+        conventions="bert",
+    ),
+    "modernbert-base-chat": ModelSpec(
+        name="modernbert-base-chat",
+        description="dLLM's ModernBERT-base (150M) fine-tuned as a diffusion chat model (hub)",
+        hub_id="dllm-hub/ModernBERT-base-chat-v0.1", kind="diffusion", auto_class="AutoModelForMaskedLM",
+        conventions="bert",
     ),
 }
 
@@ -313,7 +331,7 @@ def _load_uncached(spec, device, dtype, quantization, say) -> LoadedModel:
         if use_hub:
             try:
                 return _load_from_hub(spec.hub_id, device, dtype, quantization, say, auto_class=spec.auto_class,
-                                      tokenizer_id=spec.tokenizer_id)
+                                      tokenizer_id=spec.tokenizer_id, conventions=spec.conventions)
             except ModelLoadError:
                 raise
             except (OSError, ValueError) as err:
@@ -373,7 +391,7 @@ def _check_fits(hub_id: str, device, dtype, quantization) -> None:
 
 
 def _load_from_hub(hub_id, device, dtype, quantization, say, auto_class="AutoModelForCausalLM",
-                   tokenizer_id=None) -> LoadedModel:
+                   tokenizer_id=None, conventions=None) -> LoadedModel:
     import transformers
     from transformers import AutoTokenizer
 
@@ -391,13 +409,16 @@ def _load_from_hub(hub_id, device, dtype, quantization, say, auto_class="AutoMod
         )
     say(f"Loading {hub_id} from the Hugging Face hub (or its local cache)...")
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_id or hub_id, trust_remote_code=trust)
+    if conventions == "a2d":  # the base architecture's class, with the converted weights
+        kwargs["config"] = dllm.a2d_config(hub_id)
     try:
         model = getattr(transformers, auto_class).from_pretrained(hub_id, **kwargs)
     except torch.OutOfMemoryError as err:
         raise ModelLoadError(f"{hub_id} does not fit in memory on {device}: {err}".splitlines()[0]) from err
     if device.type != "cuda":
         model.to(device)
-    return LoadedModel(hub_id, model, tokenizer, device, dtype, "hub", quantization)
+    meta = dllm.apply_conventions(conventions, tokenizer, model) if conventions else {}
+    return LoadedModel(hub_id, model, tokenizer, device, dtype, "hub", quantization, meta=meta)
 
 
 def _load_local(spec, folder: Path, device, dtype, say) -> LoadedModel:
