@@ -138,6 +138,7 @@ def test_runs_end_unmasked_within_their_schedule(dlm, params):
             below = [c for c in e.confidence if c < p.threshold]
             assert len(below) <= 1 and (not below or len(e.unmasked) == 1)
         assert max(len(e.unmasked) for e in steps) > 1  # the model is confident enough to leap here
+        assert all(e.extra["threshold"] == p.threshold for e in steps)  # the confidence chart draws this line
     s = stats(trace)
     assert s["nfe"] == len(steps) == s["forward_passes"] == dlm.forward_passes - before
     assert s["tokens_per_step"] == round(16 / len(steps), 3)

@@ -206,9 +206,11 @@ def diffusion(ctx, params: DiffusionParams, outcome) -> Iterator[Event]:
             if params.sampler == "localleap":
                 chosen, anchors = select_localleap(scores, candidates, params.anchor_threshold, params.threshold,
                                                    params.radius)
-                extra["anchors"] = torch.nonzero(anchors)[:, 0].tolist()
+                extra |= {"anchors": torch.nonzero(anchors)[:, 0].tolist(), "threshold": params.threshold,
+                          "anchor_threshold": params.anchor_threshold}
             elif params.threshold > 0:
                 chosen = select_threshold(scores, candidates, params.threshold)
+                extra["threshold"] = params.threshold
             else:
                 k = schedule[block_step] if block_step < len(schedule) else int(candidates.sum())
                 chosen = select_top_k(scores, candidates, k)
