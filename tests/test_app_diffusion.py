@@ -244,3 +244,17 @@ def test_diffusion_over_the_generate_api(client):  # noqa: F811
     assert kinds[0] == "start" and kinds[-1] == "finish" and kinds.count("diffusion_step") == 4
     assert result["strategy"] == "diffusion" and result["params"]["steps"] == 4
     assert result["stats"]["nfe"] == 4 and result["stats"]["tokens_per_step"] == 4.0
+
+
+def test_slow_motion_plays_every_step_once_in_order(monkeypatch):
+    naps = []
+    monkeypatch.setattr(cb, "_pause", naps.append)
+    updates = list(cb.generate_run(MODEL, DEFAULT_PROMPT, 12, 0, "none", *values(steps=12), "slow motion, 4 steps/s"))
+    frames = [u for u in updates if str(u.get("status", "")).startswith("Slow motion")]
+    assert [int(u["status"].split()[3]) for u in frames] == list(range(1, 13)) and naps == [0.25] * 12
+    masked = [u["canvas"].count('class="cell masked') for u in frames]
+    assert masked == list(range(11, -1, -1))  # one more position committed in every frame
+    assert updates[-1]["status"].startswith("**Finished**") and updates[-1]["trace"].finish is not None
+    assert cb.playback_rate("live") == 0 and cb.playback_rate(None) == 0
+    with pytest.raises(gr.Error, match="`playback` must be one of"):
+        list(cb.generate_run(MODEL, DEFAULT_PROMPT, 12, 0, "none", *values(), "fast forward"))

@@ -18,8 +18,8 @@ import gradio as gr
 from ui import diffusion_callbacks as cb
 from ui.common import QUIET, bind, lab_columns, model_choices, serve, standalone, wire_lab
 from ui.diffusion_views import (CHOICES, COMPARISONS, CONTROLS, DEFAULT_LENGTH, DEFAULT_MODEL, DEFAULT_PROMPT,
-                                DEFAULT_SETTINGS, FIELDS, NO_COMPARISON, OUTPUTS, SPECIFIC, UI_MAX_LENGTH, help_of,
-                                views, visible_fields)
+                                DEFAULT_SETTINGS, FIELDS, NO_COMPARISON, OUTPUTS, PLAYBACK, SPECIFIC, UI_MAX_LENGTH,
+                                help_of, views, visible_fields)
 
 INTRO = ("A **masked diffusion LM** does not write left to right. It starts from a canvas of `length` **masks** "
          "and, at every **step**, predicts a token for every masked position at once; the **remasking** rule keeps "
@@ -90,6 +90,9 @@ def _controls(c: dict) -> None:
     with gr.Row():
         _radio(c, "cache", "Cache")
         _slider(c, "refresh_interval", 1, 64, 1, "Refresh interval")
+    c["playback"] = gr.Radio(list(PLAYBACK), value="live", label="Playback", elem_id="df-playback",
+                             info="Slow motion shows every step for a moment (the model still runs at full speed; "
+                                  "statistics are the real ones).")
     c["compare"] = gr.Dropdown(list(COMPARISONS), value=NO_COMPARISON, label="Compare with", elem_id="df-compare",
                                info="After the run: the same prompt, length and seed with another sampler, or the "
                                     "autoregressive tiny-ar.")
@@ -143,7 +146,8 @@ def _wire(c: dict) -> None:
     shown = {f"df:{f}": c[f"df:{f}"] for f in SPECIFIC}
     for trigger in (c["df:sampler"], c["df:cache"]):
         trigger.change(bind(cb.shown_controls, shown), [c["df:sampler"], c["df:cache"]], list(shown.values()), **QUIET)
-    wire_lab(c, cb, outputs, state, [c[k] for k in ("model", "prompt", "length", "seed", "compare")] + params, CONTROLS)
+    run_inputs = [c[k] for k in ("model", "prompt", "length", "seed", "compare")] + params + [c["playback"]]
+    wire_lab(c, cb, outputs, state, run_inputs, CONTROLS)
     c["step"].input(bind(cb.choose_step, outputs), [c["step"]] + state, list(outputs.values()),
                     trigger_mode="always_last", **QUIET)
 

@@ -9,6 +9,7 @@ whichever run is going.
 
 from __future__ import annotations
 
+import time
 from typing import Iterator
 
 import gradio as gr
@@ -18,8 +19,9 @@ from decoding.models import REGISTRY
 from decoding.presets import load_presets
 from decoding.run import validate_request
 from ui.common import USER_ERRORS, check_model, load_replay, run_work, user_error, wait_for_finish
-from ui.diffusion_views import (COMPARISONS, DEFAULT_SETTINGS, FIELDS, NO_COMPARISON, UI_MAX_LENGTH, collect_params,
-                                export_json, fields_from_params, run_label, stats_line, steps_of, views, visible_fields)
+from ui.diffusion_views import (COMPARISONS, DEFAULT_SETTINGS, FIELDS, NO_COMPARISON, PLAYBACK, UI_MAX_LENGTH,
+                                collect_params, export_json, fields_from_params, run_label, stats_line, steps_of, views,
+                                visible_fields)
 from ui.playground_views import stream_views
 
 
@@ -76,18 +78,57 @@ def _steps_status(update: dict, trace: Trace, what: str) -> dict:
     return update
 
 
-def generate_run(model, prompt, length, seed, compare, *param_values) -> Iterator[dict]:
-    """Unmask the canvas and stream the views; then the "Compare with" run (if asked)."""
+def playback_rate(playback) -> float:
+    """Steps shown per second for a Playback choice (0 = as they are computed)."""
+    if playback in (None, ""):
+        return 0.0
+    if playback not in PLAYBACK:
+        raise ValueError(f"`playback` must be one of {', '.join(PLAYBACK)}, got {playback!r}")
+    return PLAYBACK[playback]
+
+
+_pause = time.sleep  # between slow-motion frames (tests replace it)
+
+
+def _slow_motion(trace: Trace, shown: int, upto: int, rate: float) -> Iterator[dict]:
+    """Frames for steps shown+1 .. upto, one every 1/rate seconds, each drawn as if the run had just
+    reached that step. Only the display waits: the worker keeps computing meanwhile."""
+    steps = steps_of(trace)
+    for index in range(shown + 1, upto + 1):
+        partial = Trace()
+        for event in [trace.start] + steps[:index + 1]:
+            partial.append(event)
+        running = "still running" if trace.finish is None else "finished"
+        yield views(partial, live=True) | {
+            "status": f"Slow motion: step {index + 1} of the {len(steps)} computed so far (the model has {running})."}
+        _pause(1 / rate)
+
+
+def generate_run(model, prompt, length, seed, compare, *values) -> Iterator[dict]:
+    """Unmask the canvas and stream the views; then the "Compare with" run (if asked).
+
+    `values` are the sampler fields in `FIELDS` order, then optionally the Playback choice: with a
+    slow-motion rate, every step gets its own frame, shown at that rate."""
     length, seed = _as_int(length), _as_int(seed)
+    param_values, playback = values[:len(FIELDS)], (values[len(FIELDS)] if len(values) > len(FIELDS) else None)
     try:
+        rate = playback_rate(playback)
         params, other_request = validate(model, prompt, length, seed, param_values, compare)
     except USER_ERRORS as err:
         raise user_error(err) from None
     trace = Trace()
     yield views(trace) | {"trace": trace, "other": None, "dl_json": None, "status": f"Starting {model}…"}
     work = run_work(model, prompt, strategy="diffusion", params=params, max_new_tokens=length, seed=seed, chat=False)
+    shown = -1
     for update in stream_views(work, trace, lambda: views(trace, live=True), "steps"):
-        yield _steps_status(update, trace, "Unmasking")
+        if not rate or not steps_of(trace):
+            yield _steps_status(update, trace, "Unmasking")
+            continue
+        upto = len(steps_of(trace)) - 1
+        yield from _slow_motion(trace, shown, upto, rate)
+        shown = upto
+    if rate and trace.start is not None:
+        yield from _slow_motion(trace, shown, len(steps_of(trace)) - 1, rate)
     done = views(trace) | {"trace": trace, "dl_json": export_json(trace)}
     if other_request is None or trace.finish is None or trace.finish.stop_reason == "cancelled":
         yield done | {"status": f"**Finished**: {stats_line(trace)}." if trace.finish else "Finished."}

@@ -55,6 +55,8 @@ COMPARISONS = {
     "tiny-ar, sampling": (AR_MODEL, "sample", {}),
 }
 NO_COMPARISON = "none"
+# Playback: steps shown per second (0 = each frame as soon as it is computed, throttled to ~5 redraws a second)
+PLAYBACK = {"live": 0.0, "slow motion, 4 steps/s": 4.0, "slow motion, 1 step/s": 1.0}
 
 OUTPUTS = ("status", "stats", "canvas", "step", "order", "confidence", "tokens", "summary", "compare_plot",
            "compare_html", "trace", "other", "dl_json")
