@@ -120,6 +120,11 @@ REGISTRY: dict[str, ModelSpec] = {
         description="the project's own small causal LM (Llama, 4M) trained on the same text as tiny-diffusion",
         local_dir="tiny-ar",
     ),
+    "tiny-ar-draft": ModelSpec(
+        name="tiny-ar-draft",
+        description="a 0.85M causal LM with tiny-ar's tokenizer and data: tiny-ar's offline draft model (speculative)",
+        local_dir="tiny-ar-draft",
+    ),
     "llada-8b-instruct": ModelSpec(
         name="llada-8b-instruct",
         description="LLaDA-8B-Instruct masked diffusion LM (GPU, hub; remote code)",

@@ -7,6 +7,8 @@ import torch
 
 from decoding import generate, run_to_trace
 from decoding.events import SpecRound, TokenStep, stats
+from decoding.lm import LM
+from decoding.models import load_model
 from decoding.spec import verify
 from decoding.spec.model_drafters import TreePlan, gumbel_top_k, shallow_view
 from decoding.spec.retrieval import PromptLookupDrafter, build_trie
@@ -201,6 +203,19 @@ def test_greedy_speculative_equals_target_greedy_on_the_real_model(smol_lm, para
     assert s["target_forward_passes"] == sum(r.target_forward_passes for r in spec.of_kind("spec_round"))
     assert s["acceptance_rate"] is None or 0 <= s["acceptance_rate"] <= 1  # None: nothing was drafted
     assert s["mean_accepted_length"] >= 0
+
+
+@pytest.mark.parametrize("tree", ["chain", "static"])
+def test_tiny_ar_draft_drafts_for_tiny_ar_losslessly_and_is_often_accepted(tree):
+    """The offline trained pair: a 0.85M drafter for the 4.3M tiny-ar, same tokenizer and data."""
+    target = LM(load_model("tiny-ar", progress=None))
+    prompt = "And it came to pass, when the king"
+    base = run_to_trace(target, prompt, strategy="greedy", max_new_tokens=40, chat=False)
+    spec = run_to_trace(target, prompt, strategy="speculative", max_new_tokens=40, chat=False,
+                        params={"drafter": "model", "draft_model": "tiny-ar-draft", "tree": tree, "draft_length": 4})
+    assert spec.finish.token_ids == base.finish.token_ids
+    s = stats(spec)
+    assert s["acceptance_rate"] > 0.3 and s["target_forward_passes_per_token"] < 0.8  # a real drafter, not noise
 
 
 def test_speculative_sampling_first_token_matches_the_target_on_a_model(tiny_lm):
