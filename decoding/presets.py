@@ -83,7 +83,17 @@ def load_preset(path: str | Path) -> Preset:
     return parse_preset(path.stem, text)
 
 
-def load_presets(folder: str | Path = PRESETS_DIR, lab: str | None = None) -> list[Preset]:
-    """Every preset in `folder` (sorted by file name), optionally only those of one lab."""
-    presets = [load_preset(p) for p in sorted(Path(folder).glob("*.yaml"))]
+def load_presets(folder: str | Path | None = None, lab: str | None = None) -> list[Preset]:
+    """Every preset in `folder` (default `PRESETS_DIR`, sorted by file name), optionally only one lab's."""
+    presets = [load_preset(p) for p in sorted(Path(folder or PRESETS_DIR).glob("*.yaml"))]
     return [p for p in presets if lab is None or p.lab == lab]
+
+
+def preset_menu(lab: str) -> list[tuple[str, str]]:
+    """(title, name) of every preset of `lab`: the choices of its tab's Preset menu."""
+    return [(p.title, p.name) for p in load_presets(lab=lab)]
+
+
+def find_preset(lab: str, name) -> Preset | None:
+    """The preset of `lab` called `name`, or None (unknown name, another lab's, or no choice)."""
+    return next((p for p in load_presets(lab=lab) if p.name == name), None)

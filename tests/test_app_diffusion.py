@@ -133,13 +133,13 @@ def test_hidden_controls_keep_their_defaults():
 def test_presets_set_every_control(tmp_path, monkeypatch):
     from decoding import presets
 
-    for _, name in cb.preset_choices():  # the shipped diffusion presets (none yet, maybe) run this strategy
+    for _, name in cb.preset_choices():  # the shipped diffusion presets run this strategy
         assert cb.preset_chosen(name)["df:sampler"] in ("fixed", "localleap")
     preset = ("title: Threshold decoding\nmodel: tiny-diffusion\nstrategy: diffusion\nlab: diffusion\n"
               "prompt: In the beginning\nmax_new_tokens: 400\nchat: false\n"
               "params: {threshold: 0.7, block_length: 8}\nnote: Count the model calls.\n")
     (tmp_path / "30-diffusion-test.yaml").write_text(preset)
-    monkeypatch.setattr(cb, "load_presets", lambda lab=None: presets.load_presets(tmp_path, lab=lab))
+    monkeypatch.setattr(presets, "PRESETS_DIR", tmp_path)
     assert cb.preset_choices() == [("Threshold decoding", "30-diffusion-test")]
     out = cb.preset_chosen("30-diffusion-test")
     assert out["df:threshold"] == 0.7 and out["df:block_length"] == 8 and out["prompt"] == "In the beginning"

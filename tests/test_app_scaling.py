@@ -142,9 +142,9 @@ def test_presets_set_every_control(tmp_path, monkeypatch):
     (tmp_path / "20-scaling-test.yaml").write_text(preset)
     from decoding import presets
 
-    for _, name in cb.preset_choices():  # the shipped scaling presets (if any yet) set a method of this tab
+    for _, name in cb.preset_choices():  # the shipped scaling presets set a method of this tab
         assert cb.preset_chosen(name)["method"] in METHODS
-    monkeypatch.setattr(cb, "load_presets", lambda lab=None: presets.load_presets(tmp_path, lab=lab))
+    monkeypatch.setattr(presets, "PRESETS_DIR", tmp_path)
     assert cb.preset_choices() == [("PF beats best-of-N", "20-scaling-test")]
     out = cb.preset_chosen("20-scaling-test")
     assert out["method"] == "reward-beam" and out["sc:n"] == 8 and out["sc:beam_width"] == 4

@@ -16,7 +16,7 @@ import gradio as gr
 
 from decoding.events import Trace, stats
 from decoding.models import REGISTRY
-from decoding.presets import load_presets
+from decoding.presets import find_preset, preset_menu
 from decoding.run import validate_request
 from ui.common import USER_ERRORS, check_model, load_replay, run_work, user_error, wait_for_finish
 from ui.diffusion_views import (COMPARISONS, DEFAULT_SETTINGS, FIELDS, NO_COMPARISON, PLAYBACK, UI_MAX_LENGTH,
@@ -192,12 +192,12 @@ def replay(path, trace, other) -> dict:
 
 # Presets -------------------------------------------------------------------------------------------
 def preset_choices() -> list[tuple[str, str]]:
-    return [(p.title, p.name) for p in load_presets(lab="diffusion")]
+    return preset_menu("diffusion")
 
 
 def preset_chosen(name) -> dict:
     """Every control from the preset (defaults for what it leaves out) and its teaching note."""
-    preset = next((p for p in load_presets(lab="diffusion") if p.name == name), None)
+    preset = find_preset("diffusion", name)
     if preset is None or preset.strategy != "diffusion":
         return {"note": ""}
     out = {"model": preset.model, "prompt": preset.prompt, "length": min(preset.max_new_tokens, UI_MAX_LENGTH),

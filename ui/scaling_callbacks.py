@@ -13,7 +13,7 @@ from typing import Iterator
 import gradio as gr
 
 from decoding.events import Trace
-from decoding.presets import load_presets
+from decoding.presets import find_preset, preset_menu
 from decoding.run import validate_request
 from decoding.tasks import task_prompt
 from ui.common import USER_ERRORS, check_model, load_replay, run_work, user_error, wait_for_finish
@@ -141,12 +141,12 @@ def replay(path, trace, other) -> dict:
 
 # Presets -------------------------------------------------------------------------------------------
 def preset_choices() -> list[tuple[str, str]]:
-    return [(p.title, p.name) for p in load_presets(lab="scaling")]
+    return preset_menu("scaling")
 
 
 def preset_chosen(name) -> dict:
     """Every control from the preset (defaults for what it leaves out) and its teaching note."""
-    preset = next((p for p in load_presets(lab="scaling") if p.name == name), None)
+    preset = find_preset("scaling", name)
     if preset is None or preset.strategy not in METHODS:
         return {"note": ""}
     task = task_of_prompt(preset.prompt)

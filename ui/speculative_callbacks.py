@@ -13,7 +13,7 @@ from typing import Iterator
 import gradio as gr
 
 from decoding.events import Event, Trace, stats
-from decoding.presets import load_presets
+from decoding.presets import find_preset, preset_menu
 from decoding.run import validate_request
 from ui.common import (USER_ERRORS, check_model, load_replay, run_work, stream_in_thread, user_error,
                        wait_for_finish)
@@ -134,12 +134,12 @@ def replay(path, trace, baseline) -> dict:
 
 # Presets -------------------------------------------------------------------------------------------
 def preset_choices() -> list[tuple[str, str]]:
-    return [(p.title, p.name) for p in load_presets(lab="speculative")]
+    return preset_menu("speculative")
 
 
 def preset_chosen(name) -> dict:
     """Every control from the preset (defaults for what it leaves out) and its teaching note."""
-    preset = next((p for p in load_presets(lab="speculative") if p.name == name), None)
+    preset = find_preset("speculative", name)
     if preset is None:
         return {"note": ""}
     params = SPEC_DEFAULTS | preset.params
