@@ -53,3 +53,26 @@ def test_threshold_decoding_and_screenshot(app_url):  # noqa: F811
         height = min(int(box["y"] + box["height"]) + 10, page.evaluate("document.documentElement.scrollHeight"))
         page.screenshot(path=str(SCREENSHOT), full_page=True, clip={"x": 0, "y": 0, "width": WIDTH, "height": height})
     assert SCREENSHOT.stat().st_size > 20_000
+
+
+def test_slow_motion_reaches_the_browser_step_by_step(app_url):  # noqa: F811
+    """Playback 'slow motion' must deliver one canvas per step to the page, not just the last one."""
+    with open_page(app_url, "#dl-generate", timeout_ms=TIMEOUT_MS) as page:
+        page.get_by_role("tab", name="Diffusion").click()
+        page.wait_for_selector("#df-generate")
+        set_number(page, "df-length", 12)
+        page.locator("#df-playback input[value='slow motion, 4 steps/s']").check()
+        page.locator("#df-generate").click()
+        seen = []  # masked cells on the canvas, sampled every 50 ms while the run plays
+        for _ in range(400):
+            state = page.evaluate("() => [document.querySelector('#df-status').innerText,"
+                                  " document.querySelectorAll('#df-canvas .cell.masked').length,"
+                                  " document.querySelectorAll('#df-canvas .cell').length]")
+            if state[2] == 12 and (not seen or seen[-1] != state[1]):
+                seen.append(state[1])
+            if "Finished" in state[0]:
+                break
+            page.wait_for_timeout(50)
+        assert "Finished" in state[0] and seen[-1] == 0
+        assert len(seen) >= 8 and seen == sorted(seen, reverse=True)  # most of the 12 steps, in order
+        assert error_toasts(page) == []
