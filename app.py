@@ -27,10 +27,12 @@ from ui.speculative import build_speculative
 HEADER = """
 <div class="dl-header">
   <h1>Decoding Lab</h1>
-  <p>A language model writes one token at a time, each drawn from a probability distribution. Pick a
-  <b>decoding strategy</b> and press <b>Generate</b>: tokens are <b>coloured by how sure the model was</b>, the
-  chart tracks each step's <b>entropy</b>, and clicking a token shows the alternatives it weighed there &mdash;
-  pick one and <b>branch</b> to see where the road not taken leads.</p>
+  <p>Watch a language model decode, step by step, live on this machine. <b>Playground</b>: sampling and
+  search strategies; tokens are <b>coloured by how sure the model was</b>, a chart tracks each step's
+  <b>entropy</b>, and clicking a token shows the alternatives it weighed &mdash; pick one and <b>branch</b>.
+  <b>Speculative</b>: a drafter's token tree and what the target accepts. <b>Scaling</b>: N partial solutions
+  reweighted, resampled and pruned by a reward. <b>Diffusion</b>: a canvas of masks filled in, many
+  positions per step, in any order.</p>
 </div>
 """
 
