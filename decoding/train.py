@@ -42,6 +42,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from decoding.strategies.diffusion import select_top_k
+
 MASK_TOKEN = "<|mask|>"
 EOS_TOKEN = "<|endoftext|>"
 PAD_TOKEN = "<|pad|>"
@@ -331,13 +333,9 @@ def train(model, tokenizer, train_ids: torch.Tensor, val_windows: torch.Tensor, 
 
 
 def select_unmask(confidence: torch.Tensor, masked: torch.Tensor, k: int) -> torch.Tensor:
-    """Low-confidence remasking: the k most confident masked positions. (T,) -> (T,) bool."""
-    scores = torch.where(masked, confidence, torch.full_like(confidence, -math.inf))
-    chosen = torch.zeros_like(masked)
-    k = min(k, int(masked.sum()))
-    if k > 0:
-        chosen[scores.topk(k).indices] = True
-    return chosen
+    """Low-confidence remasking: the k most confident masked positions. (T,) -> (T,) bool.
+    The lab's own choice rule (`decoding.strategies.diffusion.select_top_k`)."""
+    return select_top_k(confidence, masked, k)
 
 
 @torch.no_grad()

@@ -120,7 +120,8 @@ def generate_run(model, prompt, length, seed, compare, *values) -> Iterator[dict
     yield views(trace) | {"trace": trace, "other": None, "dl_json": None, "status": f"Starting {model}…"}
     work = run_work(model, prompt, strategy="diffusion", params=params, max_new_tokens=length, seed=seed, chat=False)
     shown = -1
-    for update in stream_views(work, trace, lambda: views(trace, live=True), "steps"):
+    live = (lambda: {}) if rate else (lambda: views(trace, live=True))  # slow motion draws its own frames
+    for update in stream_views(work, trace, live, "steps"):
         if not rate or not steps_of(trace):
             yield _steps_status(update, trace, "Unmasking")
             continue
