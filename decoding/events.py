@@ -10,6 +10,10 @@ Glossary
                     temperature, penalties and truncation).
     kept_size       how many tokens survived truncation at this step (vocabulary size if none).
     forward_passes  model calls made for this event (a batched call counts once).
+
+Loading a trace checks every field against its annotation (`decoding.schema`): the aliases below
+(`Count`, `Prob`, ...) carry the ranges, and the records inside list fields (draft-tree nodes,
+beams, particles) are TypedDicts, so the annotations are the trace format's one schema.
 """
 
 from __future__ import annotations
@@ -18,10 +22,96 @@ import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Annotated, ClassVar, TypedDict
+
+from decoding.errors import short_repr
+from decoding.schema import Range, check_fields
 
 TRACE_FORMAT = "decoding-lab-trace"
 TRACE_VERSION = 1
+
+# Field types with their ranges (checked when a trace is loaded; see decoding/schema.py)
+Count = Annotated[int, Range(0)]  # steps, counts, token ids, indices
+Parent = Annotated[int, Range(-1)]  # an index, or -1 for the context / prompt / a masked position
+Prob = Annotated[float, Range(0, 1, slack=1e-4)]  # slack: float32 sums may end at 1.00001
+Nats = Annotated[float, Range(0, slack=1e-6)]
+Seconds = Annotated[float, Range(0)]
+Seed = Annotated[int, Range(0, 2**63 - 1)]
+
+
+class Beam(TypedDict):
+    """A live beam after a step (BeamStep.beams)."""
+
+    token_ids: list[Count]
+    text: str
+    score: float  # sum of log-probabilities
+    parent: Count  # index of the beam it extends among the previous step's beams
+    token_id: Count
+    token_text: str
+    logprob: float
+
+
+class Hypothesis(TypedDict):
+    """A finished beam hypothesis (BeamStep.finished)."""
+
+    token_ids: list[Count]
+    text: str
+    score: float  # length-normalised
+
+
+class _DraftNodeKeys(TypedDict):
+    id: Count
+    parent: Parent
+    depth: Count
+    token_id: Count
+    token_text: str
+    status: str  # "accepted", "rejected" or "unvisited"
+
+
+class DraftNode(_DraftNodeKeys, total=False):
+    """A node of a speculative round's draft tree (SpecRound.nodes)."""
+
+    q: Prob
+    logq_cum: float
+    p: Prob
+    u: Prob | None
+    accept_prob: Prob | None
+
+
+class _DraftDistKeys(TypedDict):
+    parent: Parent
+    overlap: Prob
+
+
+class DraftDist(_DraftDistKeys, total=False):
+    """Target and draft distributions at one expanded position (SpecRound.dists)."""
+
+    p_top_ids: list[Count]
+    p_top_probs: list[Prob]
+    p_top_tokens: list[str]
+    q_top_ids: list[Count]
+    q_top_probs: list[Prob]
+    q_top_tokens: list[str]
+
+
+class _ParticleKeys(TypedDict):
+    id: Count
+    parent: Parent
+    weight: Prob
+
+
+class Particle(_ParticleKeys, total=False):
+    """One particle of a ParticleStep (see its docstring for the keys' meaning)."""
+
+    text: str
+    step_text: str
+    steps: Count
+    reward: Prob
+    detail: str
+    score: float
+    finished: bool
+    num_tokens: Count
+    answer: str | None
 
 
 @dataclass(frozen=True)
@@ -40,47 +130,47 @@ class RunStarted(Event):
     params: dict  # the strategy's parameters, after defaults
     prompt: str  # what the user typed
     prompt_text: str  # what the model saw (chat template applied or not)
-    prompt_ids: list[int]
+    prompt_ids: list[Count]
     chat: bool  # whether the chat template was applied
-    seed: int | None
-    max_new_tokens: int
+    seed: Seed | None
+    max_new_tokens: Count
     device: str
     dtype: str
-    vocab_size: int
-    forward_passes: int = 0
-    prefix_ids: list[int] = field(default_factory=list)  # generated ids a branch starts from (steps continue after them)
+    vocab_size: Count
+    forward_passes: Count = 0
+    prefix_ids: list[Count] = field(default_factory=list)  # generated ids a branch starts from (steps continue after them)
 
 
 @dataclass(frozen=True)
 class TokenStep(Event):
     kind: ClassVar[str] = "token"
-    step: int  # 0-based index of the generated token
-    token_id: int
+    step: Count  # 0-based index of the generated token
+    token_id: Count
     token_text: str  # the token's own text (may be part of a character)
-    prob: float  # raw model probability of the chosen token (T = 1, nothing truncated)
-    sampling_prob: float  # probability under the distribution it was drawn from
-    rank: int  # 1-based rank of the token in the raw distribution
-    entropy: float  # nats, raw full distribution
-    entropy_truncated: float  # nats, the distribution it was drawn from
-    kept_size: int  # tokens left after truncation
-    top_ids: list[int]  # top alternatives by raw probability
+    prob: Prob  # raw model probability of the chosen token (T = 1, nothing truncated)
+    sampling_prob: Prob  # probability under the distribution it was drawn from
+    rank: Annotated[int, Range(1)]  # 1-based rank of the token in the raw distribution
+    entropy: Nats  # raw full distribution
+    entropy_truncated: Nats  # the distribution it was drawn from
+    kept_size: Count  # tokens left after truncation
+    top_ids: list[Count]  # top alternatives by raw probability
     top_tokens: list[str]
-    top_probs: list[float]  # raw probabilities of top_ids
+    top_probs: list[Prob]  # raw probabilities of top_ids
     top_kept: list[bool]  # whether each alternative survived truncation
-    elapsed_s: float  # seconds since the run started (model calls included)
-    forward_passes: int = 1
+    elapsed_s: Seconds  # since the run started (model calls included)
+    forward_passes: Count = 1
     extra: dict = field(default_factory=dict)  # strategy-specific (mirostat mu, contrastive scores)
 
 
 @dataclass(frozen=True)
 class BeamStep(Event):
     kind: ClassVar[str] = "beams"
-    step: int
-    beams: list[dict]  # live beams after this step: {"token_ids", "text", "score", "parent", "token_id", "token_text", "logprob"}
-    finished: list[dict]  # hypotheses that ended at this step: {"token_ids", "text", "score"}
-    entropy: float  # nats, distribution of the best live beam's parent at this step
-    elapsed_s: float
-    forward_passes: int = 1
+    step: Count
+    beams: list[Beam]  # live beams after this step
+    finished: list[Hypothesis]  # hypotheses that ended at this step
+    entropy: Nats  # distribution of the best live beam's parent at this step
+    elapsed_s: Seconds
+    forward_passes: Count = 1
 
 
 @dataclass(frozen=True)
@@ -95,25 +185,25 @@ class SpecRound(Event):
     """
 
     kind: ClassVar[str] = "spec_round"
-    round: int  # 0-based
-    step: int  # index of the first token this round produced
+    round: Count  # 0-based
+    step: Count  # index of the first token this round produced
     drafter: str  # e.g. "early-exit@L20", "prompt-lookup"
-    nodes: list[dict]  # the draft tree
-    accepted_path: list[int]  # node ids accepted, root to deepest
-    extra_token_id: int  # the target's own token ending the round
+    nodes: list[DraftNode]  # the draft tree
+    accepted_path: list[Count]  # node ids accepted, root to deepest
+    extra_token_id: Count  # the target's own token ending the round
     extra_token_text: str
     extra_kind: str  # "bonus" (all accepted to a leaf), "residual" (sampling) or "correction" (greedy)
-    extra_p: float  # target probability of the extra token
-    token_ids: list[int]  # accepted tokens then the extra token
-    dists: list[dict]  # per expanded position: {"parent" (node id, -1 = root), "p_top_ids", "p_top_probs",
+    extra_p: Prob  # target probability of the extra token
+    token_ids: list[Count]  # accepted tokens then the extra token
+    dists: list[DraftDist]  # per expanded position: {"parent" (node id, -1 = root), "p_top_ids", "p_top_probs",
     #                    "q_top_ids", "q_top_probs" (empty for deterministic drafters), "overlap" = sum min(p, q)}
-    draft_forward_passes: int
-    target_forward_passes: int
-    draft_time_s: float
-    verify_time_s: float
-    elapsed_s: float
+    draft_forward_passes: Count
+    target_forward_passes: Count
+    draft_time_s: Seconds
+    verify_time_s: Seconds
+    elapsed_s: Seconds
     extra: dict = field(default_factory=dict)  # drafter state (exit layer, per-layer acceptance, draft length)
-    forward_passes: int = 0  # target calls counted here too, so stats() treats all strategies alike
+    forward_passes: Count = 0  # target calls counted here too, so stats() treats all strategies alike
 
 
 @dataclass(frozen=True)
@@ -132,16 +222,16 @@ class ParticleStep(Event):
     """
 
     kind: ClassVar[str] = "particles"
-    step: int  # 0-based
+    step: Count  # 0-based
     method: str  # best-of-n, majority-vote, reward-beam, particle-filter, first-finish
-    particles: list[dict]
-    ancestors: list[int]  # identity when nothing was selected or resampled
+    particles: list[Particle]
+    ancestors: list[Count]  # identity when nothing was selected or resampled
     resampled: bool  # whether particles were copied / dropped after this step
-    weights_after: list[float]
-    ess: float  # 1 / sum(w^2) of the weights before resampling
-    tokens_spent: int  # generated tokens over all particles so far (padding excluded)
-    elapsed_s: float
-    forward_passes: int = 0  # model calls this step (policy and judge)
+    weights_after: list[Prob]
+    ess: Annotated[float, Range(0)]  # 1 / sum(w^2) of the weights before resampling
+    tokens_spent: Count  # generated tokens over all particles so far (padding excluded)
+    elapsed_s: Seconds
+    forward_passes: Count = 0  # model calls this step (policy and judge)
     extra: dict = field(default_factory=dict)  # e.g. ePF's tempering exponent
 
 
@@ -159,17 +249,17 @@ class DiffusionStep(Event):
     """
 
     kind: ClassVar[str] = "diffusion_step"
-    step: int  # 0-based
-    block: int  # semi-autoregressive block index (0 when the whole canvas is one block)
-    canvas: list[int]
+    step: Count  # 0-based
+    block: Count  # semi-autoregressive block index (0 when the whole canvas is one block)
+    canvas: list[Parent]  # token id, or -1 while masked
     canvas_text: list[str]
-    unmasked: list[int]
-    unmasked_tokens: list[int]
+    unmasked: list[Count]
+    unmasked_tokens: list[Count]
     confidence: list[float]
-    masked_confidence: list  # float or None per position
-    nfe: int  # model calls so far in this run (number of function evaluations)
-    elapsed_s: float
-    forward_passes: int = 1  # model calls at this step
+    masked_confidence: list[Prob | None]  # top-1 probability per position, None once committed
+    nfe: Count  # model calls so far in this run (number of function evaluations)
+    elapsed_s: Seconds
+    forward_passes: Count = 1  # model calls at this step
     extra: dict = field(default_factory=dict)  # sampler state: threshold, anchors, cache refreshed, ...
 
 
@@ -177,10 +267,10 @@ class DiffusionStep(Event):
 class RunFinished(Event):
     kind: ClassVar[str] = "finish"
     text: str  # the generated text (prompt excluded)
-    token_ids: list[int]  # the generated ids (prompt excluded, a branch's prefix included, stop token included)
+    token_ids: list[Count]  # the generated ids (prompt excluded, a branch's prefix included, stop token included)
     stop_reason: str  # "eos", "max_new_tokens" or "cancelled"
-    elapsed_s: float
-    forward_passes: int = 0
+    elapsed_s: Seconds
+    forward_passes: Count = 0
     extra: dict = field(default_factory=dict)
 
 
@@ -188,19 +278,23 @@ EVENT_TYPES: dict[str, type[Event]] = {cls.kind: cls for cls in (RunStarted, Tok
 
 
 def event_from_dict(data: dict) -> Event:
+    """The event a JSON object describes, every field checked against its annotation (ValueError
+    naming the field, the value and what is allowed otherwise)."""
+    kind, fields = _kind_and_fields(data)
+    try:
+        check_fields(EVENT_TYPES[kind], fields)
+    except ValueError as err:
+        raise ValueError(f"malformed {kind!r} event: {err}") from None
+    return EVENT_TYPES[kind](**fields)
+
+
+def _kind_and_fields(data) -> tuple[str, dict]:
     if not isinstance(data, dict) or "kind" not in data:
-        raise ValueError(f"an event must be an object with a 'kind', got {str(data)[:80]!r}")
-    cls = EVENT_TYPES.get(data["kind"])
-    if cls is None:
-        raise ValueError(f"unknown event kind {data['kind']!r}; known: {', '.join(EVENT_TYPES)}")
-    names = {f.name for f in dataclasses.fields(cls)}
-    required = {f.name for f in dataclasses.fields(cls)
-                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
-    fields = {k: v for k, v in data.items() if k != "kind"}
-    missing, unknown = required - fields.keys(), fields.keys() - names
-    if missing or unknown:
-        raise ValueError(f"malformed {data['kind']!r} event: missing {sorted(missing)}, unknown {sorted(unknown)}")
-    return cls(**fields)
+        raise ValueError(f"an event must be an object with a 'kind', got {short_repr(data, 80)}")
+    kind = data["kind"]
+    if not isinstance(kind, str) or kind not in EVENT_TYPES:
+        raise ValueError(f"unknown event kind {short_repr(kind, 80)}; known: {', '.join(EVENT_TYPES)}")
+    return kind, {k: v for k, v in data.items() if k != "kind"}
 
 
 @dataclass
@@ -239,16 +333,20 @@ class Trace:
         if not isinstance(data, dict) or data.get("format") != TRACE_FORMAT:
             raise ValueError(f"not a Decoding Lab trace: expected an object with \"format\": \"{TRACE_FORMAT}\"")
         if data.get("version") != TRACE_VERSION:
-            raise ValueError(f"unsupported trace version {data.get('version')!r}; this build reads version {TRACE_VERSION}")
+            raise ValueError(f"unsupported trace version {short_repr(data.get('version'), 80)}; this build reads version {TRACE_VERSION}")
         events = data.get("events")
         if not isinstance(events, list) or not events:
             raise ValueError("malformed trace: 'events' must be a non-empty list")
         trace = cls()
         for i, item in enumerate(events):
+            kind = item.get("kind") if isinstance(item, dict) else None
+            where = f"event {i} ({kind!r})" if isinstance(kind, str) and kind in EVENT_TYPES else f"event {i}"
             try:
-                trace.append(event_from_dict(item))
-            except (TypeError, ValueError) as err:
-                raise ValueError(f"malformed trace: event {i}: {err}") from None
+                kind, fields = _kind_and_fields(item)
+                check_fields(EVENT_TYPES[kind], fields)
+            except ValueError as err:
+                raise ValueError(f"malformed trace: {where}: {err}") from None
+            trace.append(EVENT_TYPES[kind](**fields))
         if not isinstance(trace.events[0], RunStarted):
             raise ValueError("malformed trace: the first event must be a 'start' event")
         return trace
@@ -259,6 +357,8 @@ class Trace:
             data = json.loads(text)
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise ValueError(f"not a Decoding Lab trace: invalid JSON ({err})") from None
+        except RecursionError:
+            raise ValueError("not a Decoding Lab trace: its JSON is nested too deeply") from None
         return cls.from_dict(data)
 
     @classmethod
