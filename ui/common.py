@@ -31,8 +31,10 @@ import decoding  # noqa: F401  (switches telemetry off before gradio is imported
 import gradio as gr
 
 from decoding.embedded import EmbeddedModelError
+from decoding.errors import short_repr
 from decoding.models import DEFAULT_MODEL, REGISTRY, TINY_MODEL, ModelLoadError, load_model, resolve_spec
 from decoding.run import generate
+from visualizers._common import esc
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 REDRAWS_PER_S = 5.0  # upper bound on live redraws
@@ -111,7 +113,13 @@ gpu = _zero_gpu_decorator()
 
 def user_error(err: BaseException) -> gr.Error:
     """The engine's message for bad input or a model that cannot load, as a Gradio error toast."""
-    return gr.Error(str(err), title="Cannot run this", print_exception=False)
+    return error_toast(str(err), "Cannot run this")
+
+
+def error_toast(message: str, title: str) -> gr.Error:
+    """A Gradio error toast. The toast renders HTML and the message may quote a file name or a value
+    from an uploaded trace, so it is escaped (as text: quotes stay readable for API clients)."""
+    return gr.Error(esc(message, quote=False), title=title, print_exception=False)
 
 
 USER_ERRORS = (ValueError, ModelLoadError, EmbeddedModelError, OSError)
@@ -317,8 +325,8 @@ def serve(blocks: gr.Blocks) -> None:
 
 
 __all__ = ["DEFAULT_MODEL", "USER_ERRORS", "Redraw", "Status", "bind", "check_model", "configure_torch_threads",
-           "gpu", "launch_kwargs", "model_choices", "model_concurrency", "preload_default_model", "queue_size",
-           "queued", "run_work", "serve", "standalone", "stream_in_thread", "user_error", "wait_for_finish"]
+           "error_toast", "gpu", "launch_kwargs", "model_choices", "model_concurrency", "preload_default_model",
+           "queue_size", "queued", "run_work", "serve", "standalone", "stream_in_thread", "user_error", "wait_for_finish"]
 
 
 def export_json(trace) -> str | None:
@@ -373,13 +381,13 @@ def load_replay(path, lab: str, what: str, accepts: Callable, render: Callable,
     try:
         loaded = Trace.load(path)
     except (ValueError, OSError, TypeError, KeyError, AttributeError) as err:
-        raise gr.Error(f"Cannot replay {name}: {err}", title="Not a Decoding Lab trace", print_exception=False) from None
+        raise error_toast(f"Cannot replay {name}: {err}", "Not a Decoding Lab trace") from None
     if not accepts(loaded):
-        raise gr.Error(f"Cannot replay {name}: it is a {loaded.start.strategy!r} run without {what}; {hint}",
-                       title=f"Not a {lab} trace", print_exception=False)
+        raise error_toast(f"Cannot replay {name}: it is a {short_repr(loaded.start.strategy, 80)} run without "
+                          f"{what}; {hint}", f"Not a {lab} trace")
     try:
         shown = render(loaded)
     except (ValueError, TypeError, KeyError, AttributeError, IndexError) as err:
-        raise gr.Error(f"Cannot replay {name}: malformed {what} ({err})", title="Not a Decoding Lab trace",
-                       print_exception=False) from None
+        raise error_toast(f"Cannot replay {name}: malformed {what} ({str(err)[:300]})",
+                          "Not a Decoding Lab trace") from None
     return loaded, shown, name

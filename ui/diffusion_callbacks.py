@@ -23,6 +23,7 @@ from ui.diffusion_views import (COMPARISONS, DEFAULT_SETTINGS, FIELDS, NO_COMPAR
                                 collect_params, export_json, fields_from_params, run_label, stats_line, steps_of, views,
                                 visible_fields)
 from ui.playground_views import stream_views
+from visualizers._common import esc
 
 
 def _as_int(value):
@@ -150,6 +151,7 @@ def comparison_status(trace: Trace, other: Trace) -> str:
     s = stats(other)
     passes = s.get("nfe", s["forward_passes"])
     how = run_label(other) if other.start.strategy == "diffusion" else f"{other.start.model}, {other.start.strategy}"
+    how = esc(how)
     return f"**Finished**: {stats_line(trace)}. Compared ({how}): {s['num_tokens']} tokens with {passes} model calls."
 
 
@@ -187,7 +189,7 @@ def replay(path, trace, other) -> dict:
     controls = {"model": start.model, "prompt": start.prompt, "seed": start.seed,
                 "length": min(max(1, start.max_new_tokens), UI_MAX_LENGTH)} | fields_from_params(start.params)
     return shown | controls | {"trace": loaded, "other": None, "dl_json": export_json(loaded),
-                               "status": f"**Replaying** {name}: {stats_line(loaded)}. Its settings are back in "
+                               "status": f"**Replaying** {esc(name)}: {stats_line(loaded)}. Its settings are back in "
                                          "the controls."}
 
 

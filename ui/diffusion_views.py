@@ -12,14 +12,13 @@ Glossary: mask / unmask / remask / block / NFE: see `decoding/strategies/diffusi
 
 from __future__ import annotations
 
-import html
-
 import gradio as gr
 
 from decoding.events import Trace, stats
 from decoding.strategies import param_specs
 from decoding.strategies.diffusion import CACHES, REMASKING, SAMPLERS
 from ui.common import export_json  # noqa: F401  (re-exported for the callbacks)
+from visualizers._common import esc
 from visualizers.diffusion import (ar_vs_diffusion_html, canvas_html, compare_samplers_figure, confidence_figure,
                                    diffusion_summary_html, tokens_per_step_figure, unmask_order_figure)
 
@@ -137,8 +136,8 @@ def comparison_views(trace: Trace, other: Trace | None) -> dict:
                 "compare_plot": compare_samplers_figure(main | {label: steps_of(other)})}
     ar_text = other.finish.text if other.finish else "".join(e.token_text for e in other.of_kind("token"))
     main_text = trace.finish.text if trace.finish else ""
-    head = (f"<p><b>{html.escape(other.start.model)}</b> ({html.escape(other.start.strategy)}) against "
-            f"<b>{html.escape(trace.start.model)}</b> ({html.escape(run_label(trace))}), same prompt, length and seed."
+    head = (f"<p><b>{esc(other.start.model)}</b> ({esc(other.start.strategy)}) against "
+            f"<b>{esc(trace.start.model)}</b> ({esc(run_label(trace))}), same prompt, length and seed."
             "</p>")
     return {"summary": diffusion_summary_html(s), "compare_plot": compare_samplers_figure(main),
             "compare_html": head + ar_vs_diffusion_html(stats(other), s, ar_text, main_text)}
@@ -176,12 +175,11 @@ def stats_html(trace: Trace) -> str:
     cards = [("tokens", f"{tokens} / {start.max_new_tokens}"), ("steps", s.get("diffusion_steps", 0)),
              ("NFE (model calls)", s.get("nfe", 0)), ("tokens per step", _fmt(s.get("tokens_per_step"))),
              ("NFE per token", _fmt(s.get("nfe_per_token"))), ("elapsed (s)", _fmt(s.get("elapsed_s"), 1))]
-    body = "".join(f'<div class="dl-stat"><div class="v">{html.escape(str(v))}</div>'
-                   f'<div class="k">{html.escape(k)}</div></div>' for k, v in cards)
+    body = "".join(f'<div class="dl-stat"><div class="v">{esc(v)}</div>'
+                   f'<div class="k">{esc(k)}</div></div>' for k, v in cards)
     p = start.params
-    caption = (f"{html.escape(start.model)} · {html.escape(run_label(trace))} · remasking "
-               f"{html.escape(str(p.get('remasking')))}, temperature {p.get('temperature', 0):g} · "
-               f"{html.escape(start.dtype)} on {html.escape(start.device)}")
+    caption = esc(f"{start.model} · {run_label(trace)} · remasking {p.get('remasking')}, "
+                  f"temperature {p.get('temperature', 0):g} · {start.dtype} on {start.device}")
     return f'<div class="dl-stats"><div class="dl-caption">{caption}</div><div class="dl-cards">{body}</div></div>'
 
 

@@ -16,9 +16,10 @@ import gradio as gr
 from decoding.events import Trace, TokenStep, stats
 from decoding.run import validate_request
 from decoding.strategies import STRATEGIES
-from ui.common import USER_ERRORS, check_model, run_work, user_error, wait_for_finish
+from ui.common import USER_ERRORS, check_model, error_toast, run_work, user_error, wait_for_finish
 from ui.playground_views import (UI_MAX_NEW_TOKENS, collect_params, export_files, finished_status, focused,
                                  new_selection, param_widgets, playground_strategies, stream_views, token_at, views)
+from visualizers._common import esc
 
 NO_EXPORTS = {"dl_json": None, "dl_csv": None, "dl_html": None}
 
@@ -192,8 +193,7 @@ def replay(path, trace, branch, selection, color_by) -> dict:
         shown = views(loaded, None, fresh, color_by)
         exports = export_files(loaded)
     except (ValueError, OSError, TypeError, KeyError, AttributeError) as err:
-        raise gr.Error(f"Cannot replay {name}: {err}", title="Not a Decoding Lab trace",
-                       print_exception=False) from None
+        raise error_toast(f"Cannot replay {name}: {err}", "Not a Decoding Lab trace") from None
     start = loaded.start
     selection.clear()
     selection.update(fresh)
@@ -204,7 +204,7 @@ def replay(path, trace, branch, selection, color_by) -> dict:
                     "chat": start.chat}
         controls |= {w.key: start.params[w.name] for w in param_widgets(start.strategy) if w.name in start.params}
     s = stats(loaded)
-    status = (f"**Replaying** {name}: {start.model}, {start.strategy}, {s['num_tokens']} tokens "
+    status = (f"**Replaying** {esc(name)}: {esc(start.model)}, {esc(start.strategy)}, {s['num_tokens']} tokens "
               f"(recorded at {s['tokens_per_s'] or '–'} tokens/s)."
               + (" Its settings are back in the controls." if controls else ""))
     return shown | exports | controls | {"trace": loaded, "branch": None, "selection": selection,

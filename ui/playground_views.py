@@ -17,7 +17,6 @@ Glossary
 
 from __future__ import annotations
 
-import html
 import re
 import tempfile
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from decoding.run import MAX_NEW_TOKENS_CAP
 from decoding.strategies import STRATEGIES, get_strategy, param_specs
 from ui.common import USER_ERRORS, Redraw, Status, stream_in_thread, user_error
 from visualizers import beams_figure, distribution_figure, entropy_figure, figure_to_html, token_table, tokens_html
-from visualizers._common import visible
+from visualizers._common import esc, visible
 
 UI_MAX_NEW_TOKENS = min(512, MAX_NEW_TOKENS_CAP)
 DEFAULT_STRATEGY = "greedy"
@@ -184,10 +183,9 @@ def stats_html(trace: Trace, name: str) -> str:
         ("forward passes", s["forward_passes"]),
         ("stopped by", STOP_WORDS.get(s["stop_reason"], s["stop_reason"])),
     ]
-    body = "".join(f'<div class="dl-stat"><div class="v">{html.escape(str(v))}</div>'
-                   f'<div class="k">{html.escape(k)}</div></div>' for k, v in cards)
-    caption = (f"{html.escape(name)} · {html.escape(start.model)} · {html.escape(describe_settings(start))}"
-               f" · {html.escape(start.dtype)} on {html.escape(start.device)}")
+    body = "".join(f'<div class="dl-stat"><div class="v">{esc(v)}</div>'
+                   f'<div class="k">{esc(k)}</div></div>' for k, v in cards)
+    caption = esc(f"{name} · {start.model} · {describe_settings(start)} · {start.dtype} on {start.device}")
     return f'<div class="dl-stats"><div class="dl-caption">{caption}</div><div class="dl-cards">{body}</div></div>'
 
 
@@ -244,11 +242,11 @@ def token_at(trace: Trace | None, step) -> TokenStep | None:
 def branch_html(branch: dict, color_by: str, selected_step: int | None) -> str:
     """The branch's chips after the shared prefix (muted) and the forced alternative (outlined)."""
     info = branch["info"]
-    lead = (f'<span class="dl-prefix" title="the same as the {html.escape(info["source"])} before step '
-            f'{info["step"]}">{html.escape(info["prefix_text"])}</span>'
-            f'<span class="dl-forced" title="your pick at step {info["step"]} (p={info["chosen_prob"]:.3g}); '
-            f'the {html.escape(info["source"])} had &#39;{html.escape(visible(info["orig_text"]))}&#39;">'
-            f'{html.escape(info["chosen_text"])}</span>')
+    prefix_title = f"the same as the {info['source']} before step {info['step']}"
+    forced_title = (f"your pick at step {info['step']} (p={info['chosen_prob']:.3g}); "
+                    f"the {info['source']} had '{visible(info['orig_text'])}'")
+    lead = (f'<span class="dl-prefix" title="{esc(prefix_title)}">{esc(info["prefix_text"])}</span>'
+            f'<span class="dl-forced" title="{esc(forced_title)}">{esc(info["chosen_text"])}</span>')
     chips = tokens_html(branch["trace"], color_by=color_by, selected_step=selected_step)
     marker = '<div class="dl-text">'
     if marker in chips:
@@ -306,7 +304,7 @@ def stream_views(work, trace: Trace, render, what: str) -> Iterator[dict]:
                 with redraw.timed():
                     update = render()
                 count = sum(isinstance(e, (TokenStep, BeamStep, ParticleStep, DiffusionStep)) for e in trace.events)
-                update["status"] = f"{status or 'Working…'}" + (f" {count} {what} so far." if count else "")
+                update["status"] = esc(status or "Working…", quote=False) + (f" {count} {what} so far." if count else "")
                 yield update
     except USER_ERRORS as err:
         raise user_error(err) from None
@@ -315,4 +313,4 @@ def stream_views(work, trace: Trace, render, what: str) -> Iterator[dict]:
 def finished_status(trace: Trace, what: str) -> str:
     s = stats(trace)
     return (f"**{what}**: {s['num_tokens']} tokens in {s['elapsed_s']:.1f} s ({_fmt(s['tokens_per_s'], 1)} tokens/s), "
-            f"stopped by {s['stop_reason'].replace('_', ' ')}.")
+            f"stopped by {esc(s['stop_reason'].replace('_', ' '))}.")

@@ -21,6 +21,7 @@ from ui.playground_views import stream_views
 from ui.scaling_views import (DEFAULT_SETTINGS, FIELDS, FREE_PROMPT, METHODS, SPECIFIC, UI_MAX_NEW_TOKENS,
                               collect_params, export_json, fields_from_params, reward_help, stats_line,
                               task_by_id, task_of_prompt, views, visible_fields)
+from visualizers._common import esc
 
 NO_COMPARISON = "none"
 
@@ -135,7 +136,7 @@ def replay(path, trace, other) -> dict:
     if task and not str(start.params.get("reference") or "").strip():
         controls["sc:reference"] = task["answer"]
     return shown | controls | {"trace": loaded, "other": None, "dl_json": export_json(loaded),
-                               "status": f"**Replaying** {name}: {stats_line(loaded)}. Its settings are back in "
+                               "status": f"**Replaying** {esc(name)}: {stats_line(loaded)}. Its settings are back in "
                                          "the controls."}
 
 

@@ -13,8 +13,6 @@ Glossary: particle / weight / ESS / resample / lineage: see `visualizers/particl
 
 from __future__ import annotations
 
-import html
-
 import gradio as gr
 
 from decoding.events import Trace, stats
@@ -23,6 +21,7 @@ from decoding.strategies import param_specs
 from ui.common import export_json  # noqa: F401  (re-exported for the callbacks)
 from decoding.strategies.scaling import REWARD_HELP, REWARD_NAMES
 from decoding.tasks import load_tasks, task_prompt
+from visualizers._common import esc
 from visualizers.particles import (SUMMARY, chosen_path, chosen_slot, choice_html, lineage_figure, particles_html,
                                    scaling_summary_html, weights_figure)
 
@@ -181,7 +180,7 @@ def verdict_html(trace: Trace) -> str:
     ok = verdict(trace)
     if ok is None:
         return ""
-    reference = html.escape(str(reference_of(trace)))
+    reference = esc(reference_of(trace))
     colour, mark, word = ("#2e7d32", "✓", "right") if ok else ("#c62828", "✗", "wrong")
     return (f'<div class="dl-verdict" data-correct="{str(ok).lower()}" style="margin-top:.4em;font-size:15px">'
             f'<b style="color:{colour}">{mark} {word}</b> · the task\'s answer is {reference}</div>')
@@ -199,12 +198,12 @@ def choice_panel(trace: Trace) -> str:
 
 
 def _column(trace: Trace, title: str) -> str:
-    method = html.escape(trace.start.strategy) if trace.start else "–"
-    return f'<div class="sc-col"><h4 style="margin:.1em 0 .4em">{html.escape(title)}: {method}</h4>{choice_panel(trace)}</div>'
+    method = esc(trace.start.strategy) if trace.start else "–"
+    return f'<div class="sc-col"><h4 style="margin:.1em 0 .4em">{esc(title)}: {method}</h4>{choice_panel(trace)}</div>'
 
 
 def _cell(value) -> str:
-    return "–" if value is None else f"{value:.4g}" if isinstance(value, float) else html.escape(str(value))
+    return "–" if value is None else esc(f"{value:.4g}" if isinstance(value, float) else value)
 
 
 def summary_html(trace: Trace, other: Trace | None) -> str:
@@ -214,9 +213,9 @@ def summary_html(trace: Trace, other: Trace | None) -> str:
     if other is None or other.start is None:
         return f'<div class="dl-summary">{scaling_summary_html(stats(trace))}</div>'
     a, b = live_stats(trace), live_stats(other)
-    rows = "".join(f"<tr><th>{html.escape(name)}</th><td>{_cell(a.get(key))}</td><td>{_cell(b.get(key))}</td></tr>"
+    rows = "".join(f"<tr><th>{esc(name)}</th><td>{_cell(a.get(key))}</td><td>{_cell(b.get(key))}</td></tr>"
                    for key, name in SUMMARY if key in a or key in b)
-    head = (f"<tr><th></th><th>{html.escape(trace.start.strategy)}</th><th>{html.escape(other.start.strategy)}</th>"
+    head = (f"<tr><th></th><th>{esc(trace.start.strategy)}</th><th>{esc(other.start.strategy)}</th>"
             "</tr>")
     return ('<div class="sc-compare"><div style="display:grid;grid-template-columns:1fr 1fr;gap:1.2em">'
             f"{_column(trace, 'Main')}{_column(other, 'Compared')}</div>"
@@ -248,12 +247,11 @@ def stats_html(trace: Trace) -> str:
              ("ESS", f"{s['ess']:.2f}" if s.get("ess") is not None else "–"),
              ("tokens spent", s.get("tokens_spent", 0)), ("forward passes", s["forward_passes"]),
              ("tokens spent / s", _fmt(s.get("tokens_spent_per_s"), 1))]
-    body = "".join(f'<div class="dl-stat"><div class="v">{html.escape(str(v))}</div>'
-                   f'<div class="k">{html.escape(k)}</div></div>' for k, v in cards)
+    body = "".join(f'<div class="dl-stat"><div class="v">{esc(v)}</div>'
+                   f'<div class="k">{esc(k)}</div></div>' for k, v in cards)
     p = start.params
     setting = f"{start.strategy}, reward {p.get('reward')}, N = {p.get('n')}, temperature {p.get('temperature', 0):g}"
-    caption = (f"{html.escape(start.model)} · {html.escape(setting)} · {html.escape(start.dtype)} on "
-               f"{html.escape(start.device)}")
+    caption = esc(f"{start.model} · {setting} · {start.dtype} on {start.device}")
     return f'<div class="dl-stats"><div class="dl-caption">{caption}</div><div class="dl-cards">{body}</div></div>'
 
 
@@ -263,7 +261,7 @@ def stats_line(trace: Trace) -> str:
     answer = trace.finish.extra.get("answer") if trace.finish else None
     ok = verdict(trace)
     mark = "" if ok is None else " ✓" if ok else " ✗"
-    return (f"{trace.start.strategy} chose answer **{answer if answer is not None else 'none'}**{mark}; "
+    return (f"{esc(trace.start.strategy)} chose answer **{esc(answer) if answer is not None else 'none'}**{mark}; "
             f"N = {s.get('num_particles', '–')}, {s.get('particle_steps', 0)} steps, "
             f"{s.get('resampling_events', 0)} resampling events, {s.get('tokens_spent', 0)} tokens spent in "
             f"{s['elapsed_s']:.1f} s ({_fmt(s.get('tokens_spent_per_s'), 1)} tokens/s)")

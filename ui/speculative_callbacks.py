@@ -20,6 +20,7 @@ from ui.common import (USER_ERRORS, check_model, load_replay, run_work, stream_i
 from ui.playground_views import finished_status, stream_views
 from ui.speculative_views import (SPEC_DEFAULTS, SPEC_FIELDS, STRATEGY, UI_MAX_NEW_TOKENS, baseline_plan,
                                   collect_spec_params, export_json, stats_line, views)
+from visualizers._common import esc
 
 
 def _as_int(value):
@@ -128,7 +129,7 @@ def replay(path, trace, baseline) -> dict:
                 "max_new_tokens": min(max(1, start.max_new_tokens), UI_MAX_NEW_TOKENS)}
     controls |= {f"spec:{k}": start.params[k] for k in SPEC_FIELDS if k in start.params}
     return shown | controls | {"trace": loaded, "baseline": None, "dl_json": export_json(loaded),
-                               "status": f"**Replaying** {name}: {stats_line(loaded)}. Its settings are back in "
+                               "status": f"**Replaying** {esc(name)}: {stats_line(loaded)}. Its settings are back in "
                                          "the controls."}
 
 

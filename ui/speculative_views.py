@@ -11,14 +11,12 @@ Glossary: see `visualizers/speculative.py` (draft / accepted / rejected / unvisi
 
 from __future__ import annotations
 
-import html
-
 import gradio as gr
 
 from decoding.events import Trace, stats
 from decoding.strategies import param_specs
 from ui.common import export_json  # noqa: F401  (re-exported for the callbacks)
-from visualizers._common import visible
+from visualizers._common import esc, visible
 from visualizers.speculative import (acceptance_figure, draft_tree_figure, overlap_figure, spec_rounds,
                                      spec_tokens_html, speculative_summary_html)
 
@@ -121,13 +119,13 @@ def stats_html(trace: Trace) -> str:
              ("mean accepted length", _fmt(s.get("mean_accepted_length"), 2)),
              ("acceptance rate", _fmt(s.get("acceptance_rate"), 2)),
              ("rounds", s.get("rounds", 0))]
-    body = "".join(f'<div class="dl-stat"><div class="v">{html.escape(str(v))}</div>'
-                   f'<div class="k">{html.escape(k)}</div></div>' for k, v in cards)
+    body = "".join(f'<div class="dl-stat"><div class="v">{esc(v)}</div>'
+                   f'<div class="k">{esc(k)}</div></div>' for k, v in cards)
     p = start.params
     setting = f"{p.get('drafter')} drafter, {p.get('tree')} tree, draft length {p.get('draft_length')}"
     if p.get("temperature"):
         setting += f", temperature {p['temperature']:g}"
-    caption = f"{html.escape(start.model)} · {html.escape(setting)} · {html.escape(start.dtype)} on {html.escape(start.device)}"
+    caption = esc(f"{start.model} · {setting} · {start.dtype} on {start.device}")
     return f'<div class="dl-stats"><div class="dl-caption">{caption}</div><div class="dl-cards">{body}</div></div>'
 
 

@@ -5,8 +5,13 @@ Glossary
                     tab "⇥", carriage return "␍", other control characters by their Unicode
                     control pictures ("\\x0f" -> "␏"), the empty string "∅". Spaces are kept.
     label           visible text in quotes, shortened, for axis ticks and hovers ("' Paris'").
-    plotly-safe     escaped with `&lt;` / `&gt;` / `&amp;`, which plotly decodes back when drawing,
-                    so a token "<b>" is shown as text instead of turning the label bold.
+    escaped         `esc(x)`: any value as HTML text, quotes included, so it is safe both between
+                    tags and inside an attribute. Every value that reaches HTML goes through it:
+                    token texts, model names, numbers (a loaded trace is checked, but never trusted).
+    plotly-safe     `plotly_safe(x)`: escaped for plotly labels, hovers and titles, whose pseudo-HTML
+                    (<b>, <br>, <a href>, <span style>) plotly renders: `<`, `>`, `&` become
+                    `&lt;` / `&gt;` / `&amp;`, which plotly decodes back when drawing, so a token
+                    "<b>" is shown as text. Quotes stay (plotly has no attributes outside its tags).
 """
 
 from __future__ import annotations
@@ -59,9 +64,15 @@ def label(text: str, max_chars: int = 18) -> str:
     return f"'{shown}'"
 
 
-def plotly_safe(text: str) -> str:
+def esc(value, *, quote: bool = True) -> str:
+    """`value` as escaped HTML text, safe in element content and in quoted attributes
+    (`quote=False` leaves quotes alone: for text that never lands in an attribute)."""
+    return html.escape(str(value), quote=quote)
+
+
+def plotly_safe(text) -> str:
     """Escape text for plotly labels and hovers (plotly decodes &lt; &gt; &amp; when drawing)."""
-    return html.escape(text, quote=False)
+    return esc(text, quote=False)
 
 
 def empty_figure(message: str = WAITING, *, title: str | None = None, height: int = 300,

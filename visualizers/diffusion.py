@@ -17,14 +17,13 @@ Glossary
 
 from __future__ import annotations
 
-import html
 import math
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from decoding.events import DiffusionStep
-from visualizers._common import TEMPLATE, empty_figure, label, plotly_safe, visible
+from visualizers._common import TEMPLATE, empty_figure, esc, label, plotly_safe, visible
 from visualizers.tokens import _chip_text, chip_color
 
 WAITING_DIFFUSION = "waiting for the first denoising step…"
@@ -86,7 +85,7 @@ def _cell_text(text: str) -> str:
     out = []
     for ch in text:
         shown = "␣" if ch == " " else visible(ch)
-        out.append(html.escape(ch) if shown == ch else f'<span class="sym">{html.escape(shown)}</span>')
+        out.append(esc(ch) if shown == ch else f'<span class="sym">{esc(shown)}</span>')
     return "".join(out)
 
 
@@ -111,7 +110,7 @@ def canvas_html(steps: list[DiffusionStep], upto: int | None = None) -> str:
     shown = steps if upto is None else [s for s in steps if s.step <= upto]
     if not shown or (upto is not None and upto > steps[-1].step):
         msg = f"step {upto} has not been played yet (last step: {steps[-1].step})" if steps else WAITING_DIFFUSION
-        return f'{head}<div class="dl-empty">{html.escape(msg)}</div></div>'
+        return f'{head}<div class="dl-empty">{esc(msg)}</div></div>'
     now, before = shown[-1], (shown[-2] if len(shown) > 1 else None)
     done, (lo, hi) = commits(shown), confidence_range(steps)
     new = set(now.unmasked)
@@ -122,7 +121,7 @@ def canvas_html(steps: list[DiffusionStep], upto: int | None = None) -> str:
             remasked = before is not None and before.canvas[i] != -1
             tip = f"position {i} · [MASK]{' (remasked at this step)' if remasked else ''}\ntop-1 p = {_fmt(p)}"
             cls, bg, body = "cell masked" + (" remasked" if remasked else ""), _masked_tint(p), "▒"
-            data = f'data-pos="{i}" data-p="{_fmt(p, ".4g")}"'
+            data = f'data-pos="{esc(i)}" data-p="{esc(_fmt(p, ".4g"))}"'
         else:
             text = now.canvas_text[i]
             step, conf = done.get(i, (None, None))
@@ -131,19 +130,19 @@ def canvas_html(steps: list[DiffusionStep], upto: int | None = None) -> str:
             cls = "cell committed" + (" new" if i in new else "")
             bg = chip_color((conf - lo) / (hi - lo)) if conf is not None else COLORS["masked"]
             body = _cell_text(text)
-            data = f'data-pos="{i}" data-step="{_fmt(step, "d")}" data-conf="{_fmt(conf, ".4g")}"'
-        tip = html.escape(tip, quote=True).replace("\n", "&#10;")
-        cells.append(f'<span class="{cls}" {data} style="background:{bg}" title="{tip}">{body}</span>')
+            data = f'data-pos="{esc(i)}" data-step="{esc(_fmt(step, "d"))}" data-conf="{esc(_fmt(conf, ".4g"))}"'
+        tip = esc(tip).replace("\n", "&#10;")
+        cells.append(f'<span class="{cls}" {data} style="background:{esc(bg)}" title="{tip}">{body}</span>')
     masked = now.canvas.count(-1)
     info = (f"step {now.step} · block {now.block} · unmasked {len(now.unmasked)} this step · "
             f"{len(now.canvas) - masked} of {len(now.canvas)} committed, {masked} masked · NFE {now.nfe}")
     stops = ",".join(chip_color(k / 10) for k in range(11))
-    legend = (f'<div class="dl-legend"><span>colour = confidence at commit: {lo:.3g}</span>'
-              f'<span class="dl-bar" style="background:linear-gradient(to right,{stops})"></span>'
-              f'<span>{hi:.3g} ·</span>'
+    legend = (f'<div class="dl-legend"><span>colour = confidence at commit: {esc(format(lo, ".3g"))}</span>'
+              f'<span class="dl-bar" style="background:linear-gradient(to right,{esc(stops)})"></span>'
+              f'<span>{esc(format(hi, ".3g"))} ·</span>'
               f'<span class="key masked" style="background:{COLORS["masked"]}">▒</span><span>masked ·</span>'
               f'<span class="key new" style="background:#fff">new</span><span>unmasked at this step</span></div>')
-    return (f'{head}<div class="dl-head">{html.escape(info)}</div>{legend}'
+    return (f'{head}<div class="dl-head">{esc(info)}</div>{legend}'
             f'<div class="cells">{"".join(cells)}</div></div>')
 
 
@@ -343,10 +342,10 @@ def ar_vs_diffusion_html(ar_stats: dict, diffusion_stats: dict, ar_text: str, di
     for name, a, d, better in rows:
         numbers = isinstance(a, (int, float)) and isinstance(d, (int, float))
         best = better(a, d) if better and numbers and a != d else None
-        cells = "".join(f'<td{" class=best" if v == best and best is not None else ""}>{html.escape(_num(v))}</td>'
+        cells = "".join(f'<td{" class=best" if v == best and best is not None else ""}>{esc(_num(v))}</td>'
                         for v in (a, d))
-        body.append(f"<tr><th>{html.escape(name)}</th>{cells}</tr>")
-    texts = "".join(f'<div><b>{who}</b><div class="text">{_chip_text(t) if t else "<i>no text yet</i>"}'
+        body.append(f"<tr><th>{esc(name)}</th>{cells}</tr>")
+    texts = "".join(f'<div><b>{esc(who)}</b><div class="text">{_chip_text(t) if t else "<i>no text yet</i>"}'
                     f"</div></div>" for who, t in (("autoregressive", ar_text), ("diffusion", diffusion_text)))
     return (f'<div class="dl-diff-table dl-ar-vs-diffusion"><style>{_TABLE_CSS}</style><table>'
             f'<tr><th></th><th>autoregressive</th><th>diffusion</th></tr>{"".join(body)}</table>'
@@ -364,6 +363,6 @@ def diffusion_summary_html(stats: dict | None) -> str:
     rows = [(name, stats[key], hint) for key, name, hint in SUMMARY if key in stats]
     if "nfe" not in stats and "diffusion_steps" not in stats:
         return '<div class="dl-diff-table"><div class="dl-empty">no diffusion statistics yet</div></div>'
-    cells = "".join(f"<tr><th>{html.escape(a)}</th><td>{html.escape(_num(b))}</td>"
-                    f'<td class="dl-hint">{html.escape(c)}</td></tr>' for a, b, c in rows)
+    cells = "".join(f"<tr><th>{esc(a)}</th><td>{esc(_num(b))}</td>"
+                    f'<td class="dl-hint">{esc(c)}</td></tr>' for a, b, c in rows)
     return f'<div class="dl-diff-table dl-diff-summary"><style>{_TABLE_CSS}</style><table>{cells}</table></div>'

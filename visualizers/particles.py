@@ -18,13 +18,11 @@ Glossary
 
 from __future__ import annotations
 
-import html
-
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from decoding.events import ParticleStep
-from visualizers._common import TEMPLATE, empty_figure, label, plotly_safe
+from visualizers._common import TEMPLATE, empty_figure, esc, label, plotly_safe
 from visualizers.beams import _hover_text, _lines
 
 SLOT_COLORS = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b", "#b279a2", "#ff9da6",
@@ -67,7 +65,7 @@ def weights_figure(steps: list[ParticleStep]) -> go.Figure:
     for slot in _slots(steps):
         ps = [next((p for p in s.particles if p["id"] == slot), None) for s in steps]  # (S,), None = absent
         fig.add_trace(go.Bar(
-            x=x, y=[p["weight"] if p else None for p in ps], name=f"slot {slot}",
+            x=x, y=[p["weight"] if p else None for p in ps], name=f"slot {plotly_safe(slot)}",
             marker=dict(color=slot_color(slot), line=dict(color="white", width=0.5)),
             customdata=[[slot, _fmt(p.get("reward")), plotly_safe(label(p.get("step_text", ""), 60))] if p
                         else [slot, "—", ""] for p in ps],
@@ -197,7 +195,7 @@ def lineage_figure(steps: list[ParticleStep], finish_extra: dict | None = None) 
         xaxis=dict(title=dict(text=x_title), dtick=1, range=[root[0] - 0.8, steps[-1].step + 0.6]),
         yaxis=dict(title=dict(text=y_title), autorange="reversed", zeroline=False, showgrid=False,
                    tickmode="array", tickvals=slots,
-                   ticktext=[f"<span style='color:{slot_color(i)}'>■</span> {i}" for i in slots]))
+                   ticktext=[f"<span style='color:{slot_color(i)}'>■</span> {plotly_safe(i)}" for i in slots]))
     return fig
 
 
@@ -221,8 +219,8 @@ _CSS = " ".join("""
 def _highlighted(text: str, step_text: str) -> str:
     """Escaped text with its last `step_text` in <mark>."""
     if step_text and text.endswith(step_text):
-        return f"{html.escape(text[:-len(step_text)])}<mark>{html.escape(step_text)}</mark>"
-    return html.escape(text)
+        return f"{esc(text[:-len(step_text)])}<mark>{esc(step_text)}</mark>"
+    return esc(text)
 
 
 def particles_html(step: ParticleStep | None, chosen: int | None = None) -> str:
@@ -231,7 +229,7 @@ def particles_html(step: ParticleStep | None, chosen: int | None = None) -> str:
     particles are dimmed; slot `chosen` of this step is outlined (for the last step of a finished
     run: `chosen_slot(steps, finish.extra)`)."""
     if step is None or not step.particles:
-        return f'<div class="dl-particles"><style>{_CSS}</style><div class="dl-empty">{WAITING_PARTICLES}</div></div>'
+        return f'<div class="dl-particles"><style>{_CSS}</style><div class="dl-empty">{esc(WAITING_PARTICLES)}</div></div>'
     kept = set(step.ancestors)
     cards = []
     for p in step.particles:
@@ -239,21 +237,22 @@ def particles_html(step: ParticleStep | None, chosen: int | None = None) -> str:
         dropped = step.resampled and i not in kept
         cls = "card" + (" dead" if w <= 0 or dropped else "") + (" chosen" if i == chosen else "")
         badges = ('<span class="badge">finished</span>' if p.get("finished") else "") + (
-            f'<span class="badge ans">answer: {html.escape(str(p["answer"]))}</span>'
+            f'<span class="badge ans">answer: {esc(p["answer"])}</span>'
             if p.get("answer") is not None else "") + ('<span class="badge">dropped</span>' if dropped else "")
         parent = "prompt" if p.get("parent", -1) < 0 else f"slot {p['parent']}"
+        color = esc(slot_color(i))
         cards.append(
-            f'<div class="{cls}" data-slot="{i}" data-weight="{w:.6g}">'
-            f'<b style="color:{slot_color(i)}">slot {i}</b> <span class="small">← {parent} · '
-            f'{p.get("num_tokens", 0)} tokens</span>'
-            f'<div class="bar"><div class="fill" style="width:{100 * w:.1f}%;background:{slot_color(i)}"></div></div>'
-            f'<div class="nums">weight {_fmt(w)} · reward {_fmt(p.get("reward"))} · '
-            f'score {_fmt(p.get("score"))}</div>'
-            f'<div class="detail">{html.escape(p.get("detail") or "")}</div><div>{badges}</div>'
+            f'<div class="{cls}" data-slot="{esc(i)}" data-weight="{esc(format(w, ".6g"))}">'
+            f'<b style="color:{color}">slot {esc(i)}</b> <span class="small">← {esc(parent)} · '
+            f'{esc(p.get("num_tokens", 0))} tokens</span>'
+            f'<div class="bar"><div class="fill" style="width:{esc(format(100 * w, ".1f"))}%;background:{color}">'
+            f'</div></div><div class="nums">weight {esc(_fmt(w))} · reward {esc(_fmt(p.get("reward")))} · '
+            f'score {esc(_fmt(p.get("score")))}</div>'
+            f'<div class="detail">{esc(p.get("detail") or "")}</div><div>{badges}</div>'
             f'<div class="text">{_highlighted(p.get("text", ""), p.get("step_text", ""))}</div></div>')
     n = len(step.particles)
-    head = (f'step {step.step} · {html.escape(step.method)} · ESS {step.ess:.2f} of {n}'
-            + (f' · resampled: {len(kept)} of {n} slots continue' if step.resampled else ""))
+    head = esc(f'step {step.step} · {step.method} · ESS {step.ess:.2f} of {n}'
+               + (f' · resampled: {len(kept)} of {n} slots continue' if step.resampled else ""))
     return (f'<div class="dl-particles"><style>{_CSS}</style><div class="dl-head">{head}</div>'
             f'<div class="grid">{"".join(cards)}</div></div>')
 
@@ -266,23 +265,23 @@ def choice_html(finish_extra: dict | None) -> str:
     rule = finish_extra.get("rule") or RULES.get(method, "")
     particles = finish_extra.get("particles") or []
     pick = next((p for p in particles if p.get("id") == chosen), None)
-    who = (f'slot {chosen} · score {_fmt(pick.get("score"))} · weight {_fmt(pick.get("weight"))}' if pick
-           else f"slot {chosen}" if chosen is not None else "no particle")
+    who = esc(f'slot {chosen} · score {_fmt(pick.get("score"))} · weight {_fmt(pick.get("weight"))}' if pick
+              else f"slot {chosen}" if chosen is not None else "no particle")
     votes = sorted((finish_extra.get("votes") or {}).items(), key=lambda kv: -kv[1])
     total = sum(v for _, v in votes) or 1.0
     bars = "".join(
-        f'<div class="vote{" win" if a == answer else ""}" data-answer="{html.escape(str(a), quote=True)}">'
-        f'<span class="a">{html.escape(str(a))}</span><span class="b"><span style="width:{100 * v / total:.1f}%">'
-        f'</span></span><span class="v">{v:.3g} ({v / total:.0%})</span></div>' for a, v in votes)
+        f'<div class="vote{" win" if a == answer else ""}" data-answer="{esc(a)}">'
+        f'<span class="a">{esc(a)}</span><span class="b"><span style="width:{esc(format(100 * v / total, ".1f"))}%">'
+        f'</span></span><span class="v">{esc(f"{v:.3g} ({v / total:.0%})")}</span></div>' for a, v in votes)
     css = (".dl-choice .ans{font-size:18px;font-weight:700}.dl-choice .rule,.dl-choice .who{font-size:12px;"
            "opacity:.75}.dl-choice .vote{display:flex;align-items:center;gap:8px;font-size:13px}"
            ".dl-choice .vote .a{min-width:6em;text-align:right}.dl-choice .vote .b{flex:1;max-width:240px;"
            "background:#eee;height:10px;border-radius:3px}.dl-choice .vote .b span{display:block;height:10px;"
            "background:#9ecae1;border-radius:3px}.dl-choice .vote.win .b span{background:#f2b701}"
            ".dl-choice .vote.win .a{font-weight:700}")
-    shown = html.escape(str(answer)) if answer is not None else "<i>no answer extracted</i>"
-    return (f'<div class="dl-choice"><style>{css}</style><div>{html.escape(method)}: '
-            f'<span class="ans">{shown}</span></div><div class="rule">rule: {html.escape(rule)}</div>'
+    shown = esc(answer) if answer is not None else "<i>no answer extracted</i>"
+    return (f'<div class="dl-choice"><style>{css}</style><div>{esc(method)}: '
+            f'<span class="ans">{shown}</span></div><div class="rule">rule: {esc(rule)}</div>'
             f'<div class="who">chosen particle: {who}</div>'
             + (f'<div class="votes">{bars}</div>' if votes else "") + "</div>")
 
@@ -303,10 +302,10 @@ def budget_figure(rows: list[dict]) -> go.Figure:
     for k, method in enumerate(dict.fromkeys(r["method"] for r in rows)):
         rs = sorted((r for r in rows if r["method"] == method), key=lambda r: r["budget"])
         fig.add_trace(go.Scatter(
-            x=[r["budget"] for r in rs], y=[r["accuracy"] for r in rs], mode="lines+markers", name=method,
+            x=[r["budget"] for r in rs], y=[r["accuracy"] for r in rs], mode="lines+markers", name=plotly_safe(method),
             line=dict(color=METHOD_COLORS.get(method, SLOT_COLORS[k % len(SLOT_COLORS)]), width=2),
             customdata=[[_fmt(r.get("tokens"), ",")] for r in rs],
-            hovertemplate=f"{html.escape(method)}<br>N = %{{x}}: %{{y:.1%}}"
+            hovertemplate=f"{plotly_safe(method)}<br>N = %{{x}}: %{{y:.1%}}"
                           + ("<br>tokens %{customdata[0]}" if any("tokens" in r for r in rs) else "")
                           + "<extra></extra>"))
     budgets = sorted({r["budget"] for r in rows})
@@ -330,7 +329,7 @@ def scaling_summary_html(stats: dict | None) -> str:
     if not rows:
         return '<div class="dl-scaling-summary"><div class="dl-empty">no particle statistics yet</div></div>'
     shown = [(a, _fmt(b, ".4g") if isinstance(b, float) else "—" if b is None else str(b)) for a, b in rows]
-    cells = "".join(f"<tr><th>{html.escape(a)}</th><td>{html.escape(b)}</td></tr>" for a, b in shown)
+    cells = "".join(f"<tr><th>{esc(a)}</th><td>{esc(b)}</td></tr>" for a, b in shown)
     css = (".dl-scaling-summary table{border-collapse:collapse;font-size:14px}.dl-scaling-summary th{text-align:left;"
            "font-weight:600;padding:2px 12px 2px 0}.dl-scaling-summary td{font-variant-numeric:tabular-nums}")
     return f'<div class="dl-scaling-summary"><style>{css}</style><table>{cells}</table></div>'

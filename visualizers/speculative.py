@@ -20,13 +20,11 @@ Glossary
 
 from __future__ import annotations
 
-import html
-
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from decoding.events import SpecRound, Trace, stats
-from visualizers._common import TEMPLATE, WAITING, empty_figure, label, plotly_safe, token_steps, visible
+from visualizers._common import TEMPLATE, WAITING, empty_figure, esc, label, plotly_safe, token_steps, visible
 from visualizers.beams import _lines
 from visualizers.tokens import _chip_text
 
@@ -123,7 +121,7 @@ def draft_tree_figure(trace: Trace, round_index: int | None = None) -> go.Figure
         (path_edges if n["id"] in on_path else edges).append((*pos[parent], *pos[n["id"]]))
     fig.add_trace(_lines(edges, "draft edge", dict(color=COLORS["edge"], width=1.5)))
     fig.add_trace(_lines(path_edges, "accepted path", dict(color=COLORS["accepted"], width=4)))
-    fig.add_trace(_lines([(*pos[anchor], *pos["extra"])], f"to {r.extra_kind} token",
+    fig.add_trace(_lines([(*pos[anchor], *pos["extra"])], f"to {plotly_safe(r.extra_kind)} token",
                          dict(color=COLORS["extra"], width=3, dash="dot")))
     context = _context_text(trace, r)
     fig.add_trace(go.Scatter(
@@ -148,10 +146,10 @@ def draft_tree_figure(trace: Trace, round_index: int | None = None) -> go.Figure
                           "<extra>%{customdata[6]}</extra>"))
     extra_label = plotly_safe(label(r.extra_token_text, 10))
     fig.add_trace(go.Scatter(
-        x=[pos["extra"][0]], y=[pos["extra"][1]], mode="markers+text", name=f"target's own ({r.extra_kind})",
-        text=[f"{extra_label} ({r.extra_kind})"], textposition="top center", textfont=dict(size=11),
+        x=[pos["extra"][0]], y=[pos["extra"][1]], mode="markers+text", name=f"target's own ({plotly_safe(r.extra_kind)})",
+        text=[f"{extra_label} ({plotly_safe(r.extra_kind)})"], textposition="top center", textfont=dict(size=11),
         marker=dict(symbol="diamond", size=16, color=COLORS["extra"], line=dict(color="#333", width=0.8)),
-        customdata=[[plotly_safe(label(r.extra_token_text, 30)), r.extra_kind, _fmt(r.extra_p)]],
+        customdata=[[plotly_safe(label(r.extra_token_text, 30)), plotly_safe(r.extra_kind), _fmt(r.extra_p)]],
         hovertemplate="%{customdata[0]}: the target's %{customdata[1]} token<br>p = %{customdata[2]}<extra></extra>"))
     leaves = 1 + max(y for _, y in pos.values())
     depth = max(x for x, _ in pos.values())
@@ -167,7 +165,7 @@ def draft_tree_figure(trace: Trace, round_index: int | None = None) -> go.Figure
 
 def tree_title(r: SpecRound) -> str:
     return (f"round {r.round}: accepted {len(r.accepted_path)} of {len(r.nodes)} drafted · "
-            f"+1 {r.extra_kind} {plotly_safe(label(r.extra_token_text))}")
+            f"+1 {plotly_safe(r.extra_kind)} {plotly_safe(label(r.extra_token_text))}")
 
 
 def _size(q) -> float:
@@ -196,7 +194,7 @@ def acceptance_figure(trace: Trace) -> go.Figure:
                         subplot_titles=("accepted per round", "accepted-length histogram", "acceptance by depth"))
     fig.add_trace(go.Bar(
         x=x, y=accepted, name="accepted tokens", marker=dict(color=COLORS["accepted"]),
-        customdata=[[len(r.nodes), j, r.extra_kind] for r, j in zip(rounds, judged)],
+        customdata=[[len(r.nodes), j, plotly_safe(r.extra_kind)] for r, j in zip(rounds, judged)],
         hovertemplate="round %{x}: accepted %{y} of %{customdata[0]} drafted (%{customdata[1]} judged)"
                       "<br>+1 %{customdata[2]}<extra></extra>"), row=1, col=1, secondary_y=False)
     fig.add_trace(go.Scatter(
@@ -306,7 +304,7 @@ def overlap_figure(trace: Trace, round_index: int | None = None, parent: int = -
                                yanchor="bottom", yshift=2, font=dict(size=11, color=COLORS.get(status, "#333")))
     if parent == _extra_anchor(r) and r.extra_token_id in ids:
         i = ids.index(r.extra_token_id)
-        fig.add_annotation(x=xs[i], y=0, text=f"◆ {r.extra_kind}", showarrow=False, yanchor="top", yshift=-2,
+        fig.add_annotation(x=xs[i], y=0, text=f"◆ {plotly_safe(r.extra_kind)}", showarrow=False, yanchor="top", yshift=-2,
                            font=dict(size=11, color="#b58900"))
     fig.update_layout(
         template=TEMPLATE, height=340, barmode="overlay", margin=dict(l=55, r=20, t=95, b=70),
@@ -324,7 +322,7 @@ def _overlap_title(trace, r, d, parent, kids, p_top, q_top) -> str:
     else:
         node = next((n for n in r.nodes if n["id"] == parent), None)
         where = f"after node {parent} {plotly_safe(label(node['token_text'], 12))}" if node else f"after node {parent}"
-    verdicts = ", ".join(f"{plotly_safe(label(n['token_text'], 12))} {n.get('status')}" for n in kids)
+    verdicts = ", ".join(f"{plotly_safe(label(n['token_text'], 12))} {plotly_safe(n.get('status'))}" for n in kids)
     drafted = f"drafted here: {verdicts}" if kids else "nothing drafted here"
     greedy = bool(kids) and all(n.get("u") is None for n in kids if n.get("status") != "unvisited")
     if not q_top:
@@ -363,7 +361,7 @@ def spec_tokens_html(trace: Trace) -> str:
     """The generated text, one chip per TokenStep, background by round; the target's own tokens bold and underlined."""
     steps, head = token_steps(trace), f'<div class="dl-spec-tokens"><style>{_CSS}</style>'
     if not steps:
-        return f'{head}<div class="dl-empty">{html.escape(WAITING)}</div></div>'
+        return f'{head}<div class="dl-empty">{esc(WAITING)}</div></div>'
     rounds = spec_rounds(trace)
     by_round = {r.round: r for r in rounds}
     chips = []
@@ -384,15 +382,15 @@ def spec_tokens_html(trace: Trace) -> str:
             what = f"drafted & accepted (depth {node['depth']})" if node else (origin or "token")
         tooltip = (f"step {e.step} · round {r.round if r else '—'} · '{visible(e.token_text)}'\n{what}\n"
                    f"p = {_fmt(p)} (target)" + (f" · q = {_fmt(q)} (draft)" if q is not None else ""))
-        chips.append(f'<span class="tok{" own" if own else ""}" data-step="{e.step}" '
-                     f'data-round="{r.round if r else ""}" data-origin="{html.escape(origin or "", quote=True)}" '
-                     f'style="background:{color}" title="{html.escape(tooltip, quote=True).replace(chr(10), "&#10;")}">'
+        chips.append(f'<span class="tok{" own" if own else ""}" data-step="{esc(e.step)}" '
+                     f'data-round="{esc(r.round) if r else ""}" data-origin="{esc(origin or "")}" '
+                     f'style="background:{esc(color)}" title="{esc(tooltip).replace(chr(10), "&#10;")}">'
                      f'{_chip_text(e.token_text)}</span>')
     legend = (f'<div class="dl-legend"><span>colour = round:</span>'
               f'<span class="tok" style="background:{ROUND_COLORS[0]}">drafted &amp; accepted</span>'
               f'<span class="tok own" style="background:{ROUND_COLORS[1]}">target&#x27;s own token</span>'
               f'<span>(bonus · residual · correction) · hover a token for p and q</span></div>')
-    note = "" if rounds else f'<div class="dl-note">{html.escape(NOT_SPECULATIVE)}</div>'
+    note = "" if rounds else f'<div class="dl-note">{esc(NOT_SPECULATIVE)}</div>'
     return f'{head}{note}{legend}<div class="dl-text">{"".join(chips)}</div></div>'
 
 
@@ -404,7 +402,7 @@ def speculative_summary_html(trace: Trace, baseline: dict | None = None) -> str:
                          f"got {type(baseline).__name__}")
     s = stats(trace)
     if "rounds" not in s:
-        body = f'<div class="dl-empty">{html.escape(_no_rounds_message(trace))}</div>'
+        body = f'<div class="dl-empty">{esc(_no_rounds_message(trace))}</div>'
         return f'<div class="dl-spec-summary">{body}</div>'
     draft, verify = s["draft_time_s"], s["verify_time_s"]
     share = f" ({draft / (draft + verify):.0%} drafting)" if draft + verify > 0 else ""
@@ -422,8 +420,8 @@ def speculative_summary_html(trace: Trace, baseline: dict | None = None) -> str:
                  ("speed-up", speedup, "measured side by side; > 1 means faster")]
     else:
         rows.append(("tokens/s", _fmt(tps), "wall clock"))
-    cells = "".join(f"<tr><th>{html.escape(str(a))}</th><td>{html.escape(str(b))}</td>"
-                    f"<td class=\"dl-hint\">{html.escape(c)}</td></tr>" for a, b, c in rows)
+    cells = "".join(f"<tr><th>{esc(a)}</th><td>{esc(b)}</td><td class=\"dl-hint\">{esc(c)}</td></tr>"
+                    for a, b, c in rows)
     css = (".dl-spec-summary table{border-collapse:collapse;font-size:14px}"
            ".dl-spec-summary th{text-align:left;font-weight:600;padding:2px 12px 2px 0}"
            ".dl-spec-summary td{padding:2px 12px 2px 0;font-variant-numeric:tabular-nums}"

@@ -12,7 +12,6 @@ Glossary
 
 from __future__ import annotations
 
-import html
 import functools
 import math
 import re
@@ -21,7 +20,7 @@ import pandas as pd
 from plotly.colors import sample_colorscale, unlabel_rgb
 
 from decoding.events import TokenStep, Trace
-from visualizers._common import WAITING, beam_steps, token_steps, visible, vocab_size
+from visualizers._common import WAITING, beam_steps, esc, token_steps, visible, vocab_size
 
 COLOR_BY = ("prob", "entropy")
 ENTROPY_CAP = 6.0  # nats; entropies at or above this get the "most uncertain" colour
@@ -65,7 +64,7 @@ def tokens_html(trace: Trace, *, color_by: str = "prob", selected_step: int | No
     elif beam_steps(trace) or trace.finish:
         body = _plain_text(trace)
     else:
-        body = f'<div class="dl-empty">{html.escape(WAITING)}</div>'
+        body = f'<div class="dl-empty">{esc(WAITING)}</div>'
     return f'<div class="dl-tokens"><style>{_CSS}</style>{body}</div>'
 
 
@@ -119,8 +118,8 @@ def _chip(e: TokenStep, color_by: str, cap: float, selected_step: int | None, *,
     if selected_step is not None and e.step == selected_step:
         classes.append("sel")
     color = chip_color(_confidence(e, color_by, cap))
-    tooltip = html.escape(tooltip_text(e), quote=True).replace("\n", "&#10;")
-    return (f'<span class="{" ".join(classes)}" data-step="{e.step}" style="background:{color}" '
+    tooltip = esc(tooltip_text(e)).replace("\n", "&#10;")
+    return (f'<span class="{" ".join(classes)}" data-step="{esc(e.step)}" style="background:{esc(color)}" '
             f'title="{tooltip}">{_chip_text(e.token_text)}</span>')
 
 
@@ -133,9 +132,9 @@ def _chip_text(text: str) -> str:
         if ch == "\n":
             parts.append('<span class="sym">⏎</span><br>')
         elif ord(ch) >= 0x20 and ch != "\x7f":
-            parts.append(html.escape(ch))
+            parts.append(esc(ch))
         else:
-            parts.append(f'<span class="sym">{visible(ch)}</span>')
+            parts.append(f'<span class="sym">{esc(visible(ch))}</span>')
     return "".join(parts)
 
 
@@ -158,9 +157,9 @@ def _legend(color_by: str, cap: float) -> str:
         left, right, what = "low probability (surprising)", "high probability (confident)", "chosen token's probability"
     else:
         left, right, what = f"high entropy ≥ {cap:.1f} nats (uncertain)", "low entropy (confident)", "step entropy"
-    return (f'<div class="dl-legend"><span>colour = {html.escape(what)}:</span><span>{html.escape(left)}</span>'
-            f'<span class="dl-bar" style="background:linear-gradient(to right,{stops})"></span>'
-            f'<span>{html.escape(right)}</span><span>· hover a token for alternatives</span></div>')
+    return (f'<div class="dl-legend"><span>colour = {esc(what)}:</span><span>{esc(left)}</span>'
+            f'<span class="dl-bar" style="background:linear-gradient(to right,{esc(stops)})"></span>'
+            f'<span>{esc(right)}</span><span>· hover a token for alternatives</span></div>')
 
 
 def _plain_text(trace: Trace) -> str:
@@ -176,5 +175,5 @@ def _plain_text(trace: Trace) -> str:
                 f"showing the {note} (see the beam tree).")
     else:
         note = f"No per-token steps in this trace; showing the {note}."
-    return (f'<div class="dl-note">{html.escape(note)}</div>'
+    return (f'<div class="dl-note">{esc(note)}</div>'
             f'<div class="dl-text"><span class="tok-plain">{_chip_text(text)}</span></div>')
