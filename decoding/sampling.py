@@ -61,10 +61,16 @@ def entropy(logits: Tensor) -> Tensor:
 
 
 def _keep(logits: Tensor, keep: Tensor, always: Tensor | None = None) -> Tensor:
-    """New logits with -inf outside `keep` (B, V); the ids in `always` (B, 1), default top-1, survive."""
+    """New logits with -inf outside `keep` (B, V).
+
+    The ids in `always` (B, 1) survive; by default that is every token tied with the top-1 logit
+    (transformers' `min_tokens_to_keep` test `scores < topk(scores, 1)`), so a rule never cuts a
+    token tied with one it keeps and the kept set does not depend on token order.
+    """
     if always is None:
-        always = logits.argmax(dim=-1, keepdim=True)  # (B, 1)
-    keep = keep.scatter(-1, always, True)  # (B, V), a new tensor
+        keep = keep | (logits == logits.amax(dim=-1, keepdim=True))  # (B, V), a new tensor
+    else:
+        keep = keep.scatter(-1, always, True)  # (B, V), a new tensor
     return logits.masked_fill(~keep, NEG_INF)
 
 
@@ -139,7 +145,7 @@ PARAMETERS: dict[str, ParamSpec] = {
         ParamSpec("repetition_penalty", float, 1.0, 0.0, _INF, False, False,
                   "Above 1 makes tokens already in the text less likely, below 1 more likely (1 = off)."),
         ParamSpec("top_h", float, 0.0, 0.0, 1.0, True, True,
-                  "Keep top tokens while their entropy stays under this fraction of the total (0 = off)."),
+                  "Keep top tokens while their summed -q log q stays under this share of the top-100 entropy."),
         ParamSpec("mirostat_tau", float, 3.0, 0.0, _INF, False, False,
                   "Mirostat's target surprise per token, in bits; higher gives more varied text."),
         ParamSpec("mirostat_eta", float, 0.1, 0.0, 1.0, False, True,
@@ -206,7 +212,8 @@ class TopP:
         _check("top_p", self.top_p, float, 0.0, 1.0, False, True)
 
     def __call__(self, logits: Tensor, input_ids: Tensor) -> Tensor:
-        probs = log_softmax(logits).exp()  # (B, V)
+        probs = torch.softmax(logits.double(), dim=-1)  # (B, V) float64: a float32 running sum over a
+        #                                                  large vocabulary drifts by a token at the boundary
         sorted_probs = probs.sort(dim=-1, descending=True).values  # (B, V)
         mass_above = sorted_probs.cumsum(dim=-1) - sorted_probs  # (B, V) mass ranked strictly above
         num_kept = (mass_above < self.top_p).sum(dim=-1, keepdim=True).clamp(min=1)  # (B, 1)
@@ -318,7 +325,8 @@ class TopH:
     against tau/m + log m, which reduces to the same test S <= tau. Their original code uses the
     top-n probabilities of the full softmax without renormalising; identical when top_n >= V.
     tau is taken as alpha times the last accumulated sum so that alpha = 1 keeps all top_n tokens
-    despite rounding. Ties in the ranking are broken by lower token id.
+    despite rounding. Tokens tied with the last kept one are kept too (as in TopP), so the kept
+    set never depends on how a sort orders equal logits.
     """
 
     name: ClassVar[str] = "top_h"
@@ -337,8 +345,8 @@ class TopH:
         accumulated = torch.where(q > 0, -q * logq, torch.zeros_like(q)).cumsum(dim=-1)  # (B, n)
         selected = accumulated <= self.alpha * accumulated[:, -1:]  # (B, n)
         selected[:, 0] = True
-        keep = torch.zeros_like(logits, dtype=torch.bool).scatter(-1, order[:, :n], selected)  # (B, V)
-        return _keep(logits, keep)
+        last_kept = torch.where(selected, sorted_logits[:, :n], math.inf).amin(dim=-1, keepdim=True)  # (B, 1)
+        return _keep(logits, logits.float() >= last_kept)  # tokens tied with the last kept one stay too
 
 
 # --------------------------------------------------------------------------- the `sample` strategy
@@ -364,18 +372,24 @@ class SamplingParams:
 
 
 def build_transforms(params: SamplingParams) -> list[LogitsTransform]:
-    """The active transforms in transformers' order: penalty, temperature, then the truncations."""
+    """The active transforms in transformers' order (`GenerationMixin._get_logits_processor`):
+    penalty, temperature, Top-H, then top-k, top-p, min-p, typical, epsilon, eta.
+
+    Top-H comes right after temperature, as in the warper the Top-H authors contributed to
+    transformers: its entropy budget is measured on the tempered distribution before any other
+    truncation, so combining it with top-k or top-p gives the same kept set as `generate`.
+    """
     p = params
     candidates = [
         (p.repetition_penalty != 1.0, lambda: RepetitionPenalty(p.repetition_penalty)),
         (p.temperature != 1.0, lambda: Temperature(p.temperature)),
+        (p.top_h > 0.0, lambda: TopH(p.top_h)),
         (p.top_k > 0, lambda: TopK(p.top_k)),
         (p.top_p < 1.0, lambda: TopP(p.top_p)),
         (p.min_p > 0.0, lambda: MinP(p.min_p)),
         (p.typical_p < 1.0, lambda: TypicalP(p.typical_p)),
         (p.epsilon > 0.0, lambda: EpsilonCutoff(p.epsilon)),
         (p.eta > 0.0, lambda: EtaCutoff(p.eta)),
-        (p.top_h > 0.0, lambda: TopH(p.top_h)),
     ]
     return [make() for active, make in candidates if active]
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from decoding.sampling import (
+    NEG_INF,
     PARAMETERS,
     EpsilonCutoff,
     EtaCutoff,
@@ -440,7 +441,7 @@ def test_build_transforms_uses_transformers_order():
     )
     names = [t.name for t in build_transforms(params)]
     assert names == [
-        "repetition_penalty", "temperature", "top_k", "top_p", "min_p", "typical_p", "epsilon", "eta", "top_h",
+        "repetition_penalty", "temperature", "top_h", "top_k", "top_p", "min_p", "typical_p", "epsilon", "eta",
     ]
     assert [t.name for t in build_transforms(SamplingParams(top_p=0.9, temperature=0.5))] == ["temperature", "top_p"]
 
@@ -555,3 +556,121 @@ def test_beam_step_breaks_ties_by_lower_flat_index():
     parents, tokens, scores = beam_step(torch.zeros(2), logprobs, num_beams=5)
     assert parents.tolist() == [0, 0, 1, 1, 0] and tokens.tolist() == [0, 1, 0, 1, 2]
     assert scores.tolist() == [-1.0, -1.0, -1.0, -1.0, -2.0]
+
+
+# ------------------------------------------------------------------------ against transformers' own chain
+
+def hf_chain(params: SamplingParams, vocab: int):
+    """The processors transformers' `generate` builds for the same settings, in its own order."""
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=vocab, hidden_size=8, intermediate_size=8, num_hidden_layers=1,
+                                         num_attention_heads=1, num_key_value_heads=1))
+    config = GenerationConfig(
+        do_sample=True, temperature=params.temperature, top_k=params.top_k, top_p=params.top_p,
+        min_p=params.min_p or None, typical_p=params.typical_p, epsilon_cutoff=params.epsilon,
+        eta_cutoff=params.eta, repetition_penalty=params.repetition_penalty, top_h=params.top_h or None,
+    )
+    return model._get_logits_processor(generation_config=config, input_ids_seq_length=1, device="cpu")
+
+
+CHAINS = [  # truncations combined, each with Top-H (whose place in the chain matters)
+    dict(top_k=3, top_h=0.5),
+    dict(top_p=0.8, top_h=0.6),
+    dict(min_p=0.1, top_h=0.4),
+    dict(temperature=1.4, top_k=20, top_p=0.9, top_h=0.7),
+    dict(temperature=0.7, top_k=50, top_p=0.95, min_p=0.02, repetition_penalty=1.3),
+    dict(temperature=1.2, typical_p=0.9, epsilon=0.01, eta=0.02),
+]
+
+
+@pytest.mark.parametrize("settings", CHAINS, ids=lambda d: ",".join(f"{k}={v}" for k, v in d.items()))
+def test_combined_chains_match_transformers_generate(settings):
+    """The whole chain `sample` runs equals the processors `generate` builds, on random rows."""
+    params = SamplingParams(**settings)
+    gen = torch.Generator().manual_seed(5)
+    for vocab in (7, 130, 4096):
+        hf = hf_chain(params, vocab)
+        logits = torch.randn(4, vocab, generator=gen) * 3  # (B, V)
+        input_ids = torch.randint(0, vocab, (4, 5), generator=gen)  # (B, T)
+        ours = apply_transforms(build_transforms(params), logits, input_ids)
+        theirs = hf(input_ids, logits.clone())
+        assert torch.equal(torch.isfinite(ours), torch.isfinite(theirs)), (vocab, settings)
+
+
+def test_top_h_runs_before_top_k_as_in_transformers():
+    """The issue's example: top_k=3 then Top-H would keep {0}; Top-H first keeps {0, 1}."""
+    logits = torch.tensor([[1.5, 1.0, 0.5, 0.0, -0.5, -1.0]])
+    out = apply_transforms(build_transforms(SamplingParams(top_k=3, top_h=0.5)), logits, NO_IDS)
+    assert kept(out) == {0, 1}
+    assert kept(hf_chain(SamplingParams(top_k=3, top_h=0.5), 6)(NO_IDS, logits.clone())) == {0, 1}
+
+
+@pytest.mark.parametrize("transform, hf_name, hf_arg", [
+    (EpsilonCutoff(0.3), "EpsilonLogitsWarper", 0.3),
+    (EtaCutoff(0.5), "EtaLogitsWarper", 0.5),
+    (MinP(0.9), "MinPLogitsWarper", 0.9),
+    (TopK(1), "TopKLogitsWarper", 1),
+])
+def test_tokens_tied_with_the_top_are_never_cut(transform, hf_name, hf_arg):
+    """Uniform logits over 4 tokens: every rule keeps all four (as transformers does), so no token id is favoured."""
+    logits_process = pytest.importorskip("transformers.generation.logits_process")
+    logits = torch.zeros(1, 4)
+    assert kept(transform(logits, NO_IDS)) == {0, 1, 2, 3}
+    expected = getattr(logits_process, hf_name)(hf_arg)(NO_IDS, logits.clone())
+    assert torch.equal(transform(logits, NO_IDS), expected)
+
+
+@pytest.mark.parametrize("transform", [TopP(0.1), TopH(0.1)])
+def test_order_dependent_rules_keep_ties_where_transformers_picks_by_sort_order(transform):
+    """transformers' top-p / Top-H keep one of four tied tokens, whichever its sort puts first;
+    here the tie is kept whole, so no token id is favoured."""
+    assert kept(transform(torch.zeros(1, 4), NO_IDS)) == {0, 1, 2, 3}
+
+
+def test_epsilon_with_ties_samples_every_tied_token():
+    logits = apply_transforms([EpsilonCutoff(0.3)], torch.zeros(1, 4), NO_IDS)
+    gen = torch.Generator().manual_seed(0)
+    draws = [int(sample_from_logits(logits, gen)) for _ in range(400)]
+    assert set(draws) == {0, 1, 2, 3} and min(draws.count(t) for t in range(4)) > 60
+
+
+@pytest.mark.parametrize("ours, hf_name", [(TopP, "TopPLogitsWarper"), (MinP, "MinPLogitsWarper"),
+                                           (lambda x: EpsilonCutoff(x / 1000), None),
+                                           (TopH, "TopHLogitsWarper")])
+def test_large_vocabularies_and_ties_match_transformers(ours, hf_name):
+    """SmolLM2's 49,152 and tiny-ar's 4,096 rows, with many tied logits (rounded to 0.5)."""
+    logits_process = pytest.importorskip("transformers.generation.logits_process")
+    gen = torch.Generator().manual_seed(3)
+    for vocab in (4096, 49152):
+        for scale in (1.0, 4.0):
+            logits = (torch.randn(2, vocab, generator=gen) * scale * 2).round() / 2  # (B, V) ties everywhere
+            x = float(torch.rand(1, generator=gen) * 0.9 + 0.05)
+            got = ours(x)(logits, NO_IDS.expand(2, 0))
+            if hf_name is None:  # epsilon: transformers' rule written out (p < eps and below the top logit)
+                probs = logits.softmax(-1)
+                expected = logits.masked_fill((probs < x / 1000) & (logits < logits.amax(-1, keepdim=True)), NEG_INF)
+            else:
+                expected = getattr(logits_process, hf_name)(x)(NO_IDS.expand(2, 0), logits.clone())
+            for b in range(2):
+                ours_kept, theirs = kept(got, b), kept(expected, b)
+                extra = ours_kept - theirs  # only tokens tied with one transformers keeps (its sort's choice)
+                assert theirs <= ours_kept and set(logits[b, list(extra)].tolist()) <= set(logits[b, list(theirs)].tolist())
+                if hf_name in ("MinPLogitsWarper",) or hf_name is None:
+                    assert ours_kept == theirs
+
+
+def test_top_p_boundary_is_exact_on_a_large_vocabulary():
+    """top_p a hair (1e-9) above or below the exact mass of the top k tokens: the rule keeps
+    k + 1 or k tokens. A float32 running sum over 4,096 or 49,152 probabilities is off by more
+    than that and moves the boundary by a token."""
+    gen = torch.Generator().manual_seed(8)
+    for vocab in (4096, 49152):
+        logits = torch.randn(1, vocab, generator=gen) * 2  # (1, V)
+        probs = torch.softmax(logits.double(), -1)[0]
+        order = probs.argsort(descending=True)
+        cum = probs[order].cumsum(0)  # float64 reference
+        for k in (200, 900, 2000, 3000):
+            for nudge, expected in ((1e-9, k + 1), (-1e-9, k)):
+                top_p = float(cum[k - 1]) + nudge
+                assert kept(TopP(top_p)(logits, NO_IDS)) == set(order[:expected].tolist()), (vocab, k, nudge)

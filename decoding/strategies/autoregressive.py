@@ -104,7 +104,7 @@ def token_event(ctx: RunContext, step: int, token_id: int, raw_logits: torch.Ten
     raw_probs = raw_logprobs.exp()
     final_logprobs = sampling.log_softmax(final_logits)  # (V,)
     kept = torch.isfinite(final_logits)
-    top_probs, top_ids = raw_probs.topk(TOP_ALTERNATIVES)
+    top_probs, top_ids = raw_probs.topk(min(TOP_ALTERNATIVES, raw_probs.shape[-1]))  # a vocabulary may be smaller
     prob = raw_probs[token_id]
     lm = ctx.lm
     return TokenStep(
@@ -189,7 +189,8 @@ def contrastive(ctx: RunContext, params: ContrastiveParams, outcome: Outcome) ->
 
     Each step runs the k candidates as k rows of one batched call, then keeps the chosen row.
     """
-    lm, k = ctx.lm, params.top_k
+    lm = ctx.lm
+    k = min(params.top_k, lm.vocab_size)  # a vocabulary may be smaller than top_k
     out = lm.prefill(ctx.prompt_ids, output_hidden_states=True)
     context_hidden = out.hidden[0]  # (T, D)
     logits = out.logits[0, -1]  # (V,)
