@@ -9,7 +9,8 @@ Papers followed
     would have had on the tokens just verified);
     Li et al. 2024, "EAGLE-2" and Xiong et al. 2024, "DySpec" (dynamic trees grown by the
     cumulative draft probability under a node budget); Chen et al. 2024, "Sequoia" (siblings
-    sampled without replacement, so sampling verification stays lossless).
+    sampled without replacement, so sampling verification stays lossless). How the dynamic
+    tree stays lossless when sampling: `allot_children`.
 
 Glossary
     plan        the tree shape for this round: chain, static (full width-ary tree) or dynamic.
@@ -24,6 +25,7 @@ import heapq
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 
@@ -109,62 +111,102 @@ class ModelDrafter:
 
     def propose(self, context: list[int], plan: TreePlan, temperature: float, generator: torch.Generator) -> Draft:
         t0 = time.perf_counter()
-        greedy = temperature == 0
         pending = self._sync(context)  # level 0 also feeds the tokens the cache lacks
-        passes = 0
-        draft = Draft(DraftTree())
-        tree = draft.tree
-        frontier = [ROOT]
-        scores: dict[int, float] = {ROOT: 0.0}  # cumulative draft log-prob
-        in_cache = 0  # tree nodes already fed (each level feeds only the newest nodes)
-        for level in range(plan.depth):
-            if not frontier or len(tree) >= plan.budget:
-                break
-            out = self.lm.forward_tree(pending, tree.parents, tree.tokens, self.cache, cached_nodes=in_cache)
-            in_cache, pending = len(tree), []
-            passes += 1
-            logits = out.logits[0, -len(frontier):]  # (F, V): one row per frontier node (the root first)
-            candidates = []  # (score, parent, token, q(token)) in each parent's draw order
-            for row, parent in zip(logits, frontier):
-                logq = torch.log_softmax(row / (temperature if not greedy else 1.0), -1)  # (V,)
-                draft.q_dists[parent] = logq.exp()
-                k = 1 if plan.shape == "chain" else plan.width
-                picks = logq.topk(k).indices.tolist() if greedy else gumbel_top_k(logq, k, generator)
-                candidates.append([(scores[parent] + logq[t].item(), parent, t, logq[t].exp().item()) for t in picks])
-            frontier = []
-            for score, parent, token, q in _select(candidates, plan, budget=plan.budget - len(tree)):
-                node = tree.add(parent, token, q)
-                if not greedy:
-                    tree.sibling_q[parent] = draft.q_dists[parent]
-                scores[node] = score
-                frontier.append(node)
+        fed = 0  # tree nodes already in the draft cache (each level feeds only the newest nodes)
+
+        def expand(tree: DraftTree, frontier: list[int]) -> torch.Tensor:
+            nonlocal pending, fed
+            out = self.lm.forward_tree(pending, tree.parents, tree.tokens, self.cache, cached_nodes=fed)
+            fed, pending = len(tree), []
+            return out.logits[0, -len(frontier):]  # (F, V): one row per frontier node (the root first)
+
+        draft = grow_tree(expand, plan, temperature, generator)
         crop_cache(self.cache, len(context) - 1)  # keep context[:-1]; drop the draft tree
-        draft.forward_passes, draft.seconds = passes, time.perf_counter() - t0
+        draft.seconds = time.perf_counter() - t0
         return draft
 
     def observe(self, **kwargs) -> None:
         """Model drafters learn nothing between rounds."""
 
 
-def _select(candidates: list[list[tuple]], plan: TreePlan, budget: int) -> list[tuple]:
-    """Which candidate children join the tree this level.
+Expand = Callable[[DraftTree, list[int]], torch.Tensor]  # (tree, frontier nodes) -> (F, V) draft logits
 
-    chain/static: all of them (within the budget). dynamic: the `width` best by cumulative
-    draft log-prob across the whole level, taking each parent's candidates in draw order (so
-    sampled siblings stay a without-replacement prefix and verification stays lossless).
+
+def grow_tree(expand: Expand, plan: TreePlan, temperature: float, generator: torch.Generator) -> Draft:
+    """Grow a draft tree level by level: one `expand` call (one draft forward pass) per level.
+
+    The decision is kept apart from the model call so tests can drive it with hand-made logits.
+    Each level first decides HOW MANY children every frontier node gets (`allot_children`),
+    from what is known before any child is drawn, then draws them: greedily (top-k of q) at
+    temperature 0, otherwise without replacement from q (Gumbel-top-k), in draw order.
     """
-    if plan.shape != "dynamic":
-        flat = [c for group in candidates for c in group]
-        return flat[:budget]
-    heap = [(-group[0][0], g, 0) for g, group in enumerate(candidates) if group]
+    greedy = temperature == 0
+    draft = Draft(DraftTree())
+    tree = draft.tree
+    frontier = [ROOT]
+    scores: dict[int, float] = {ROOT: 0.0}  # cumulative draft log-prob of each node's path
+    for _ in range(plan.depth):
+        if not frontier or len(tree) >= plan.budget:
+            break
+        logits = expand(tree, frontier)  # (F, V)
+        draft.forward_passes += 1
+        logqs = torch.log_softmax(logits.float() / (temperature if not greedy else 1.0), -1)  # (F, V)
+        counts = allot_children(logqs, [scores[n] for n in frontier], plan, budget=plan.budget - len(tree))
+        next_frontier = []
+        for logq, parent, count in zip(logqs, frontier, counts):
+            draft.q_dists[parent] = logq.exp()
+            if count == 0:
+                continue
+            picks = logq.topk(count).indices.tolist() if greedy else gumbel_top_k(logq, count, generator)
+            if not greedy:
+                tree.sibling_q[parent] = draft.q_dists[parent]
+            for token in picks:
+                node = tree.add(parent, token, logq[token].exp().item())
+                scores[node] = scores[parent] + logq[token].item()
+                next_frontier.append(node)
+        frontier = next_frontier
+    return draft
+
+
+def allot_children(logqs: torch.Tensor, parent_scores: list[float], plan: TreePlan, budget: int) -> list[int]:
+    """How many children each frontier node gets this level: decided before any child is drawn.
+
+    chain: one child for the (single) frontier node; static: `width` children each; both within
+    the node budget. dynamic (EAGLE-2's best-first expansion, Li et al. 2024; DySpec, Xiong et al.
+    2024): `width` child slots for the whole level, given one at a time to the parent whose next
+    slot scores best, a slot i of a parent scoring  parent's cumulative log q + log of its i-th
+    largest q  (the i-th child's log q when drafting greedily, its best case when sampling).
+
+    Why not score the drawn children themselves, as EAGLE-2 does greedily: with sampling, a
+    child whose presence depends on its own drawn value is no longer a draw from q, and the
+    multi-candidate verification (SpecInfer, Miao et al. 2024; Sequoia, Chen et al. 2024) is
+    only lossless for children drawn without replacement from q in a number fixed in advance.
+    Here the counts depend on the parents (already in the tree) and on q, never on the draws,
+    so a sampled dynamic tree follows the target's distribution exactly; greedy trees are the
+    same as EAGLE-2's.
+    """
+    num_parents, vocab = logqs.shape
+    if plan.shape == "chain":
+        return [min(1, budget)] + [0] * (num_parents - 1)
+    per_parent = min(plan.width, vocab)
+    if plan.shape == "static":
+        counts = []
+        for _ in range(num_parents):
+            counts.append(min(per_parent, budget))
+            budget -= counts[-1]
+        return counts
+    sorted_logq = logqs.topk(per_parent, dim=-1).values.tolist()  # (F, width) best first
+    counts = [0] * num_parents
+    heap = [(-(score + row[0]), g) for g, (score, row) in enumerate(zip(parent_scores, sorted_logq))]
     heapq.heapify(heap)
-    chosen = []
-    while heap and len(chosen) < min(plan.width, budget):
-        _, g, i = heapq.heappop(heap)
-        chosen.append(candidates[g][i])
-        if i + 1 < len(candidates[g]):
-            heapq.heappush(heap, (-candidates[g][i + 1][0], g, i + 1))
-    return chosen
+    for _ in range(min(plan.width, budget)):
+        if not heap:
+            break
+        _, g = heapq.heappop(heap)
+        counts[g] += 1
+        if counts[g] < per_parent and math.isfinite(sorted_logq[g][counts[g]]):
+            heapq.heappush(heap, (-(parent_scores[g] + sorted_logq[g][counts[g]]), g))
+    return counts
 
 
 class EarlyExitDrafter(ModelDrafter):

@@ -81,8 +81,8 @@ class TokenRecyclingDrafter:
     """Trees from recycled candidates: adjacency[token] = the target's top-k after that token."""
 
     def __init__(self, vocab_size: int, top_k: int = 8):
-        self.top_k = top_k
-        self.adjacency = torch.full((vocab_size, top_k), -1, dtype=torch.long)  # (V, k); -1 = unknown
+        self.top_k = min(top_k, vocab_size)  # a vocabulary may be smaller
+        self.adjacency = torch.full((vocab_size, self.top_k), -1, dtype=torch.long)  # (V, k); -1 = unknown
         self.name = "token-recycling"
         self.prefill_rows = -1  # every prompt row seeds the table
 

@@ -171,11 +171,11 @@ def _round_event(ctx, lm, round_index, step, drafter, draft, verdict, probs, pro
     dists = []
     for parent in [ROOT] + sorted({p for p in tree.parents if p != ROOT}):
         p = probs[parent + 1]
-        p_top = p.topk(TOP_RECORDED)
+        p_top = p.topk(min(TOP_RECORDED, p.shape[-1]))
         q = draft.q_dists.get(parent)
         children = [tree.tokens[i] for i in tree.children(parent)]
         overlap = torch.minimum(p, q).sum().item() if q is not None else sum(p[c].item() for c in children)
-        q_top = q.topk(TOP_RECORDED) if q is not None else None
+        q_top = q.topk(min(TOP_RECORDED, q.shape[-1])) if q is not None else None
         dists.append({"parent": parent, "p_top_ids": p_top.indices.tolist(), "p_top_probs": p_top.values.tolist(),
                       "q_top_ids": q_top.indices.tolist() if q_top is not None else [],
                       "q_top_probs": q_top.values.tolist() if q_top is not None else [],
