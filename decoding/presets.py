@@ -15,6 +15,9 @@ A preset file in `presets/` holds one mapping:
 
 Loading validates everything a run would (strategy, parameters, prompt, limits, model name), so
 a malformed preset fails with a message naming the file and the problem, before any model work.
+YAML anchors and aliases (`&a`, `*a`) are refused before anything is built: a "billion laughs"
+file of a few hundred bytes would otherwise expand into gigabytes. Messages quote at most
+`QUOTE_CHARS` characters of a bad value.
 """
 
 from __future__ import annotations
@@ -24,12 +27,29 @@ from pathlib import Path
 
 import yaml
 
+from decoding.errors import QUOTE_CHARS, short_repr
 from decoding.models import resolve_spec
 from decoding.run import validate_request
 
 PRESETS_DIR = Path(__file__).resolve().parents[1] / "presets"
 REQUIRED = ("title", "model", "strategy", "prompt", "note")
 OPTIONAL = {"params": dict, "chat": bool, "max_new_tokens": int, "seed": int, "lab": str}
+
+
+class _AliasRefused(yaml.YAMLError):
+    pass
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses anchors and aliases as the composer meets them (nothing is expanded)."""
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            what = "alias *" if isinstance(event, yaml.AliasEvent) else "anchor &"
+            raise _AliasRefused(f"YAML anchors and aliases are not allowed in presets (found the "
+                                f"{what}{event.anchor[:40]} on line {event.start_mark.line + 1})")
+        return super().compose_node(parent, index)
 
 
 @dataclass(frozen=True)
@@ -50,21 +70,24 @@ class Preset:
 def parse_preset(name: str, text: str) -> Preset:
     where = f"preset {name!r}"
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader, minus aliases
+    except _AliasRefused as err:
+        raise ValueError(f"{where}: {err}") from None
     except yaml.YAMLError as err:
-        raise ValueError(f"{where}: not valid YAML ({str(err).splitlines()[0]})") from None
+        raise ValueError(f"{where}: not valid YAML ({str(err).splitlines()[0][:QUOTE_CHARS]})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{where}: expected a mapping of settings, got {type(data).__name__}")
     missing = [k for k in REQUIRED if k not in data]
-    unknown = sorted(set(data) - set(REQUIRED) - set(OPTIONAL))
+    unknown = sorted(map(str, set(data) - set(REQUIRED) - set(OPTIONAL)))
     if missing or unknown:
-        raise ValueError(f"{where}: missing {missing or 'nothing'}, unknown {unknown or 'nothing'}")
+        unknown_text = short_repr(unknown) if unknown else "nothing"
+        raise ValueError(f"{where}: missing {missing or 'nothing'}, unknown {unknown_text}")
     for key in REQUIRED:
         if not isinstance(data[key], str):
-            raise ValueError(f"{where}: `{key}` must be text, got {data[key]!r}")
+            raise ValueError(f"{where}: `{key}` must be text, got {short_repr(data[key])}")
     for key, kind in OPTIONAL.items():
         if key in data and (not isinstance(data[key], kind) or (kind is int and isinstance(data[key], bool))):
-            raise ValueError(f"{where}: `{key}` must be {kind.__name__}, got {data[key]!r}")
+            raise ValueError(f"{where}: `{key}` must be {kind.__name__}, got {short_repr(data[key])}")
     preset = Preset(name=name, **data)
     try:
         resolve_spec(preset.model)
