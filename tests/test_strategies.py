@@ -305,3 +305,22 @@ def test_branch_continues_after_the_prefix(tiny_lm, strategy):
     assert other.finish.token_ids[:4] == prefix + [alt]
     with pytest.raises(ValueError, match="`prefix_ids`"):
         list(generate(tiny_lm, PROMPT, prefix_ids=[10**9]))
+
+
+@pytest.mark.parametrize("strategy, params", [
+    ("greedy", {}), ("sample", {"top_k": 20, "top_p": 0.9}), ("mirostat", {}), ("contrastive", {"top_k": 8}),
+    ("beam", {"num_beams": 3}), ("speculative", {"drafter": "token-recycling", "tree": "static", "width": 8}),
+])
+def test_a_vocabulary_smaller_than_the_recorded_alternatives(strategy, params):
+    """A 6-token model: every strategy records at most 6 alternatives instead of crashing."""
+    from decoding.lm import LM
+    from markov import markov_llama, word_tokenizer
+
+    tokenizer = word_tokenizer(["a", "b", "c"])
+    logits = torch.full((6, 6), -1e4)
+    logits[:, 3:] = torch.tensor([1.0, 0.5, -0.5])
+    lm = LM(markov_llama(logits, tokenizer, name="markov-6"))
+    trace = run_to_trace(lm, "a b", strategy=strategy, params=params, max_new_tokens=4, seed=0, chat=False)
+    assert 1 <= len(trace.finish.token_ids) <= 4 and set(trace.finish.token_ids) <= {2, 3, 4, 5}  # words or </s>
+    for event in trace.of_kind("token"):
+        assert len(event.top_ids) == 6 and sorted(event.top_ids) == list(range(6))
