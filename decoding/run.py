@@ -18,8 +18,9 @@ from decoding.events import Event, RunFinished, RunStarted, Trace
 from decoding.lm import LM
 from decoding.errors import short_repr
 from decoding.models import LoadedModel, check_kind, check_model_id, load_model, model_kind
+from decoding.contracts import Outcome, RunContext
+from decoding.registry import FAMILY_CHECKS
 from decoding.strategies import get_strategy
-from decoding.strategies.autoregressive import Outcome, RunContext
 
 MAX_NEW_TOKENS_CAP = 2048  # upper bound a user may ask for
 MAX_PROMPT_CHARS = 20_000
@@ -115,14 +116,9 @@ def generate(
     check_kind(lm.loaded, info.family, info.name)
     prompt_ids, prompt_text, chat_applied = lm.encode_prompt(prompt, chat=chat)
     prefix_ids = [int(t) for t in (prefix_ids or [])]
-    if isinstance(lm, DiffusionLM):
-        if prefix_ids:
-            raise ValueError("`prefix_ids` (branching) is not supported by the diffusion strategy")
-        if getattr(config, "cache", "none") != "none":
-            lm.require_kv_cache()
-        if lm.max_length and len(prompt_ids) + max_new_tokens > lm.max_length:
-            raise ValueError(f"`max_new_tokens` {max_new_tokens} plus the prompt's {len(prompt_ids)} tokens exceed "
-                             f"{lm.name}'s {lm.max_length} positions; ask for at most {lm.max_length - len(prompt_ids)}")
+    family_check = FAMILY_CHECKS.get(info.family)
+    if family_check is not None:  # what only one family needs (a diffusion canvas fits the model, ...)
+        family_check(lm, config, prompt_ids, max_new_tokens, prefix_ids)
     if any(not 0 <= t < lm.vocab_size for t in prefix_ids):
         raise ValueError(f"`prefix_ids` must be token ids in [0, {lm.vocab_size}), got {prefix_ids}")
     generator = torch.Generator(device="cpu")

@@ -32,13 +32,14 @@ Glossary
 from __future__ import annotations
 
 import math
-import numbers
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import ClassVar, Iterable, Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from decoding.params import ParamSpec, Params, param
 
 NEG_INF = float("-inf")
 LN2 = math.log(2.0)
@@ -77,81 +78,46 @@ def _keep(logits: Tensor, keep: Tensor, always: Tensor | None = None) -> Tensor:
 # --------------------------------------------------------------------------- validation
 
 
-def _fmt(x: float) -> str:
-    if x == math.inf:
-        return "inf"
-    return str(int(x)) if float(x).is_integer() else f"{x:g}"
-
-
-def _range_text(low: float, high: float, low_inclusive: bool, high_inclusive: bool) -> str:
-    return f"{'[' if low_inclusive else '('}{_fmt(low)}, {_fmt(high)}{']' if high_inclusive else ')'}"
-
-
 def _check(name: str, value, kind: type, low: float, high: float, low_inc: bool, high_inc: bool) -> None:
     """Raise ValueError naming `name`, `value` and the allowed range unless value is in range."""
-    rng = _range_text(low, high, low_inc, high_inc)
-    if kind is int:
-        ok_type = isinstance(value, numbers.Integral) and not isinstance(value, bool)
-        allowed = f"an integer in {rng}"
-    else:
-        ok_type = isinstance(value, numbers.Real) and not isinstance(value, bool)
-        allowed = f"in {rng}"
-    in_range = ok_type and (low <= value if low_inc else low < value) and (
-        value <= high if high_inc else value < high
-    )  # NaN fails both comparisons
-    if not in_range:
-        raise ValueError(f"`{name}` must be {allowed}, got {value!r}")
-
-
-@dataclass(frozen=True)
-class ParamSpec:
-    name: str  # key in PARAMETERS; a SamplingParams field, or mirostat_tau / mirostat_eta
-    type: type  # int or float
-    default: float  # the default; for SamplingParams fields it means "off"
-    low: float  # lower end of the allowed range
-    high: float  # upper end of the allowed range (math.inf when unbounded)
-    low_inclusive: bool  # whether `low` itself is allowed
-    high_inclusive: bool  # whether `high` itself is allowed
-    help: str  # one short sentence for the CLI `list` command and UI tooltips
-
-    def range_text(self) -> str:
-        """The allowed range in interval notation, e.g. "(0, 1]"."""
-        return _range_text(self.low, self.high, self.low_inclusive, self.high_inclusive)
-
-    def check(self, value, name: str | None = None) -> None:
-        """Raise ValueError (naming `name`, default self.name) unless `value` is allowed."""
-        _check(name or self.name, value, self.type,
-               self.low, self.high, self.low_inclusive, self.high_inclusive)
+    ParamSpec(name=name, type=kind, default=None, help="", low=low, high=high,
+              low_inclusive=low_inc, high_inclusive=high_inc).check(value)
 
 
 _INF = math.inf
-PARAMETERS: dict[str, ParamSpec] = {
+PARAMETERS: dict[str, ParamSpec] = {  # the sampling knobs, shared by `sample`, mirostat and the transforms
     s.name: s
     for s in [
-        ParamSpec("temperature", float, 1.0, 0.0, _INF, False, False,
-                  "Divides the logits: below 1 sharpens the distribution, above 1 flattens it."),
-        ParamSpec("top_k", int, 0, 0, _INF, True, False,
-                  "Keep only the k most likely tokens (0 = off)."),
-        ParamSpec("top_p", float, 1.0, 0.0, 1.0, False, True,
-                  "Keep the most likely tokens until their probabilities add up to p (1 = off)."),
-        ParamSpec("min_p", float, 0.0, 0.0, 1.0, True, True,
-                  "Drop tokens less likely than min_p times the top token's probability (0 = off)."),
-        ParamSpec("typical_p", float, 1.0, 0.0, 1.0, False, True,
-                  "Keep the tokens whose surprise is closest to the average, up to this mass (1 = off)."),
-        ParamSpec("epsilon", float, 0.0, 0.0, 1.0, True, False,
-                  "Drop every token whose probability is below epsilon (0 = off)."),
-        ParamSpec("eta", float, 0.0, 0.0, 1.0, True, False,
-                  "Like epsilon, but the cutoff shrinks when the model is unsure (0 = off)."),
-        ParamSpec("repetition_penalty", float, 1.0, 0.0, _INF, False, False,
-                  "Above 1 makes tokens already in the text less likely, below 1 more likely (1 = off)."),
-        ParamSpec("top_h", float, 0.0, 0.0, 1.0, True, True,
-                  "Keep top tokens while their summed -q log q stays under this share of the top-100 entropy."),
-        ParamSpec("mirostat_tau", float, 3.0, 0.0, _INF, False, False,
-                  "Mirostat's target surprise per token, in bits; higher gives more varied text."),
-        ParamSpec("mirostat_eta", float, 0.1, 0.0, 1.0, False, True,
-                  "How fast mirostat moves its cutoff after each token."),
+        ParamSpec("temperature", float, 1.0, "Divides the logits: below 1 sharpens the distribution, above 1 flattens it.",
+                  0.0, _INF, False, False),
+        ParamSpec("top_k", int, 0, "Keep only the k most likely tokens (0 = off).", 0, _INF, True, False),
+        ParamSpec("top_p", float, 1.0, "Keep the most likely tokens until their probabilities add up to p (1 = off).",
+                  0.0, 1.0, False, True),
+        ParamSpec("min_p", float, 0.0, "Drop tokens less likely than min_p times the top token's probability (0 = off).",
+                  0.0, 1.0),
+        ParamSpec("typical_p", float, 1.0, "Keep the tokens whose surprise is closest to the average, up to this mass (1 = off).",
+                  0.0, 1.0, False, True),
+        ParamSpec("epsilon", float, 0.0, "Drop every token whose probability is below epsilon (0 = off).",
+                  0.0, 1.0, True, False),
+        ParamSpec("eta", float, 0.0, "Like epsilon, but the cutoff shrinks when the model is unsure (0 = off).",
+                  0.0, 1.0, True, False),
+        ParamSpec("repetition_penalty", float, 1.0,
+                  "Above 1 makes tokens already in the text less likely, below 1 more likely (1 = off).",
+                  0.0, _INF, False, False),
+        ParamSpec("top_h", float, 0.0,
+                  "Keep top tokens while their summed -q log q stays under this share of the top-100 entropy.", 0.0, 1.0),
+        ParamSpec("mirostat_tau", float, 3.0, "Mirostat's target surprise per token, in bits; higher gives more varied text.",
+                  0.0, _INF, False, False),
+        ParamSpec("mirostat_eta", float, 0.1, "How fast mirostat moves its cutoff after each token.", 0.0, 1.0, False, True),
     ]
 }
+
+
+def knob(name: str):
+    """A dataclass field declared from PARAMETERS[name] (its default, range and help)."""
+    s = PARAMETERS[name]
+    return param(s.default, help=s.help, low=s.low, high=s.high, low_inclusive=s.low_inclusive,
+                 high_inclusive=s.high_inclusive)
 
 
 # --------------------------------------------------------------------------- transforms
@@ -353,22 +319,18 @@ class TopH:
 
 
 @dataclass(frozen=True)
-class SamplingParams:
+class SamplingParams(Params):
     """All knobs of plain sampling; every default means "off" (temperature 1 = unchanged)."""
 
-    temperature: float = 1.0  # logits divisor; > 0
-    top_k: int = 0  # keep the k most likely tokens; 0 = off
-    top_p: float = 1.0  # nucleus mass; 1 = off
-    min_p: float = 0.0  # fraction of the top probability; 0 = off
-    typical_p: float = 1.0  # typical-set mass; 1 = off
-    epsilon: float = 0.0  # absolute probability floor; 0 = off
-    eta: float = 0.0  # entropy-adaptive probability floor; 0 = off
-    repetition_penalty: float = 1.0  # CTRL penalty on tokens already seen; 1 = off
-    top_h: float = 0.0  # Top-H alpha; 0 = off
-
-    def __post_init__(self):
-        for f in fields(self):
-            PARAMETERS[f.name].check(getattr(self, f.name))
+    temperature: float = knob("temperature")  # logits divisor; > 0
+    top_k: int = knob("top_k")  # keep the k most likely tokens; 0 = off
+    top_p: float = knob("top_p")  # nucleus mass; 1 = off
+    min_p: float = knob("min_p")  # fraction of the top probability; 0 = off
+    typical_p: float = knob("typical_p")  # typical-set mass; 1 = off
+    epsilon: float = knob("epsilon")  # absolute probability floor; 0 = off
+    eta: float = knob("eta")  # entropy-adaptive probability floor; 0 = off
+    repetition_penalty: float = knob("repetition_penalty")  # CTRL penalty on tokens already seen; 1 = off
+    top_h: float = knob("top_h")  # Top-H alpha; 0 = off
 
 
 def build_transforms(params: SamplingParams) -> list[LogitsTransform]:
@@ -415,13 +377,9 @@ def sample_from_logits(logits: Tensor, generator: torch.Generator) -> Tensor:
 
 
 @dataclass(frozen=True)
-class MirostatParams:
-    tau: float = 3.0  # target surprise per token, in bits; > 0
-    eta: float = 0.1  # learning rate of the mu update; (0, 1]
-
-    def __post_init__(self):
-        PARAMETERS["mirostat_tau"].check(self.tau, name="tau")
-        PARAMETERS["mirostat_eta"].check(self.eta, name="eta")
+class MirostatParams(Params):
+    tau: float = knob("mirostat_tau")  # target surprise per token, in bits; > 0
+    eta: float = knob("mirostat_eta")  # learning rate of the mu update; (0, 1]
 
     @property
     def initial_mu(self) -> float:

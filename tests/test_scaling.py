@@ -249,7 +249,7 @@ def test_lm_judge_reward_runs_and_counts_its_calls(smol_lm):
     ("best-of-n", {"n": 0}, "`n` must be an integer in [1, 64]"),
     ("best-of-n", {"reward": "oracle"}, "`reward` must be one of arith-step"),
     ("reward-beam", {"n": 6, "beam_width": 4}, "must be a multiple of `beam_width`"),
-    ("particle-filter", {"ess_threshold": 2}, "`ess_threshold` must be a number in [0, 1]"),
+    ("particle-filter", {"ess_threshold": 2}, "`ess_threshold` must be in [0, 1], got 2"),
     ("particle-filter", {"reward": "final-answer"}, "reward final-answer needs `reference`"),
     ("particle-filter", {"reward": "forbid-letter", "letter": "ee"}, "`letter` must be a single letter"),
     ("majority-vote", {"step_delimiter": "comma"}, "`step_delimiter` must be one of newline, blank-line"),

@@ -54,7 +54,7 @@ def _slider(c: dict, field: str, low, high, step, label: str, **kw) -> None:
 
 
 def _radio(c: dict, field: str, label: str) -> None:
-    c[f"df:{field}"] = gr.Radio(list(CHOICES[field]), value=DEFAULT_SETTINGS[field], label=label, info=help_of(field),
+    c[f"df:{field}"] = gr.Radio(list(CHOICES[field]()), value=DEFAULT_SETTINGS[field], label=label, info=help_of(field),
                                 visible=_shown(field), elem_id=_eid(field))
 
 

@@ -36,7 +36,7 @@ INT_FIELDS = {f for f in FIELDS if _SPECS[f]["type"] == "int"}
 FLOAT_FIELDS = {f for f in FIELDS if _SPECS[f]["type"] == "float"}
 SPECIFIC = {"radius": ("sampler", "localleap"), "anchor_threshold": ("sampler", "localleap"),
             "refresh_interval": ("cache", "delayed")}  # field -> (control, value) that shows it
-CHOICES = {"remasking": REMASKING, "sampler": SAMPLERS, "cache": CACHES}
+CHOICES = {"remasking": lambda: REMASKING, "sampler": SAMPLERS.names, "cache": lambda: CACHES}  # read when a tab is built
 assert set(FIELDS) == set(_SPECS)
 
 # "Compare with": label -> (model, strategy, parameter overrides); None model = the tab's model

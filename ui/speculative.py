@@ -24,8 +24,12 @@ from ui.speculative_views import (CONTROLS, DEFAULT_DRAFT_MODEL, DEFAULT_MAX_NEW
 INTRO = ("A cheap **drafter** guesses several tokens ahead; the **target** model checks the whole guess in **one** "
          "forward pass and keeps the longest prefix it agrees with, plus one token of its own. With temperature 0 "
          "the text is exactly the target's greedy text, only faster when the guesses are good.")
-DRAFTER_ORDER = ("prompt-lookup", "early-exit", "token-recycling", "model")
-assert set(DRAFTER_ORDER) == set(DRAFTERS)
+PREFERRED_DRAFTERS = ("prompt-lookup", "early-exit", "token-recycling", "model")  # menu order; others follow
+
+
+def drafter_order() -> list[str]:
+    """Every registered drafter, the shipped ones first."""
+    return [n for n in PREFERRED_DRAFTERS if n in DRAFTERS] + [n for n in DRAFTERS.names() if n not in PREFERRED_DRAFTERS]
 
 
 def _controls(c: dict) -> None:
@@ -41,7 +45,7 @@ def _controls(c: dict) -> None:
         c["generate"] = gr.Button("Generate", variant="primary", elem_id="spec-generate")
         c["stop"] = gr.Button("Stop", variant="stop", elem_id="spec-stop")
     c["status"] = gr.Markdown("Ready.", elem_id="spec-status")
-    c["spec:drafter"] = gr.Radio(list(DRAFTER_ORDER), value=d["drafter"], label="Drafter", elem_id="spec-drafter",
+    c["spec:drafter"] = gr.Radio(drafter_order(), value=d["drafter"], label="Drafter", elem_id="spec-drafter",
                                  info="prompt-lookup copies from the context; early-exit drafts with the target's "
                                       "first layers; token-recycling reuses earlier verifications; model: a small "
                                       "model of the same family.")

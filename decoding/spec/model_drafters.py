@@ -29,6 +29,7 @@ from typing import Callable
 
 import torch
 
+from decoding.contracts import Drafter, Feedback
 from decoding.lm import LM, crop_cache
 from decoding.models import LoadedModel
 from decoding.spec.verify import ROOT, DraftTree
@@ -86,7 +87,7 @@ def shallow_view(model: torch.nn.Module, num_layers: int) -> torch.nn.Module:
     return top
 
 
-class ModelDrafter:
+class ModelDrafter(Drafter):
     """Drafts with a causal LM over the target's vocabulary, one forward pass per tree level."""
 
     def __init__(self, lm: LM, name: str):
@@ -124,9 +125,7 @@ class ModelDrafter:
         crop_cache(self.cache, len(context) - 1)  # keep context[:-1]; drop the draft tree
         draft.seconds = time.perf_counter() - t0
         return draft
-
-    def observe(self, **kwargs) -> None:
-        """Model drafters learn nothing between rounds."""
+    # observe: a draft model learns nothing between rounds (the base's no-op)
 
 
 Expand = Callable[[DraftTree, list[int]], torch.Tensor]  # (tree, frontier nodes) -> (F, V) draft logits
@@ -272,8 +271,9 @@ class EarlyExitDrafter(ModelDrafter):
         return self.dynamic
 
     @torch.inference_mode()
-    def observe(self, *, hidden_states=None, rows=None, target_probs=None, greedy=True, **kwargs) -> None:
+    def observe(self, feedback: Feedback) -> None:
         """Update alpha_l from the verification pass, then choose next round's layer and length."""
+        hidden_states, rows, target_probs, greedy = feedback.hidden_states, feedback.rows, feedback.target_probs, feedback.greedy
         if not self.dynamic or hidden_states is None or not rows:
             return
         limit = max(OBSERVED_ROWS, len(rows) if len(rows) == self.prefill_rows else 0)

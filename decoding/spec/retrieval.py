@@ -22,11 +22,12 @@ import time
 
 import torch
 
+from decoding.contracts import Drafter, Feedback
 from decoding.spec.model_drafters import Draft, TreePlan
 from decoding.spec.verify import ROOT, DraftTree
 
 
-class PromptLookupDrafter:
+class PromptLookupDrafter(Drafter):
     """Continuations of earlier occurrences of the context's last n-gram (a trie of up to `width`)."""
 
     def __init__(self, ngram: int = 3):
@@ -56,9 +57,7 @@ class PromptLookupDrafter:
         limit = 1 if plan.shape == "chain" else plan.width
         tree = build_trie(self.continuations(context, plan.depth, limit), plan.budget)
         return Draft(tree, seconds=time.perf_counter() - t0, info={"ngram": self.ngram})
-
-    def observe(self, **kwargs) -> None:
-        """Prompt lookup keeps no state: the context is its memory."""
+    # observe: prompt lookup keeps no state (the base's no-op); the context is its memory
 
 
 def build_trie(sequences: list[list[int]], budget: int) -> DraftTree:
@@ -77,7 +76,7 @@ def build_trie(sequences: list[list[int]], budget: int) -> DraftTree:
     return tree
 
 
-class TokenRecyclingDrafter:
+class TokenRecyclingDrafter(Drafter):
     """Trees from recycled candidates: adjacency[token] = the target's top-k after that token."""
 
     def __init__(self, vocab_size: int, top_k: int = 8):
@@ -105,9 +104,7 @@ class TokenRecyclingDrafter:
         filled = int((self.adjacency[:, 0] >= 0).sum())
         return Draft(tree, seconds=time.perf_counter() - t0, info={"adjacency_rows": filled})
 
-    def observe(self, *, row_tokens=None, row_logits=None, **kwargs) -> None:
+    def observe(self, feedback: Feedback) -> None:
         """Recycle the verification pass: every row's token gets that row's top-k as successors."""
-        if row_tokens is None:
-            return
-        top = row_logits.topk(self.top_k, dim=-1).indices.cpu()  # (R, k)
-        self.adjacency[torch.as_tensor(row_tokens)] = top
+        top = feedback.row_logits.topk(self.top_k, dim=-1).indices.cpu()  # (R, k)
+        self.adjacency[torch.as_tensor(feedback.row_tokens)] = top

@@ -18,13 +18,15 @@ Glossary
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import torch
 
 from decoding import sampling
+from decoding.contracts import Outcome, RunContext
+from decoding.params import Params, param
+from decoding.registry import register_strategy
 from decoding.events import BeamStep, Event, TokenStep
 from decoding.lm import LM, reorder_cache
 
@@ -32,69 +34,21 @@ TOP_ALTERNATIVES = 10  # alternatives recorded per step
 
 
 @dataclass(frozen=True)
-class GreedyParams:
+class GreedyParams(Params):
     """Greedy decoding has no parameters: always the most probable token."""
 
 
 @dataclass(frozen=True)
-class BeamParams:
-    num_beams: int = 4  # live beams kept per step, >= 1
-    length_penalty: float = 1.0  # finished score = sum logprob / length ** length_penalty
-
-    def __post_init__(self):
-        if not isinstance(self.num_beams, int) or not 1 <= self.num_beams <= 32:
-            raise ValueError(f"`num_beams` must be an integer in [1, 32], got {self.num_beams!r}")
-        if not -5.0 <= self.length_penalty <= 5.0:
-            raise ValueError(f"`length_penalty` must be in [-5, 5], got {self.length_penalty!r}")
+class BeamParams(Params):
+    num_beams: int = param(4, low=1, high=32, help="How many partial sequences stay alive after each step.")
+    length_penalty: float = param(1.0, low=-5.0, high=5.0,
+                                  help="Finished scores are divided by length ** this: above 0 favours longer answers.")
 
 
 @dataclass(frozen=True)
-class ContrastiveParams:
-    top_k: int = 4  # candidates re-ranked per step, >= 2
-    penalty_alpha: float = 0.6  # weight of the degeneration penalty, in [0, 1]
-
-    def __post_init__(self):
-        if not isinstance(self.top_k, int) or not 2 <= self.top_k <= 64:
-            raise ValueError(f"`top_k` must be an integer in [2, 64], got {self.top_k!r}")
-        if not 0.0 <= self.penalty_alpha <= 1.0:
-            raise ValueError(f"`penalty_alpha` must be in [0, 1], got {self.penalty_alpha!r}")
-
-
-@dataclass
-class RunContext:
-    """What every strategy gets: the model, the prompt, limits, randomness and a stop check."""
-
-    lm: LM
-    prompt_ids: list[int]  # what the model is fed first (prompt, plus a branch's prefix)
-    max_new_tokens: int
-    generator: torch.Generator
-    should_stop: Callable[[], bool]
-    started: float  # perf_counter() at the start of the run
-    step_offset: int = 0  # index of the first generated step (a branch continues numbering)
-    prompt: str = ""  # what the user typed (rewards and judges read the question from it)
-
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.started
-
-
-class Outcome:
-    """Filled by a strategy as it runs: the generated ids and why it stopped."""
-
-    def __init__(self):
-        self.token_ids: list[int] = []
-        self.stop_reason = "max_new_tokens"
-        self.extra: dict = {}
-
-    def add(self, ctx: RunContext, token_id: int) -> bool:
-        """Record a token; True when the run must end here (stop token or cancelled)."""
-        self.token_ids.append(token_id)
-        if token_id in ctx.lm.stop_ids:
-            self.stop_reason = "eos"
-        elif ctx.should_stop():
-            self.stop_reason = "cancelled"
-        else:
-            return False
-        return True
+class ContrastiveParams(Params):
+    top_k: int = param(4, low=2, high=64, help="How many likely candidates are re-ranked at each step.")
+    penalty_alpha: float = param(0.6, low=0.0, high=1.0, help="Weight of the penalty for repeating the context (0 = greedy).")
 
 
 def token_event(ctx: RunContext, step: int, token_id: int, raw_logits: torch.Tensor,
@@ -151,6 +105,7 @@ def token_loop(ctx: RunContext, outcome: Outcome,
             out = lm.forward(torch.tensor([[token_id]], device=lm.device), out.cache)
 
 
+@register_strategy("greedy", params=GreedyParams, help="always the most probable token")
 def greedy(ctx: RunContext, params: GreedyParams, outcome: Outcome) -> Iterator[Event]:
     def choose(logits, ids):
         token_id = int(logits.argmax())
@@ -159,6 +114,8 @@ def greedy(ctx: RunContext, params: GreedyParams, outcome: Outcome) -> Iterator[
     yield from token_loop(ctx, outcome, choose)
 
 
+@register_strategy("sample", params=sampling.SamplingParams, uses_seed=True,
+                   help="sample after temperature, penalties and truncation (top-k/p, min-p, typical, epsilon, eta, top-H)")
 def sample(ctx: RunContext, params: sampling.SamplingParams, outcome: Outcome) -> Iterator[Event]:
     transforms = sampling.build_transforms(params)
 
@@ -171,8 +128,10 @@ def sample(ctx: RunContext, params: sampling.SamplingParams, outcome: Outcome) -
     yield from token_loop(ctx, outcome, choose)
 
 
+@register_strategy("mirostat", params=sampling.MirostatParams, uses_seed=True,
+                   help="mirostat v2: truncate to keep the surprise near a target tau")
 def mirostat(ctx: RunContext, params: sampling.MirostatParams, outcome: Outcome) -> Iterator[Event]:
-    mu = 2.0 * params.tau  # the paper's initial value
+    mu = params.initial_mu
 
     def choose(logits, ids):
         nonlocal mu
@@ -184,6 +143,8 @@ def mirostat(ctx: RunContext, params: sampling.MirostatParams, outcome: Outcome)
     yield from token_loop(ctx, outcome, choose)
 
 
+@register_strategy("contrastive", params=ContrastiveParams,
+                   help="contrastive search: top-k re-ranked by probability minus similarity to the context")
 def contrastive(ctx: RunContext, params: ContrastiveParams, outcome: Outcome) -> Iterator[Event]:
     """Contrastive search (Su et al. 2022): re-rank the top-k by (1-a) p - a max cos(h, context).
 
@@ -217,6 +178,8 @@ def contrastive(ctx: RunContext, params: ContrastiveParams, outcome: Outcome) ->
         logits = cand.logits[best, -1]
 
 
+@register_strategy("beam", params=BeamParams, family="beam",
+                   help="beam search: keep the num_beams best partial sequences")
 def beam(ctx: RunContext, params: BeamParams, outcome: Outcome) -> Iterator[Event]:
     """Beam search with length-normalised finished hypotheses (as transformers' `generate`).
 

@@ -23,47 +23,49 @@ Glossary
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 
 from decoding.events import DiffusionStep, Event
 from decoding.diffusion_lm import DiffusionLM, KVState
+from decoding.params import Params, param
+from decoding.registry import Registry, family_check, register_strategy
 
 REMASKING = ("random", "low-confidence", "margin", "entropy")
-SAMPLERS = ("fixed", "localleap")
 CACHES = ("none", "delayed")
+# name -> select(scores (L,), candidates (L,) bool, params, scheduled k) -> (chosen (L,) bool, event extra)
+SAMPLERS: Registry[Callable] = Registry("sampler")
 
 
 @dataclass(frozen=True)
-class DiffusionParams:
-    steps: int = 0  # denoising steps over the whole canvas, in [1, length]; 0 = one per token
-    block_length: int = 0  # semi-autoregressive block size; 0 = the whole canvas is one block
-    remasking: str = "low-confidence"  # which predictions are committed: random|low-confidence|margin|entropy
-    threshold: float = 0.0  # Fast-dLLM: commit every token with confidence >= this (0 = off); localleap's relaxed threshold
-    sampler: str = "fixed"  # fixed (schedule or threshold) | localleap
-    radius: int = 4  # localleap: positions within this distance of an anchor may leap
-    anchor_threshold: float = 0.95  # localleap: confidence that makes a masked position an anchor
-    temperature: float = 0.0  # Gumbel-max draw at this temperature (0 = argmax)
-    cache: str = "none"  # none | delayed (dKV-Cache)
-    refresh_interval: int = 4  # cache=delayed: a full forward every this many steps
+class DiffusionParams(Params):
+    steps: int = param(0, low=1, high=4096, off=0, note="0 or [1, length]",
+                       help="Denoising steps over the whole canvas (0 = one per token); unused with a threshold.")
+    block_length: int = param(0, low=0, high=4096, note="0 or divides length",
+                              help="Semi-autoregressive blocks decoded left to right (0 = one block).")
+    remasking: str = param("low-confidence", choices=REMASKING,
+                           help="Which predictions are committed first: random key, top-1 prob, top1-top2 margin, -entropy.")
+    threshold: float = param(0.0, low=0.0, high=1.0, low_inclusive=False, off=0.0,
+                             help="Fast-dLLM: commit every token whose confidence >= this (0 = fixed schedule); "
+                                  "localleap's relaxed threshold.")
+    sampler: str = param("fixed", choices=SAMPLERS.names,
+                         help="fixed: schedule or threshold; localleap: anchors plus relaxed neighbours.")
+    radius: int = param(4, low=0, high=64, help="localleap: neighbours within this many positions of an anchor may leap.")
+    anchor_threshold: float = param(0.95, low=0.0, high=1.0, low_inclusive=False,
+                                    help="localleap: confidence that makes a masked position an anchor.")
+    temperature: float = param(0.0, low=0.0, high=5.0, help="Gumbel-max token draw at this temperature (0 = argmax).")
+    cache: str = param("none", choices=CACHES,
+                       help="delayed: dKV-Cache, recompute only masked and just-committed positions.")
+    refresh_interval: int = param(4, low=1, high=64, help="cache=delayed: a full forward every this many steps (1 = no saving).")
 
     def __post_init__(self):
+        super().__post_init__()
+
         def check(ok, name, allowed):
             if not ok:
                 raise ValueError(f"`{name}` must be {allowed}, got {getattr(self, name)!r}")
 
-        check(isinstance(self.steps, int) and self.steps >= 0, "steps", "an integer >= 1 (0 = one step per token)")
-        check(isinstance(self.block_length, int) and self.block_length >= 0, "block_length", "an integer >= 0")
-        check(self.remasking in REMASKING, "remasking", f"one of {', '.join(REMASKING)}")
-        check(0.0 <= self.threshold <= 1.0, "threshold", "0 (off) or in (0, 1]")
-        check(self.sampler in SAMPLERS, "sampler", f"one of {', '.join(SAMPLERS)}")
-        check(isinstance(self.radius, int) and 0 <= self.radius <= 64, "radius", "an integer in [0, 64]")
-        check(0.0 < self.anchor_threshold <= 1.0, "anchor_threshold", "in (0, 1]")
-        check(0.0 <= self.temperature <= 5.0, "temperature", "in [0, 5]")
-        check(self.cache in CACHES, "cache", f"one of {', '.join(CACHES)}")
-        check(isinstance(self.refresh_interval, int) and 1 <= self.refresh_interval <= 64, "refresh_interval",
-              "an integer in [1, 64]")
         if self.sampler == "localleap":
             check(0.0 < self.threshold <= self.anchor_threshold, "threshold",
                   f"in (0, anchor_threshold={self.anchor_threshold}] for sampler=localleap (the relaxed threshold)")
@@ -80,6 +82,19 @@ class DiffusionParams:
         num_blocks = length // self.block_length if self.block_length else 1
         if self.steps and self.steps < num_blocks:
             raise ValueError(f"`steps` must be >= the number of blocks ({num_blocks}), got {self.steps}")
+
+
+@family_check("diffusion")
+def check_run(lm: DiffusionLM, params: DiffusionParams, prompt_ids: list[int], length: int, prefix_ids: list[int]) -> None:
+    """What a diffusion run needs before it starts: no branching, a cache the model supports, and
+    a canvas (prompt + answer) that fits the model's positions."""
+    if prefix_ids:
+        raise ValueError("`prefix_ids` (branching) is not supported by the diffusion strategy")
+    if params.cache != "none":
+        lm.require_kv_cache()
+    if lm.max_length and len(prompt_ids) + length > lm.max_length:
+        raise ValueError(f"`max_new_tokens` {length} plus the prompt's {len(prompt_ids)} tokens exceed "
+                         f"{lm.name}'s {lm.max_length} positions; ask for at most {lm.max_length - len(prompt_ids)}")
 
 
 # Pure decisions -------------------------------------------------------------------------------
@@ -153,6 +168,21 @@ def select_localleap(scores: torch.Tensor, candidates: torch.Tensor, anchor_thre
     return chosen, anchors
 
 
+@SAMPLERS.register("fixed", help="commit the scheduled number of best positions per step, or (threshold > 0) "
+                                  "every position at least that confident (Fast-dLLM)")
+def _fixed(scores, candidates, params: DiffusionParams, scheduled: int) -> tuple[torch.Tensor, dict]:
+    if params.threshold > 0:
+        return select_threshold(scores, candidates, params.threshold), {"threshold": params.threshold}
+    return select_top_k(scores, candidates, scheduled), {"scheduled": scheduled}
+
+
+@SAMPLERS.register("localleap", help="anchors plus the relaxed-threshold positions near them (LocalLeap)")
+def _localleap(scores, candidates, params: DiffusionParams, scheduled: int) -> tuple[torch.Tensor, dict]:
+    chosen, anchors = select_localleap(scores, candidates, params.anchor_threshold, params.threshold, params.radius)
+    return chosen, {"anchors": torch.nonzero(anchors)[:, 0].tolist(), "threshold": params.threshold,
+                    "anchor_threshold": params.anchor_threshold}
+
+
 def _no_wrap(length: int, offset: int, device) -> torch.Tensor:
     index = torch.arange(length, device=device)
     return (index >= offset) & (index < length + offset)
@@ -165,6 +195,8 @@ def active_positions(masked: torch.Tensor, just_committed: torch.Tensor) -> torc
 
 
 # The sampler ----------------------------------------------------------------------------------
+@register_strategy("diffusion", params=DiffusionParams, family="diffusion", uses_seed=True,
+                   help="masked diffusion LM: unmask a canvas of masks over steps (LLaDA / Dream / Fast-dLLM / LocalLeap)")
 def diffusion(ctx, params: DiffusionParams, outcome) -> Iterator[Event]:
     """Unmask a canvas of `max_new_tokens` masks, yielding a DiffusionStep after every model call.
 
@@ -202,19 +234,8 @@ def diffusion(ctx, params: DiffusionParams, outcome) -> Iterator[Event]:
             canvas_masked = masked[num_prompt:]
             candidates = torch.zeros_like(canvas_masked)
             candidates[lo:hi] = canvas_masked[lo:hi]
-            extra: dict = {}
-            if params.sampler == "localleap":
-                chosen, anchors = select_localleap(scores, candidates, params.anchor_threshold, params.threshold,
-                                                   params.radius)
-                extra |= {"anchors": torch.nonzero(anchors)[:, 0].tolist(), "threshold": params.threshold,
-                          "anchor_threshold": params.anchor_threshold}
-            elif params.threshold > 0:
-                chosen = select_threshold(scores, candidates, params.threshold)
-                extra["threshold"] = params.threshold
-            else:
-                k = schedule[block_step] if block_step < len(schedule) else int(candidates.sum())
-                chosen = select_top_k(scores, candidates, k)
-                extra["scheduled"] = k
+            scheduled = schedule[block_step] if block_step < len(schedule) else int(candidates.sum())
+            chosen, extra = SAMPLERS.get(params.sampler)(scores, candidates, params, scheduled)
             if state is not None:
                 extra |= {"cache_refreshed": refresh,
                           "cached_positions": 0 if refresh else int(len(ids) - (masked | just_committed).sum())}

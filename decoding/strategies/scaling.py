@@ -51,7 +51,9 @@ from decoding import particles as pf
 from decoding import rewards as rw
 from decoding.events import Event, ParticleStep
 from decoding.particle_batch import ParticleBatch, slot_generators
-from decoding.strategies.autoregressive import Outcome, RunContext
+from decoding.contracts import Outcome, RunContext
+from decoding.params import Params, param
+from decoding.registry import register_strategy
 
 STEP_DELIMITERS = {"newline": "\n", "blank-line": "\n\n"}
 AGGREGATES = ("last", "min", "mean", "product")
@@ -72,104 +74,70 @@ NEUTRAL = 0.5  # reward of a step an outcome-only reward cannot judge yet (weigh
 
 
 @dataclass(frozen=True)
-class ScalingParams:
+class ScalingParams(Params):
     """Parameters every scaling method shares: budget, reward, sampling and step shape."""
 
-    n: int = 4  # particles / samples / beams (the budget), [1, 64]
-    reward: str = "arith-step"  # see REWARD_NAMES
-    temperature: float = 0.8  # token sampling temperature (0 = greedy), [0, 5]
-    top_p: float = 0.95  # nucleus mass for each token, (0, 1]
-    step_delimiter: str = "newline"  # newline | blank-line
-    max_step_tokens: int = 48  # a step ends after this many tokens at most, [1, 512]
-    aggregate: str = "min"  # how step rewards make a solution's score: last | min | mean | product
-    letter: str = "e"  # forbid-letter: the letter no word may contain
-    max_word_length: int = 5  # max-word-length: letters per word
-    words: str = ""  # required-words: comma-separated words
-    reference: str = ""  # final-answer: the expected number
-    hard: bool = True  # constraints: True = a violation kills the particle (weight 0)
-    judge_model: str = ""  # lm-judge: registry name or hub id of the judge ("" = the policy model)
-    prm_model: str = "Qwen/Qwen2.5-Math-PRM-7B"  # prm: a hub process reward model
+    n: int = param(4, low=1, high=64, help="Particles / samples / beams decoded together: the budget.")
+    reward: str = param("arith-step", choices=REWARD_NAMES, help="What scores each step (list: python -m decoding list).")
+    temperature: float = param(0.8, low=0.0, high=5.0, help="Token sampling temperature of every particle (0 = greedy).")
+    top_p: float = param(0.95, low=0.0, high=1.0, low_inclusive=False, help="Nucleus mass kept for every token (1 = off).")
+    step_delimiter: str = param("newline", choices=tuple(STEP_DELIMITERS), help="Where one reasoning step ends.")
+    max_step_tokens: int = param(48, low=1, high=512, help="A step also ends after this many tokens.")
+    aggregate: str = param("min", choices=AGGREGATES, help="How a solution's step rewards make its score.")
+    letter: str = param("e", note="a letter", help="forbid-letter: no word may contain it (hard: masked while sampling).")
+    max_word_length: int = param(5, low=1, high=40, help="max-word-length: letters per word at most.")
+    words: str = param("", note="word,word", help="required-words: words the answer must contain.")
+    reference: str = param("", note="a number", help="final-answer: the expected answer (an oracle: best-of-N becomes pass@N).")
+    hard: bool = param(True, help="Constraints: a violation gives weight 0 (true) or lowers it (false).")
+    judge_model: str = param("", note="name or hub id",
+                             help="lm-judge: the model asked 'is this step correct?' (empty = the same model).")
+    prm_model: str = param("Qwen/Qwen2.5-Math-PRM-7B", note="hub id",
+                           help="prm: a process reward model from the hub (needs internet).")
 
     def __post_init__(self):
-        _int_in("n", self.n, 1, 64)
-        if self.reward not in REWARD_NAMES:
-            raise ValueError(f"`reward` must be one of {', '.join(REWARD_NAMES)}, got {self.reward!r}")
-        _num_in("temperature", self.temperature, 0.0, 5.0)
-        if not isinstance(self.top_p, (int, float)) or not 0 < self.top_p <= 1:
-            raise ValueError(f"`top_p` must be in (0, 1], got {self.top_p!r}")
-        if self.step_delimiter not in STEP_DELIMITERS:
-            raise ValueError(f"`step_delimiter` must be one of {', '.join(STEP_DELIMITERS)}, got {self.step_delimiter!r}")
-        _int_in("max_step_tokens", self.max_step_tokens, 1, 512)
-        if self.aggregate not in AGGREGATES:
-            raise ValueError(f"`aggregate` must be one of {', '.join(AGGREGATES)}, got {self.aggregate!r}")
+        super().__post_init__()
         if self.reward in ("forbid-letter", "max-word-length", "required-words", "final-answer"):
             build_rule_reward(self)  # validates the reward's own parameters now, not mid-run
 
 
 @dataclass(frozen=True)
 class BestOfNParams(ScalingParams):
-    select: str = "max"  # max | softmax
-    select_temperature: float = 0.1  # softmax: temperature over scores, (0, 10]
-
-    def __post_init__(self):
-        super().__post_init__()
-        if self.select not in ("max", "softmax"):
-            raise ValueError(f"`select` must be max or softmax, got {self.select!r}")
-        _num_in("select_temperature", self.select_temperature, 1e-3, 10.0)
+    select: str = param("max", choices=("max", "softmax"),
+                        help="Pick the highest score, or draw from softmax(score / select_temperature).")
+    select_temperature: float = param(0.1, low=1e-3, high=10.0, help="select=softmax: lower = closer to the maximum.")
 
 
 @dataclass(frozen=True)
 class VoteParams(ScalingParams):
-    weighted: bool = False  # weight each answer's votes by its score
+    weighted: bool = param(False, help="Weight each answer's votes by its score.")
 
 
 @dataclass(frozen=True)
 class RewardBeamParams(ScalingParams):
-    beam_width: int = 2  # copies of each kept beam; N / beam_width beams are kept per step
+    beam_width: int = param(2, low=1, high=64, note="divides n",
+                            help="Each kept beam is copied this many times; n / beam_width are kept.")
 
     def __post_init__(self):
         super().__post_init__()
-        _int_in("beam_width", self.beam_width, 1, 64)
         if self.n % self.beam_width:
             raise ValueError(f"`n` ({self.n}) must be a multiple of `beam_width` ({self.beam_width})")
 
 
 @dataclass(frozen=True)
 class ParticleFilterParams(ScalingParams):
-    reward_temperature: float = 1.0  # weights = softmax(logit(r) / this); lower = greedier, (0, 100]
-    resampling: str = "multinomial"  # multinomial | systematic
-    ess_threshold: float = 0.0  # resample only when ESS < this * N; 0 = every step (the paper)
-    entropic: float = 0.0  # ePF: flatten weights to at least this fraction of max entropy; 0 = off
-    select: str = "best"  # final answer: best (highest weight) | vote (weighted majority)
-
-    def __post_init__(self):
-        super().__post_init__()
-        _num_in("reward_temperature", self.reward_temperature, 1e-3, 100.0)
-        if self.resampling not in pf.RESAMPLE_METHODS:
-            raise ValueError(f"`resampling` must be one of {', '.join(pf.RESAMPLE_METHODS)}, got {self.resampling!r}")
-        _num_in("ess_threshold", self.ess_threshold, 0.0, 1.0)
-        _num_in("entropic", self.entropic, 0.0, 1.0)
-        if self.select not in ("best", "vote"):
-            raise ValueError(f"`select` must be best or vote, got {self.select!r}")
+    reward_temperature: float = param(1.0, low=1e-3, high=100.0,
+                                      help="Weights = softmax(logit(reward) / this): lower = greedier.")
+    resampling: str = param("multinomial", choices=pf.RESAMPLE_METHODS, help="How N particles are drawn from the weights.")
+    ess_threshold: float = param(0.0, low=0.0, high=1.0,
+                                 help="Resample only when ESS < this x N (0 = every step, as the paper).")
+    entropic: float = param(0.0, low=0.0, high=1.0,
+                            help="ePF: flatten weights to at least this fraction of the maximum entropy.")
+    select: str = param("best", choices=("best", "vote"), help="Final answer: the highest weight, or the weighted majority.")
 
 
 @dataclass(frozen=True)
 class FirstFinishParams(ScalingParams):
-    chunk_tokens: int = 8  # tokens every sample generates between two events, [1, 256]
-
-    def __post_init__(self):
-        super().__post_init__()
-        _int_in("chunk_tokens", self.chunk_tokens, 1, 256)
-
-
-def _int_in(name, value, low, high):
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValueError(f"`{name}` must be an integer in [{low}, {high}], got {value!r}")
-
-
-def _num_in(name, value, low, high):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not low <= value <= high:
-        raise ValueError(f"`{name}` must be a number in [{low:g}, {high:g}], got {value!r}")
+    chunk_tokens: int = param(8, low=1, high=256, help="Tokens each sample generates between two pictures.")
 
 
 # --------------------------------------------------------------------------- rewards
@@ -472,6 +440,8 @@ def _independent(ctx: RunContext, params: ScalingParams, outcome: Outcome, metho
     return run
 
 
+@register_strategy("best-of-n", params=BestOfNParams, family="scaling", uses_seed=True,
+                   help="N samples as one batch; the one the reward scores highest wins")
 def best_of_n(ctx: RunContext, params: BestOfNParams, outcome: Outcome) -> Iterator[Event]:
     run = yield from _independent(ctx, params, outcome, "best-of-n")
     scores = torch.tensor([run.score_of(i) for i in range(params.n)], dtype=torch.float64)
@@ -507,6 +477,8 @@ def _vote_choice(run: ScalingRun, weights: list[float]) -> tuple[int, dict]:
     return max(voters, key=lambda i: weights[i]), votes
 
 
+@register_strategy("majority-vote", params=VoteParams, family="scaling", uses_seed=True,
+                   help="self-consistency: N samples vote with their final answers (optionally reward-weighted)")
 def majority_vote(ctx: RunContext, params: VoteParams, outcome: Outcome) -> Iterator[Event]:
     run = yield from _independent(ctx, params, outcome, "majority-vote")
     ballots = [run.score_of(i) if params.weighted else 1.0 for i in range(params.n)]
@@ -515,6 +487,8 @@ def majority_vote(ctx: RunContext, params: VoteParams, outcome: Outcome) -> Iter
     run.finish(outcome, chosen, pf.normalize(ballots) if sum(ballots) > 0 else _score_weights(run), votes, rule)
 
 
+@register_strategy("first-finish", params=FirstFinishParams, family="scaling", uses_seed=True,
+                   help="First Finish Search: N samples in lockstep, the first to finish is the answer")
 def first_finish(ctx: RunContext, params: FirstFinishParams, outcome: Outcome) -> Iterator[Event]:
     run = yield from _independent(ctx, params, outcome, "first-finish", chunk_tokens=params.chunk_tokens)
     ended = run.ended()
@@ -525,6 +499,8 @@ def first_finish(ctx: RunContext, params: FirstFinishParams, outcome: Outcome) -
     run.finish(outcome, chosen, weights, rule="first to finish (fewest tokens)" if ended else "none finished: shortest")
 
 
+@register_strategy("reward-beam", params=RewardBeamParams, family="scaling", uses_seed=True,
+                   help="beam search over reasoning steps: keep the N/beam_width best by reward, copy, expand")
 def reward_beam(ctx: RunContext, params: RewardBeamParams, outcome: Outcome) -> Iterator[Event]:
     run = ScalingRun(ctx, params, "reward-beam")
     while not run.all_finished:
@@ -549,6 +525,8 @@ def reward_beam(ctx: RunContext, params: RewardBeamParams, outcome: Outcome) -> 
                rule=f"highest score ({params.aggregate} of step rewards) among finished answers")
 
 
+@register_strategy("particle-filter", params=ParticleFilterParams, family="scaling", uses_seed=True,
+                   help="particle filtering (Puri et al. 2025): weight steps by reward, resample, repeat")
 def particle_filter(ctx: RunContext, params: ParticleFilterParams, outcome: Outcome) -> Iterator[Event]:
     run = ScalingRun(ctx, params, "particle-filter")
     weights = torch.full((params.n,), 1.0 / params.n, dtype=torch.float64)

@@ -22,58 +22,50 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 from transformers import DynamicCache
 
+from decoding.contracts import Drafter, Feedback, Outcome, RunContext
 from decoding.events import Event, SpecRound
 from decoding.lm import LM, crop_cache
 from decoding.spec.model_drafters import TOP_RECORDED, EarlyExitDrafter, ModelDrafter, TreePlan
 from decoding.spec.retrieval import PromptLookupDrafter, TokenRecyclingDrafter
 from decoding.spec.verify import ROOT, verify_tree
-from decoding.strategies.autoregressive import Outcome, RunContext, point_mass, token_event
+from decoding.params import Params, param
+from decoding.registry import Registry, register_strategy
+from decoding.strategies.autoregressive import point_mass, token_event
 
-DRAFTERS = ("model", "early-exit", "prompt-lookup", "token-recycling")
+DRAFTERS: Registry[Callable[[LM, "SpeculativeParams"], Drafter]] = Registry("drafter")  # name -> factory(target, params)
 TREES = ("chain", "static", "dynamic")
 
 
 @dataclass(frozen=True)
-class SpeculativeParams:
-    drafter: str = "prompt-lookup"  # model | early-exit | prompt-lookup | token-recycling
-    draft_model: str = ""  # drafter=model: registry name or hub id sharing the target's tokenizer
-    tree: str = "chain"  # chain | static (full width-ary tree) | dynamic (best-first by draft probability)
-    draft_length: int = 4  # chain length / maximum tree depth, [1, 16]
-    width: int = 2  # children per node (static) or frontier per level (dynamic), [1, 8]
-    node_budget: int = 16  # maximum draft tokens per round, [1, 64]
-    adaptive: bool = False  # draft length +2 after a fully accepted round, -1 otherwise (transformers' heuristic)
-    exit_layer: int = 0  # early-exit: draft with the first L layers; 0 = choose per round (DEL)
-    ngram: int = 3  # prompt-lookup: longest n-gram matched, [1, 8]
-    temperature: float = 0.0  # 0 = greedy verification; > 0 = speculative sampling at this temperature
+class SpeculativeParams(Params):
+    drafter: str = param("prompt-lookup", choices=DRAFTERS.names, help="Who proposes the draft tokens.")
+    draft_model: str = param("", note="name or hub id",
+                             help="drafter=model: a smaller model with the target's tokenizer.")
+    tree: str = param("chain", choices=TREES,
+                      help="Shape of the draft: one chain, a full tree, or best-first by draft probability.")
+    draft_length: int = param(4, low=1, high=16, help="Draft tokens per chain / maximum tree depth.")
+    width: int = param(2, low=1, high=8, help="Children per node (static) or nodes kept per level (dynamic).")
+    node_budget: int = param(16, low=1, high=64, help="At most this many draft tokens per round.")
+    adaptive: bool = param(False, help="Chains: lengthen after a fully accepted round, shorten otherwise.")
+    exit_layer: int = param(0, low=0, high=256, note="[0, layers-1]",
+                            help="early-exit: draft with the first L layers; 0 picks L each round (DEL).")
+    ngram: int = param(3, low=1, high=8, help="prompt-lookup: longest n-gram matched in the context.")
+    temperature: float = param(0.0, low=0.0, high=5.0,
+                               help="0 verifies greedily; above 0 speculative sampling at this temperature.")
 
     def __post_init__(self):
-        if self.drafter not in DRAFTERS:
-            raise ValueError(f"`drafter` must be one of {', '.join(DRAFTERS)}, got {self.drafter!r}")
-        if self.tree not in TREES:
-            raise ValueError(f"`tree` must be one of {', '.join(TREES)}, got {self.tree!r}")
+        super().__post_init__()
         if self.drafter == "model" and not self.draft_model:
             raise ValueError("`draft_model` is required with drafter=model (e.g. draft_model=smollm2-135m)")
-        for name, low, high in (("draft_length", 1, 16), ("width", 1, 8), ("node_budget", 1, 64),
-                                ("exit_layer", 0, 256), ("ngram", 1, 8)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise ValueError(f"`{name}` must be an integer in [{low}, {high}], got {value!r}")
-        if not 0.0 <= self.temperature <= 5.0:
-            raise ValueError(f"`temperature` must be in [0, 5], got {self.temperature!r}")
 
 
-def make_drafter(lm: LM, params: SpeculativeParams):
-    if params.drafter == "early-exit":
-        return EarlyExitDrafter(lm, params.exit_layer, max_depth=params.draft_length)
-    if params.drafter == "prompt-lookup":
-        return PromptLookupDrafter(params.ngram)
-    if params.drafter == "token-recycling":
-        return TokenRecyclingDrafter(lm.vocab_size)
+@DRAFTERS.register("model", help="a smaller model sharing the target's tokenizer (draft_model=NAME)")
+def _model_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
     from decoding.models import load_model
 
     draft = LM(load_model(params.draft_model, device=str(lm.loaded.device), dtype=str(lm.loaded.dtype).removeprefix("torch.")))
@@ -83,6 +75,27 @@ def make_drafter(lm: LM, params: SpeculativeParams):
     return ModelDrafter(draft, f"model:{draft.name}")
 
 
+@DRAFTERS.register("early-exit", help="the target's own first layers draft (LayerSkip; exit_layer=0 picks per round, DEL)")
+def _early_exit_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
+    return EarlyExitDrafter(lm, params.exit_layer, max_depth=params.draft_length)
+
+
+@DRAFTERS.register("prompt-lookup", help="continuations of earlier occurrences of the last n-gram")
+def _prompt_lookup_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
+    return PromptLookupDrafter(params.ngram)
+
+
+@DRAFTERS.register("token-recycling", help="the target's own top candidates after each token, from earlier passes")
+def _token_recycling_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
+    return TokenRecyclingDrafter(lm.vocab_size)
+
+
+def make_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
+    return DRAFTERS.get(params.drafter)(lm, params)
+
+
+@register_strategy("speculative", params=SpeculativeParams, family="speculative", uses_seed=True,
+                   help="speculative decoding: a drafter proposes a token tree, the target verifies it in one pass")
 def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) -> Iterator[Event]:
     lm, temperature = ctx.lm, params.temperature
     greedy = temperature == 0
@@ -100,7 +113,7 @@ def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) ->
         tree = draft.tree
         t0 = time.perf_counter()
         past, num_pending = cache.get_seq_length(), len(pending)
-        hidden = getattr(drafter, "needs_hidden_states", False)
+        hidden = drafter.needs_hidden_states
         out = lm.forward_tree(pending, tree.parents, tree.tokens, cache, output_hidden_states=hidden)
         row_logits = out.logits[0, num_pending - 1:]  # (1 + n, V): root, then one row per node
         probs = torch.softmax(row_logits / (temperature if not greedy else 1.0), -1)  # (1 + n, V)
@@ -111,9 +124,8 @@ def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) ->
         origins = ["draft"] * len(verdict.accepted) + [verdict.extra_kind]
         keep = _keep_count(produced, lm.stop_ids, ctx.max_new_tokens - (step - ctx.step_offset))
         crop_cache(cache, past + num_pending)  # commit the pending tokens; the tree is dropped
-        drafter.observe(hidden_states=out.hidden_states, rows=[num_pending - 1 + r for r in rows],
-                        target_probs=probs[rows], greedy=greedy,
-                        row_tokens=pending + tree.tokens, row_logits=out.logits[0])
+        drafter.observe(Feedback(row_tokens=pending + tree.tokens, row_logits=out.logits[0], target_probs=probs[rows],
+                                 greedy=greedy, rows=[num_pending - 1 + r for r in rows], hidden_states=out.hidden_states))
         yield _round_event(ctx, lm, round_index, step, drafter, draft, verdict, probs, produced,
                            target_passes=1 + (prefill_passes if round_index == 0 else 0), verify_s=verify_s)
         for j in range(keep):
@@ -135,15 +147,15 @@ def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) ->
 def _prefill(lm: LM, drafter, ids: list[int], cache, greedy: bool, temperature: float):
     """Run the prompt through the target; drafters that learn (Token Recycling's table, DEL's
     per-layer agreement) read the prompt's own rows, which this pass computes anyway."""
-    rows = getattr(drafter, "prefill_rows", 0)  # how many trailing prompt rows the drafter wants (-1 = all)
-    hidden = getattr(drafter, "needs_hidden_states", False) and rows != 0
+    rows = drafter.prefill_rows  # how many trailing prompt rows the drafter wants (-1 = all)
+    hidden = drafter.needs_hidden_states and rows != 0
     out = lm.forward(torch.tensor([ids], device=lm.device), cache, last_only=rows == 0,
                      logits_to_keep=0 if rows < 0 else min(rows, len(ids)), output_hidden_states=hidden)
     if rows:
         kept = out.logits.shape[1]
         probs = torch.softmax(out.logits[0] / (temperature if not greedy else 1.0), -1)
-        drafter.observe(row_tokens=ids[-kept:], row_logits=out.logits[0], target_probs=probs, greedy=greedy,
-                        hidden_states=out.hidden_states, rows=list(range(len(ids) - kept, len(ids))))
+        drafter.observe(Feedback(row_tokens=ids[-kept:], row_logits=out.logits[0], target_probs=probs, greedy=greedy,
+                                 rows=list(range(len(ids) - kept, len(ids))), hidden_states=out.hidden_states))
     return out
 
 

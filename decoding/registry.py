@@ -1,0 +1,146 @@
+"""One place per method: strategies and plug-ins register themselves where they are written.
+
+    @register_strategy("greedy", params=GreedyParams, help="always the most probable token")
+    def greedy(ctx, params, outcome): ...
+
+The CLI (`list`, `run --set`), the `/generate` API, the presets and the tabs' method menus and
+parameter widgets are all generated from `STRATEGIES` and the parameter dataclasses' specs
+(`decoding.params`). Plug-ins inside a method (speculative drafters, diffusion samplers,
+scaling rewards) live in a `Registry` of their own; its names are the choices of the method's
+parameter (`drafter`, `sampler`, `reward`).
+
+A registration that misses a piece (no help, a parameter without range or help, an unknown
+family) fails at import with a sentence saying what is missing.
+
+Glossary
+    family   which lab shows a strategy: token (Playground), beam (Playground), speculative,
+             scaling, diffusion. A family may register a `check` hook run before a strategy of
+             that family starts (model kind, context length, ...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, is_dataclass
+from typing import Callable, Generic, TypeVar
+
+from decoding.params import describe, specs
+
+FAMILIES = ("token", "beam", "speculative", "scaling", "diffusion")
+
+
+@dataclass(frozen=True)
+class StrategyInfo:
+    name: str  # CLI / UI name
+    fn: Callable  # the generator function fn(ctx, params, outcome) -> events
+    params_cls: type  # frozen dataclass of its parameters (fields declared with decoding.params.param)
+    help: str  # one line for `list` and the UI
+    family: str = "token"  # which lab / view shows it
+    uses_seed: bool = False  # whether the seed changes the result
+
+
+STRATEGIES: dict[str, StrategyInfo] = {}
+FAMILY_CHECKS: dict[str, Callable] = {}  # family -> check(lm, config, prompt_ids, max_new_tokens, prefix_ids)
+
+
+def register_strategy(name: str, *, params: type, help: str, family: str = "token", uses_seed: bool = False,
+                      replace: bool = False) -> Callable:
+    """Decorator registering a strategy function under `name` (see the module docstring)."""
+
+    def decorate(fn: Callable) -> Callable:
+        if not isinstance(name, str) or not name.strip():
+            raise TypeError(f"a strategy name must be a non-empty string, got {name!r}")
+        where = f"strategy {name!r} ({getattr(fn, '__module__', '?')}.{getattr(fn, '__name__', '?')})"
+        if name in STRATEGIES and not replace:
+            raise TypeError(f"{where}: the name is already registered by {STRATEGIES[name].fn.__module__}")
+        if family not in FAMILIES:
+            raise TypeError(f"{where}: family must be one of {', '.join(FAMILIES)}, got {family!r}")
+        if not help or not help.strip():
+            raise TypeError(f"{where}: give help='one line saying what it does'")
+        if not (isinstance(params, type) and is_dataclass(params)):
+            raise TypeError(f"{where}: params must be a dataclass of its parameters, got {params!r}")
+        try:
+            specs(params)  # every field declared with param(...): type, range or choices, help
+        except TypeError as error:
+            raise TypeError(f"{where}: {error}") from None
+        STRATEGIES[name] = StrategyInfo(name, fn, params, help, family, uses_seed)
+        return fn
+
+    return decorate
+
+
+def unregister_strategy(name: str) -> None:
+    """Remove a registration (tests that register throw-away methods)."""
+    STRATEGIES.pop(name, None)
+
+
+def family_check(family: str) -> Callable:
+    """Decorator registering the check a family runs before any of its strategies starts."""
+
+    def decorate(fn: Callable) -> Callable:
+        FAMILY_CHECKS[family] = fn
+        return fn
+
+    return decorate
+
+
+def get_strategy(name: str) -> StrategyInfo:
+    if not isinstance(name, str) or name not in STRATEGIES:
+        from decoding.errors import short_repr
+
+        raise ValueError(f"unknown strategy {short_repr(name, 80)}; choose one of {', '.join(STRATEGIES)}")
+    return STRATEGIES[name]
+
+
+def param_specs(strategy: str) -> list[dict]:
+    """[{name, type, default, range, help, choices, low, high}] for the strategy's parameters, in field order."""
+    return describe(get_strategy(strategy).params_cls)
+
+
+def strategies_of(*families: str) -> list[str]:
+    """Names of the registered strategies of these families, in registration order."""
+    return [name for name, info in STRATEGIES.items() if info.family in families]
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Entry(Generic[T]):
+    name: str
+    item: T  # the plug-in: a class or a factory
+    help: str
+
+
+class Registry(Generic[T]):
+    """Named plug-ins of one kind (drafters, diffusion samplers, rewards), in registration order."""
+
+    def __init__(self, kind: str):
+        self.kind = kind  # e.g. "drafter": names the parameter whose choices these are
+        self.entries: dict[str, Entry[T]] = {}
+
+    def register(self, name: str, *, help: str, replace: bool = False) -> Callable[[T], T]:
+        def decorate(item: T) -> T:
+            if not isinstance(name, str) or not name.strip():
+                raise TypeError(f"a {self.kind} name must be a non-empty string, got {name!r}")
+            if name in self.entries and not replace:
+                raise TypeError(f"{self.kind} {name!r} is already registered")
+            if not help or not help.strip():
+                raise TypeError(f"{self.kind} {name!r}: give help='one line saying what it does'")
+            self.entries[name] = Entry(name, item, help)
+            return item
+
+        return decorate
+
+    def unregister(self, name: str) -> None:
+        self.entries.pop(name, None)
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.entries)
+
+    def get(self, name: str) -> T:
+        if name not in self.entries:
+            raise ValueError(f"`{self.kind}` must be one of {', '.join(self.entries)}, got {name!r}")
+        return self.entries[name].item
+
+    def __contains__(self, name) -> bool:
+        return name in self.entries
