@@ -276,7 +276,7 @@ def test_error_toasts_escape_what_they_quote():
 # ---------------------------------------------------------------- every visualizer, hostile texts everywhere
 
 
-def _hostile_copy(trace: Trace) -> Trace:
+def hostile_copy(trace: Trace) -> Trace:
     """The trace with every text value (except kinds, statuses and the strategy) replaced by PAYLOAD."""
     keep = {"kind", "status", "strategy", "extra_kind", "method", "stop_reason", "remasking", "sampler", "cache",
             "drafter", "tree", "reward", "aggregate", "resampling", "select"}
@@ -296,7 +296,7 @@ def _hostile_copy(trace: Trace) -> Trace:
 
 
 def test_every_visualizer_escapes_hostile_texts(traces):
-    sample, beam, spec, pf, diff = (_hostile_copy(traces[k]) for k in
+    sample, beam, spec, pf, diff = (hostile_copy(traces[k]) for k in
                                     ("sample", "beam", "speculative", "particle-filter", "diffusion"))
     steps, dsteps = pf.of_kind("particles"), diff.of_kind("diffusion_step")
     chosen = pf.finish.extra
