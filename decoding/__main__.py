@@ -20,7 +20,9 @@ from decoding.events import ParticleStep, RunFinished, TokenStep, Trace, stats
 from decoding.models import DEFAULT_MODEL, QUANTIZATIONS, REGISTRY, SUGGESTED_HUB_IDS, ModelLoadError, load_model
 from decoding.run import MAX_NEW_TOKENS_CAP, generate, validate_request
 from decoding.strategies import STRATEGIES, param_specs
+from decoding.strategies.diffusion import SAMPLERS
 from decoding.strategies.scaling import REWARD_HELP
+from decoding.strategies.speculative import DRAFTERS
 
 
 def parse_sets(items: list[str]) -> dict:
@@ -103,6 +105,8 @@ def cmd_list(args) -> int:
         "hub_examples": list(SUGGESTED_HUB_IDS),
         "strategies": {name: {"help": s.help, "params": param_specs(name)} for name, s in STRATEGIES.items()},
         "rewards": REWARD_HELP,
+        "drafters": {e.name: e.help for e in DRAFTERS.entries.values()},
+        "diffusion_samplers": {e.name: e.help for e in SAMPLERS.entries.values()},
     }
     if args.json:
         print(json.dumps(info, indent=2, default=str))
@@ -115,9 +119,12 @@ def cmd_list(args) -> int:
         print(f"  {name:<12} {s['help']}")
         for p in s["params"]:
             print(f"      {p['name']:<20} default {p['default']!s:<6} range {p['range']:<12} {p['help']}")
-    print("\nRewards for the scaling strategies (--set reward=NAME):")
-    for name, text in info["rewards"].items():
-        print(f"  {name:<16} {text}")
+    for title, key in (("Rewards for the scaling strategies (--set reward=NAME)", "rewards"),
+                       ("Drafters for speculative (--set drafter=NAME)", "drafters"),
+                       ("Samplers for diffusion (--set sampler=NAME)", "diffusion_samplers")):
+        print(f"\n{title}:")
+        for name, text in info[key].items():
+            print(f"  {name:<16} {text}")
     return 0
 
 
