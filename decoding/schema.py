@@ -121,8 +121,10 @@ def check(value, hint, path: str, depth: int = 0):
             raise SchemaError(path, value, describe(hint))
         _deeper(path, depth)
         item = (typing.get_args(hint) or (typing.Any,))[0]
+        fits = _scalar_test(item) or _never
         for i, x in enumerate(value):
-            check(x, item, f"{path}[{i}]", depth + 1)
+            if not fits(x):  # lists of numbers or texts: a quick test first, the full check for a misfit
+                check(x, item, f"{path}[{i}]", depth + 1)
         return value
     if hint is dict or origin is dict:
         if not isinstance(value, dict):
@@ -227,6 +229,44 @@ def _check_record(value, hint, path: str, depth: int):
         else:
             check_json(x, f"{path}.{key}", depth + 1)
     return value
+
+
+def _never(x) -> bool:
+    return False
+
+
+@functools.cache
+def _scalar_test(hint):
+    """A fast test for a scalar hint (int, float, str, bool, with a Range, or | None), else None.
+    It never passes a value `check` refuses (it may fail some that `check` then accepts)."""
+    origin = typing.get_origin(hint)
+    if origin in (Union, types.UnionType):
+        args = typing.get_args(hint)
+        tests = [_scalar_test(a) for a in args if a is not type(None)]
+        if len(tests) != 1 or tests[0] is None or type(None) not in args:
+            return None
+        inner = tests[0]
+        return lambda x: x is None or inner(x)
+    rule = Range()
+    if origin is Annotated:
+        hint, *meta = typing.get_args(hint)
+        ranges = [r for r in meta if isinstance(r, Range)]
+        if len(ranges) != len(meta) or len(ranges) > 1:
+            return None
+        rule = ranges[0] if ranges else rule
+    lo = -math.inf if rule.low is None else rule.low - rule.slack
+    hi = math.inf if rule.high is None else rule.high + rule.slack
+    if hint is int:
+        lo, hi = max(lo, -INT_LIMIT + 1), min(hi, INT_LIMIT - 1)
+        return lambda x: type(x) is int and lo <= x <= hi
+    if hint is float:
+        return lambda x: (type(x) is float and math.isfinite(x) and lo <= x <= hi) or (
+            type(x) is int and -INT_LIMIT < x < INT_LIMIT and lo <= x <= hi)
+    if hint is str:
+        return lambda x: type(x) is str
+    if hint is bool:
+        return lambda x: type(x) is bool
+    return None
 
 
 @functools.cache
