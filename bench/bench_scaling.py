@@ -29,14 +29,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from decoding import rewards as rw  # noqa: E402
+from decoding.scaling import rewards as rw  # noqa: E402
 from decoding import run_to_trace  # noqa: E402
 from decoding.events import stats  # noqa: E402
 from decoding.lm import LM  # noqa: E402
 from decoding.models import load_model  # noqa: E402
-from decoding.particle_batch import ParticleBatch, slot_generators  # noqa: E402
-from decoding.strategies.scaling import best_complete, vote  # noqa: E402
-from decoding.tasks import load_tasks, task_prompt  # noqa: E402
+from decoding.scaling.particle_batch import ParticleBatch, slot_generators  # noqa: E402
+from decoding.scaling.methods import best_complete, vote  # noqa: E402
+from decoding.scaling.tasks import load_tasks, task_prompt  # noqa: E402
 
 STEP = {"reward": "arith-step", "max_step_tokens": 40}
 

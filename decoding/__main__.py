@@ -19,10 +19,10 @@ from decoding.embedded import EmbeddedModelError
 from decoding.events import ParticleStep, RunFinished, TokenStep, Trace, stats
 from decoding.models import DEFAULT_MODEL, QUANTIZATIONS, REGISTRY, SUGGESTED_HUB_IDS, ModelLoadError, load_model
 from decoding.run import MAX_NEW_TOKENS_CAP, generate, validate_request
-from decoding.strategies import STRATEGIES, param_specs
-from decoding.strategies.diffusion import SAMPLERS
-from decoding.strategies.scaling import REWARD_HELP
-from decoding.strategies.speculative import DRAFTERS
+from decoding.registry import STRATEGIES, param_specs
+from decoding.diffusion.samplers import SAMPLERS
+from decoding.scaling.scoring import reward_help
+from decoding.speculative.strategy import DRAFTERS
 
 
 def parse_sets(items: list[str]) -> dict:
@@ -104,7 +104,7 @@ def cmd_list(args) -> int:
         "models": {name: spec.description for name, spec in REGISTRY.items()},
         "hub_examples": list(SUGGESTED_HUB_IDS),
         "strategies": {name: {"help": s.help, "params": param_specs(name)} for name, s in STRATEGIES.items()},
-        "rewards": REWARD_HELP,
+        "rewards": reward_help(),
         "drafters": {e.name: e.help for e in DRAFTERS.entries.values()},
         "diffusion_samplers": {e.name: e.help for e in SAMPLERS.entries.values()},
     }

@@ -19,14 +19,14 @@ import torch
 
 if TYPE_CHECKING:  # imported for annotations only: the core must not import a family
     from decoding.events import Event
-    from decoding.spec.model_drafters import Draft, TreePlan
+    from decoding.speculative.drafters import Draft, TreePlan
 
 
 @dataclass
 class RunContext:
     """What every strategy gets: the model, the prompt, limits, randomness and a stop check."""
 
-    lm: object  # decoding.lm.LM, or decoding.diffusion_lm.DiffusionLM for the diffusion family
+    lm: object  # decoding.lm.LM, or decoding.diffusion.lm.DiffusionLM for the diffusion family
     prompt_ids: list[int]  # what the model is fed first (prompt, plus a branch's prefix)
     max_new_tokens: int
     generator: torch.Generator

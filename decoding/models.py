@@ -33,7 +33,8 @@ from typing import Callable
 
 import torch
 
-from decoding import dllm, embedded
+from decoding import embedded
+from decoding.diffusion import dllm
 from decoding.env import hub_offline_forced, hub_reachable
 from decoding.errors import short_repr
 
@@ -82,7 +83,7 @@ class ModelSpec:
     auto_class: str = "AutoModelForCausalLM"  # transformers class that loads the hub / local weights
     local_dir: str | None = None  # folder under assets/ holding a model saved with save_pretrained
     tokenizer_id: str | None = None  # hub id of the tokenizer when it is not the model's own
-    conventions: str | None = None  # "bert" / "a2d": a dLLM checkpoint (see decoding.dllm)
+    conventions: str | None = None  # "bert" / "a2d": a dLLM checkpoint (see decoding.diffusion.dllm)
 
 
 REGISTRY: dict[str, ModelSpec] = {

@@ -13,14 +13,13 @@ from typing import Callable, Iterator
 
 import torch
 
-from decoding.diffusion_lm import DiffusionLM
+from decoding.diffusion.lm import DiffusionLM
 from decoding.events import Event, RunFinished, RunStarted, Trace
 from decoding.lm import LM
 from decoding.errors import short_repr
 from decoding.models import LoadedModel, check_kind, check_model_id, load_model, model_kind
 from decoding.contracts import Outcome, RunContext
-from decoding.registry import FAMILY_CHECKS
-from decoding.strategies import get_strategy
+from decoding.registry import FAMILY_CHECKS, get_strategy
 
 MAX_NEW_TOKENS_CAP = 2048  # upper bound a user may ask for
 MAX_PROMPT_CHARS = 20_000

@@ -42,7 +42,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from decoding.strategies.diffusion import select_top_k
+from decoding.diffusion.samplers import select_top_k
 
 MASK_TOKEN = "<|mask|>"
 EOS_TOKEN = "<|endoftext|>"
@@ -334,7 +334,7 @@ def train(model, tokenizer, train_ids: torch.Tensor, val_windows: torch.Tensor, 
 
 def select_unmask(confidence: torch.Tensor, masked: torch.Tensor, k: int) -> torch.Tensor:
     """Low-confidence remasking: the k most confident masked positions. (T,) -> (T,) bool.
-    The lab's own choice rule (`decoding.strategies.diffusion.select_top_k`)."""
+    The lab's own choice rule (`decoding.diffusion.samplers.select_top_k`)."""
     return select_top_k(confidence, masked, k)
 
 

@@ -32,3 +32,21 @@ def smol_lm():
     from decoding.models import load_model
 
     return LM(load_model("smollm2-135m", dtype="float32"))
+
+
+# The fast loop (`python -m pytest -m "not slow"`) leaves out what needs a real model, a browser,
+# a server process, training or a long statistical run; CI and the README's command run all.
+SLOW_FIXTURES = {"smol_lm", "app_url", "client", "page", "run"}  # the real default model; the HTTP server;
+#                                                               Chromium; the lab tabs' module-wide real-model runs
+SLOW_MODULES = ("test_browser", "test_cli", "test_train")  # Chromium; CLI subprocesses (load SmolLM2); training
+REAL_MODELS = ("smollm2-135m", "gemma3-270m", "tiny-ar", "tiny-diffusion", "tiny-ar-draft")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        module = item.path.stem
+        source = getattr(getattr(item, "function", None), "__code__", None)
+        uses_real_model = source is not None and any(name in source.co_consts for name in REAL_MODELS)
+        if (SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or module.startswith(SLOW_MODULES)
+                or uses_real_model):
+            item.add_marker(pytest.mark.slow)

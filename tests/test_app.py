@@ -22,7 +22,7 @@ from decoding.__main__ import summary  # noqa: E402
 from decoding.events import Trace, TokenStep  # noqa: E402
 from decoding.lm import LM  # noqa: E402
 from decoding.run import MAX_NEW_TOKENS_CAP, run_to_trace  # noqa: E402
-from decoding.strategies import param_specs  # noqa: E402
+from decoding.registry import param_specs  # noqa: E402
 from ui import playground_callbacks as cb  # noqa: E402
 from ui.common import Redraw, model_choices  # noqa: E402
 from ui.playground_views import new_selection, param_widgets, playground_strategies  # noqa: E402

@@ -12,7 +12,7 @@ import pytest
 
 import gradio as gr
 
-from decoding.diffusion_lm import DiffusionLM
+from decoding.diffusion.lm import DiffusionLM
 from decoding.events import Trace, stats
 from decoding.models import load_model
 from decoding.run import run_to_trace

@@ -14,7 +14,7 @@ import gradio as gr
 
 from decoding.events import Trace
 from decoding.run import run_to_trace
-from decoding.tasks import load_tasks, task_prompt
+from decoding.scaling.tasks import load_tasks, task_prompt
 from test_app import api_run, app_url, client, count_forward_passes  # noqa: F401  (the shared app server)
 from ui import scaling_callbacks as cb
 from ui.scaling_views import (DEFAULT_PROMPT, DEFAULT_SETTINGS, FIELDS, METHOD_FIELDS, METHODS, REWARD_FIELDS,
@@ -199,6 +199,7 @@ def test_bad_input_raises_a_clear_gr_error(kwargs, message):
                              args.get("compare", "none"), *values(**kwargs)))
 
 
+@pytest.mark.slow  # loads SmolLM2
 def test_closing_the_run_stops_compute(monkeypatch):
     """What Stop does: Gradio closes the callback's generator; the worker thread must stop decoding."""
     calls = count_forward_passes(monkeypatch)
@@ -222,6 +223,7 @@ def test_closing_the_run_stops_compute(monkeypatch):
     assert cb.stop_run(None, None) == {"status": "Nothing is running."}
 
 
+@pytest.mark.slow  # loads SmolLM2
 def test_stop_during_the_comparison_stops_it_and_keeps_the_main_run(monkeypatch):
     calls = count_forward_passes(monkeypatch)
     run = cb.generate_run(MODEL, DEFAULT_PROMPT, "best-of-n", 16, 0, True, "particle-filter",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from decoding.tasks import load_tasks
+from decoding.scaling.tasks import load_tasks
 from test_app import app_url  # noqa: F401  (the shared, session-wide app server)
 from test_browser import TIMEOUT_MS, choose, error_toasts, open_page, set_number
 

@@ -8,12 +8,12 @@ import torch
 
 from decoding import models
 from decoding.__main__ import main
-from decoding.diffusion_lm import DiffusionLM, find_mask_id, needs_logit_shift
+from decoding.diffusion.lm import DiffusionLM, find_mask_id, needs_logit_shift
 from decoding.events import Trace, stats
 from decoding.models import LoadedModel, load_model
 from decoding.run import as_lm, generate, run_to_trace
-from decoding.strategies import diffusion as dd
-from decoding.strategies import param_specs
+from decoding.diffusion import samplers as dd
+from decoding.registry import param_specs
 
 PROMPT = "The quick brown fox"
 
@@ -299,7 +299,7 @@ def test_delayed_cache_feeds_fewer_positions_and_counts_them(dlm):
 
 def test_partial_forward_matches_a_full_forward_on_active_rows(dlm):
     """Right after a full forward nothing changed, so cached keys / values are exact."""
-    from decoding.diffusion_lm import KVState
+    from decoding.diffusion.lm import KVState
 
     ids = torch.tensor(dlm.encode_prompt(PROMPT, chat=False)[0] + [dlm.mask_id] * 6)
     state = KVState()

@@ -1,4 +1,4 @@
-"""dLLM checkpoints (decoding.dllm): A2D conversions load without the dllm package and attend both
+"""dLLM checkpoints (decoding.diffusion.dllm): A2D conversions load without the dllm package and attend both
 ways; the BERT chat format; both run the diffusion strategy. Tiny random models saved in the hub
 format stand in for the hub checkpoints (no internet here)."""
 
@@ -7,8 +7,9 @@ import json
 import pytest
 import torch
 
-from decoding import dllm, models, run_to_trace
-from decoding.diffusion_lm import DiffusionLM
+from decoding import models, run_to_trace
+from decoding.diffusion import dllm
+from decoding.diffusion.lm import DiffusionLM
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from decoding.particles import (
+from decoding.scaling.particles import (
     Lineage,
     ParticleConfig,
     entropic_exponent,

@@ -16,10 +16,10 @@ import torch
 from decoding.__main__ import main as cli
 from decoding.params import Params, param
 from decoding.registry import STRATEGIES, register_strategy, unregister_strategy
-from decoding.strategies.autoregressive import token_event, token_loop  # noqa: F401
-from decoding.strategies.diffusion import SAMPLERS, select_top_k
-from decoding.strategies.scaling import ScalingParams, best_of_n
-from decoding.strategies.speculative import DRAFTERS
+from decoding.autoregressive import token_event, token_loop  # noqa: F401
+from decoding.diffusion.samplers import SAMPLERS, select_top_k
+from decoding.scaling.methods import ScalingParams, best_of_n
+from decoding.speculative.strategy import DRAFTERS
 
 
 @dataclass(frozen=True)
@@ -90,8 +90,8 @@ def test_a_scaling_method_is_a_strategy_of_the_scaling_family():
 def test_a_drafter_registers_and_is_offered_by_the_speculative_tab(tiny_lm):
     from decoding import run_to_trace
     from decoding.contracts import Drafter
-    from decoding.spec.model_drafters import Draft
-    from decoding.spec.verify import DraftTree
+    from decoding.speculative.drafters import Draft
+    from decoding.speculative.verify import DraftTree
 
     class RepeatLast(Drafter):
         name = "repeat-last"

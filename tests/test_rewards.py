@@ -2,11 +2,9 @@
 
 import pytest
 
-from decoding.rewards import (
+from decoding.scaling.rewards import (
     DEFAULT_JUDGE_TEMPLATE,
-    REWARDS,
     ArithmeticStepChecker,
-    CombinedReward,
     FinalAnswerChecker,
     ForbiddenLetter,
     LMJudgeReward,
@@ -14,7 +12,6 @@ from decoding.rewards import (
     RequiredWords,
     RewardResult,
     extract_answer,
-    make_reward,
 )
 
 Q = "What is 12 times 3?"
@@ -163,43 +160,6 @@ def test_constraint_validation(make, match):
         make()
 
 
-# --------------------------------------------------------------------------- combined
-
-
-def test_combined_geometric_and_arithmetic():
-    parts = [(MaxWordLength(4, hard=False), 1.0), (ArithmeticStepChecker(), 1.0)]
-    steps = ["a cat is somewhere 8 + 5 = 13 and 9 - 4 = 6"]  # 1 of 5 words too long: soft = 0.8
-    soft = MaxWordLength(4, hard=False).score(Q, steps, False).value
-    geo = CombinedReward(parts).score(Q, steps, False)
-    ari = CombinedReward(parts, mean="arithmetic").score(Q, steps, False)
-    assert geo.value == pytest.approx((soft * 0.5) ** 0.5)
-    assert ari.value == pytest.approx((soft + 0.5) / 2)
-    assert "arithmetic=0.5" in geo.detail
-
-
-def test_combined_weights():
-    parts = [(ArithmeticStepChecker(), 3.0), (RequiredWords(["cat"]), 1.0)]
-    result = CombinedReward(parts, mean="arithmetic").score(Q, ["7-2=4"], True)  # 0 and 0
-    assert result.value == 0.0
-    result = CombinedReward(parts, mean="arithmetic").score(Q, ["cat 7-2=5"], True)
-    assert result.value == 1.0
-
-
-def test_combined_hard_violation_gives_zero():
-    parts = [(ArithmeticStepChecker(), 1.0), (ForbiddenLetter("z"), 1.0)]
-    result = CombinedReward(parts, mean="arithmetic").score(Q, ["zero: 2 + 2 = 4"], False)
-    assert result.value == 0.0 and result.hard_violation
-
-
-def test_combined_validation():
-    with pytest.raises(ValueError, match="at least one"):
-        CombinedReward(())
-    with pytest.raises(ValueError, match="`weight` of 'arithmetic' must be > 0, got 0"):
-        CombinedReward(((ArithmeticStepChecker(), 0),))
-    with pytest.raises(ValueError, match="`mean` must be one of geometric, arithmetic"):
-        CombinedReward(((ArithmeticStepChecker(), 1),), mean="harmonic")
-
-
 # --------------------------------------------------------------------------- LM judge
 
 
@@ -236,30 +196,38 @@ def test_lm_judge_validation():
 # --------------------------------------------------------------------------- registry
 
 
-def test_registry_builds_each_reward_from_cli_strings():
-    assert set(REWARDS) == {"arithmetic", "final_answer", "forbidden_letter", "max_word_length",
-                            "required_words", "lm_judge"}
-    assert isinstance(REWARDS["arithmetic"]({}), ArithmeticStepChecker)
-    assert REWARDS["final_answer"]({"reference": "36"}).reference == "36"
-    assert REWARDS["forbidden_letter"]({"letter": "e", "hard": "false"}).hard is False
-    assert REWARDS["max_word_length"]({"n": "5"}).n == 5
-    assert REWARDS["required_words"]({"words": "apple, pear"}).words == ("apple", "pear")
-    assert make_reward("lm_judge", {"judge": lambda p: 0.5}).score(Q, ["x"], False).value == 0.5
+def test_one_reward_registry_builds_each_reward_from_cli_strings():
+    """`--set` strings go through the method's parameters into the reward registry (one spelling)."""
+    from decoding.run import make_params
+    from decoding.scaling.scoring import REWARDS, build_reward
+
+    assert REWARDS.names() == ("arith-step", "final-answer", "forbid-letter", "max-word-length", "required-words",
+                               "lm-judge", "prm", "none")
+
+    def built(**sets):
+        return build_reward(make_params("best-of-n", sets), None)[0]
+
+    assert isinstance(built(reward="arith-step"), ArithmeticStepChecker)
+    assert built(reward="final-answer", reference="36").reference == "36"
+    assert built(reward="forbid-letter", letter="e", hard="false").hard is False
+    assert built(reward="max-word-length", max_word_length="5").n == 5
+    assert built(reward="required-words", words="apple, pear").words == ("apple", "pear")
+    assert built(reward="none").score(Q, ["x"], False).value == 1.0
 
 
-@pytest.mark.parametrize("name, params, match", [
-    ("prm", {}, "`reward` must be one of arithmetic, final_answer"),
-    ("arithmetic", {"n": 3}, "unknown parameter `n` for reward 'arithmetic'; allowed: none"),
-    ("max_word_length", {}, "reward 'max_word_length' needs parameter `n`"),
-    ("max_word_length", {"n": "five"}, "`n` must be an integer, got 'five'"),
-    ("max_word_length", {"n": "0"}, "`n` must be an integer >= 1, got 0"),
-    ("forbidden_letter", {"letter": "e", "hard": "maybe"}, "`hard` must be true or false, got 'maybe'"),
-    ("final_answer", {"reference": "x"}, "`reference` must be a number"),
-    ("required_words", {"words": " , "}, "`words` must be a non-empty list"),
+@pytest.mark.parametrize("sets, match", [
+    ({"reward": "oracle"}, "`reward` must be one of arith-step, final-answer"),
+    ({"reward": "max-word-length", "max_word_length": "five"}, "`max_word_length` must be an integer, got 'five'"),
+    ({"reward": "max-word-length", "max_word_length": "0"}, r"`max_word_length` must be an integer in \[1, 40\], got 0"),
+    ({"reward": "forbid-letter", "hard": "maybe"}, "`hard` must be true or false, got 'maybe'"),
+    ({"reward": "final-answer", "reference": "x"}, "`reference` must be a number"),
+    ({"reward": "required-words", "words": " , "}, "`words` must be a non-empty list"),
 ])
-def test_registry_validation_messages(name, params, match):
+def test_reward_parameters_are_checked_when_the_parameters_are_made(sets, match):
+    from decoding.run import make_params
+
     with pytest.raises(ValueError, match=match):
-        make_reward(name, params)
+        make_params("particle-filter", sets)
 
 
 def test_extract_answer_without_the_last_number_fallback():

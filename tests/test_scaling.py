@@ -8,11 +8,11 @@ import torch
 
 from decoding import run_to_trace
 from decoding.events import ParticleStep, Trace, stats
-from decoding.particle_batch import ParticleBatch, slot_generators
-from decoding.prm import STEP_SEPARATOR, build_conversation, step_probabilities
+from decoding.scaling.particle_batch import ParticleBatch, slot_generators
+from decoding.scaling.prm import STEP_SEPARATOR, build_conversation, step_probabilities
 from decoding.run import make_params
-from decoding.strategies import scaling
-from decoding.tasks import load_tasks, make_tasks, task_prompt, TASKS_PATH
+from decoding.scaling import methods as scaling
+from decoding.scaling.tasks import load_tasks, make_tasks, task_prompt, TASKS_PATH
 
 PROMPT = "Tom has 3 apples and buys 4 more. How many apples does he have?"
 METHODS = ("best-of-n", "majority-vote", "reward-beam", "particle-filter", "first-finish")
@@ -222,7 +222,9 @@ def test_cancelling_stops_after_the_current_step(smol_lm):
 
 
 def test_lm_judge_is_p_yes_over_yes_and_no(smol_lm):
-    judge = scaling.lm_judge(smol_lm)
+    from decoding.scaling.scoring import lm_judge
+
+    judge = lm_judge(smol_lm)
     prompt = "Question: What is 2 + 2?\nProposed step: 2 + 2 = 4\nIs this step correct? Answer Yes or No."
     value = judge(prompt)
     ids, _, _ = smol_lm.encode_prompt(prompt)

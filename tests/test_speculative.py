@@ -9,10 +9,10 @@ from decoding import generate, run_to_trace
 from decoding.events import SpecRound, TokenStep, stats
 from decoding.lm import LM
 from decoding.models import load_model
-from decoding.spec import verify
-from decoding.spec.model_drafters import TreePlan, gumbel_top_k, shallow_view
-from decoding.spec.retrieval import PromptLookupDrafter, build_trie
-from decoding.spec.verify import ROOT, DraftTree, verify_chain, verify_tree
+from decoding.speculative import verify
+from decoding.speculative.drafters import TreePlan, gumbel_top_k, shallow_view
+from decoding.speculative.retrieval import PromptLookupDrafter, build_trie
+from decoding.speculative.verify import ROOT, DraftTree, verify_chain, verify_tree
 
 PROMPT = "Summarise: the cat sat on the mat. The cat sat on the mat and the dog sat on the mat."
 
@@ -218,6 +218,7 @@ def test_tiny_ar_draft_drafts_for_tiny_ar_losslessly_and_is_often_accepted(tree)
     assert s["acceptance_rate"] > 0.3 and s["target_forward_passes_per_token"] < 0.8  # a real drafter, not noise
 
 
+@pytest.mark.slow  # 1,500 runs
 def test_speculative_sampling_first_token_matches_the_target_on_a_model(tiny_lm):
     """End to end: the first sampled token of a speculative run is distributed as softmax(logits / T)."""
     temperature, trials = 0.6, 1500

@@ -19,9 +19,9 @@ import torch
 
 from decoding import run_to_trace
 from decoding.lm import LM
-from decoding.spec import model_drafters
-from decoding.spec.model_drafters import Draft, DraftTree, TreePlan, grow_tree, gumbel_top_k
-from decoding.spec.verify import ROOT, verify_tree
+from decoding.speculative import drafters as model_drafters
+from decoding.speculative.drafters import Draft, DraftTree, TreePlan, grow_tree, gumbel_top_k
+from decoding.speculative.verify import ROOT, verify_tree
 from markov import markov_llama, register, word_tokenizer
 
 pytestmark = pytest.mark.slow

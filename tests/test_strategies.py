@@ -9,7 +9,7 @@ from decoding import generate, run_to_trace, sampling
 from decoding.events import BeamStep, RunFinished, RunStarted, TokenStep, Trace, stats
 from decoding.models import load_model
 from decoding.run import as_lm
-from decoding.strategies import STRATEGIES
+from decoding.registry import STRATEGIES
 
 PROMPT = "The quick brown fox"
 TOKEN_STRATEGIES = ["greedy", "sample", "mirostat", "contrastive", "speculative"]

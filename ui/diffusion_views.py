@@ -5,7 +5,7 @@ step) rendered into {output name: value} (see `OUTPUTS`), and the tab's control 
     other      the "Compare with" run: another sampler setting or the autoregressive tiny-ar (or None)
     step       which step's canvas is shown (None = the latest)
 
-Glossary: mask / unmask / remask / block / NFE: see `decoding/strategies/diffusion.py`.
+Glossary: mask / unmask / remask / block / NFE: see `decoding/diffusion/samplers.py`.
     field      a control of the tab, named like the `DiffusionParams` field it sets ("df:steps" -> `steps`).
     length     the canvas size: `max_new_tokens`, every position starts as a mask.
 """
@@ -15,8 +15,8 @@ from __future__ import annotations
 import gradio as gr
 
 from decoding.events import Trace, stats
-from decoding.strategies import param_specs
-from decoding.strategies.diffusion import CACHES, REMASKING, SAMPLERS
+from decoding.registry import param_specs
+from decoding.diffusion.samplers import CACHES, REMASKING, SAMPLERS
 from ui.common import export_json  # noqa: F401  (re-exported for the callbacks)
 from visualizers._common import esc
 from visualizers.diffusion import (ar_vs_diffusion_html, canvas_html, compare_samplers_figure, confidence_figure,

@@ -15,7 +15,7 @@ import gradio as gr
 
 from decoding.events import Trace, TokenStep, stats
 from decoding.run import validate_request
-from decoding.strategies import STRATEGIES
+from decoding.registry import STRATEGIES
 from ui.common import USER_ERRORS, check_model, error_toast, run_work, user_error, wait_for_finish
 from ui.playground_views import (UI_MAX_NEW_TOKENS, collect_params, export_files, finished_status, focused,
                                  new_selection, param_widgets, playground_strategies, stream_views, token_at, views)

@@ -27,7 +27,7 @@ import gradio as gr
 
 from decoding.events import BeamStep, DiffusionStep, Event, ParticleStep, TokenStep, Trace, stats
 from decoding.run import MAX_NEW_TOKENS_CAP
-from decoding.strategies import STRATEGIES, get_strategy, param_specs
+from decoding.registry import STRATEGIES, get_strategy, param_specs
 from ui.common import USER_ERRORS, Redraw, Status, stream_in_thread, user_error
 from visualizers import beams_figure, distribution_figure, entropy_figure, figure_to_html, token_table, tokens_html
 from visualizers._common import esc, visible

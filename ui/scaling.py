@@ -20,7 +20,7 @@ from decoding.models import SUGGESTED_HUB_IDS
 from ui import scaling_callbacks as cb
 from ui.common import QUIET, bind, lab_columns, model_choices, serve, standalone, wire_lab
 from ui.scaling_views import (CONTROLS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_METHOD, DEFAULT_MODEL, DEFAULT_PROMPT,
-                              DEFAULT_SETTINGS, DEFAULT_TASK, FIELDS, METHODS, OUTPUTS, REWARD_NAMES, SPECIFIC,
+                              DEFAULT_SETTINGS, DEFAULT_TASK, FIELDS, METHODS, OUTPUTS, REWARDS, SPECIFIC,
                               UI_MAX_CHUNK_TOKENS, UI_MAX_N, UI_MAX_NEW_TOKENS, UI_MAX_STEP_TOKENS, help_of,
                               reward_help, task_choices, views, visible_fields)
 
@@ -81,7 +81,7 @@ def _controls(c: dict) -> None:
         c["stop"] = gr.Button("Stop", variant="stop", elem_id="sc-stop")
     c["status"] = gr.Markdown("Ready.", elem_id="sc-status")
     c["method"] = gr.Radio(list(METHODS), value=DEFAULT_METHOD, label="Method", info=METHOD_INFO, elem_id="sc-method")
-    _field(c, "reward", gr.Dropdown(list(REWARD_NAMES), value=d["reward"], label="Reward", elem_id="sc-reward",
+    _field(c, "reward", gr.Dropdown(list(REWARDS.names()), value=d["reward"], label="Reward", elem_id="sc-reward",
                                     info="What scores each step (and the finished answer)."))
     c["reward_help"] = gr.Markdown(reward_help(d["reward"]), elem_classes="dl-help", elem_id="sc-reward-help")
     # Reward-specific

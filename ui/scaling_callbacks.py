@@ -15,7 +15,7 @@ import gradio as gr
 from decoding.events import Trace
 from decoding.presets import find_preset, preset_menu
 from decoding.run import validate_request
-from decoding.tasks import task_prompt
+from decoding.scaling.tasks import task_prompt
 from ui.common import USER_ERRORS, check_model, load_replay, run_work, user_error, wait_for_finish
 from ui.playground_views import stream_views
 from ui.scaling_views import (DEFAULT_SETTINGS, FIELDS, FREE_PROMPT, METHODS, SPECIFIC, UI_MAX_NEW_TOKENS,

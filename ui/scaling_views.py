@@ -16,11 +16,11 @@ from __future__ import annotations
 import gradio as gr
 
 from decoding.events import Trace, stats
-from decoding.rewards import parse_number
-from decoding.strategies import param_specs
+from decoding.scaling.rewards import parse_number
+from decoding.registry import param_specs
 from ui.common import export_json  # noqa: F401  (re-exported for the callbacks)
-from decoding.strategies.scaling import REWARD_HELP, REWARD_NAMES
-from decoding.tasks import load_tasks, task_prompt
+from decoding.scaling.scoring import REWARDS, reward_help as _reward_help
+from decoding.scaling.tasks import load_tasks, task_prompt
 from visualizers._common import esc
 from visualizers.particles import (SUMMARY, chosen_path, chosen_slot, choice_html, lineage_figure, particles_html,
                                    scaling_summary_html, weights_figure)
@@ -74,7 +74,7 @@ def help_of(field: str) -> str:
 
 
 def reward_help(reward: str) -> str:
-    return f"**{reward}**: {REWARD_HELP.get(reward, 'unknown reward')}."
+    return f"**{reward}**: {_reward_help().get(reward, 'unknown reward')}."
 
 
 def visible_fields(method: str, reward: str) -> set[str]:
@@ -268,4 +268,4 @@ def stats_line(trace: Trace) -> str:
 
 
 __all__ = ["CONTROLS", "DEFAULT_METHOD", "DEFAULT_MODEL", "DEFAULT_PROMPT", "DEFAULT_SETTINGS", "FIELDS",
-           "METHODS", "OUTPUTS", "REWARD_NAMES", "collect_params", "export_json", "fields_from_params", "views"]
+           "METHODS", "OUTPUTS", "REWARDS", "collect_params", "export_json", "fields_from_params", "views"]

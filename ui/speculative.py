@@ -15,7 +15,7 @@ import decoding  # noqa: F401  (switches telemetry off before gradio is imported
 import gradio as gr
 
 from decoding.models import SUGGESTED_HUB_IDS
-from decoding.strategies.speculative import DRAFTERS, TREES
+from decoding.speculative.strategy import DRAFTERS, TREES
 from ui import speculative_callbacks as cb
 from ui.common import QUIET, bind, lab_columns, model_choices, serve, standalone, wire_lab
 from ui.speculative_views import (CONTROLS, DEFAULT_DRAFT_MODEL, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODEL,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import gradio as gr
 
 from decoding.events import Trace, stats
-from decoding.strategies import param_specs
+from decoding.registry import param_specs
 from ui.common import export_json  # noqa: F401  (re-exported for the callbacks)
 from visualizers._common import esc, visible
 from visualizers.speculative import (acceptance_figure, draft_tree_figure, overlap_figure, spec_rounds,

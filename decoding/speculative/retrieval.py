@@ -9,7 +9,7 @@ Papers followed
 
 Both choose their tokens deterministically, so each draft token is a point mass (q = 1): a
 sampled draft token x is accepted with probability p(x) and on rejection x is removed from the
-residual, which keeps sampling lossless (see `decoding.spec.verify`).
+residual, which keeps sampling lossless (see `decoding.speculative.verify`).
 
 Glossary
     n-gram      the last n context tokens used as the lookup key (n from `ngram` down to 1).
@@ -23,8 +23,8 @@ import time
 import torch
 
 from decoding.contracts import Drafter, Feedback
-from decoding.spec.model_drafters import Draft, TreePlan
-from decoding.spec.verify import ROOT, DraftTree
+from decoding.speculative.drafters import Draft, TreePlan
+from decoding.speculative.verify import ROOT, DraftTree
 
 
 class PromptLookupDrafter(Drafter):

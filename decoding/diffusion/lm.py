@@ -7,7 +7,7 @@ Model conventions differ; this wrapper hides them from the samplers:
     shift     Dream (Ye et al. 2025) is adapted from an autoregressive model: its logits at
               position i - 1 predict token i. `needs_logit_shift(config)` is True only for Dream;
               LLaDA, MDLM and BERT-style masked LMs predict token i at position i.
-    attention dLLM's AR-to-diffusion conversions load into a causal class (`decoding.dllm`);
+    attention dLLM's AR-to-diffusion conversions load into a causal class (`decoding.diffusion.dllm`);
               their calls pass an all-visible 4-D mask so they attend both ways.
 
 Delayed KV caching (dKV-Cache, Ma et al. 2025, "dKV-Cache: The Cache for Diffusion Language
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from decoding.dllm import bidirectional_mask
+from decoding.diffusion.dllm import bidirectional_mask
 from decoding.lm import LM
 from decoding.models import LoadedModel, model_kind
 

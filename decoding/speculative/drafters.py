@@ -32,7 +32,7 @@ import torch
 from decoding.contracts import Drafter, Feedback
 from decoding.lm import LM, crop_cache
 from decoding.models import LoadedModel
-from decoding.spec.verify import ROOT, DraftTree
+from decoding.speculative.verify import ROOT, DraftTree
 
 TOP_RECORDED = 8  # top tokens of p and q recorded per expanded position
 OBSERVED_ROWS = 4  # verified positions DEL scores per round

@@ -10,7 +10,7 @@ Papers followed
     LocalLeap (the sampler named in issue 6: anchor-and-leap parallel decoding): anchors are
     masked positions with confidence >= `anchor_threshold`; within `radius` of an anchor a
     position needs only the relaxed `threshold`; at least one position per step.
-    dKV-Cache (Ma et al. 2025): delayed key / value caching, see `decoding.diffusion_lm`.
+    dKV-Cache (Ma et al. 2025): delayed key / value caching, see `decoding.diffusion.lm`.
 
 Glossary
     mask / unmask  a hidden position / committing a prediction there (never changed afterwards).
@@ -28,7 +28,7 @@ from typing import Callable, Iterator
 import torch
 
 from decoding.events import DiffusionStep, Event
-from decoding.diffusion_lm import DiffusionLM, KVState
+from decoding.diffusion.lm import DiffusionLM, KVState
 from decoding.params import Params, param
 from decoding.registry import Registry, family_check, register_strategy
 

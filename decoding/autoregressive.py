@@ -28,7 +28,7 @@ from decoding.contracts import Outcome, RunContext
 from decoding.params import Params, param
 from decoding.registry import register_strategy
 from decoding.events import BeamStep, Event, TokenStep
-from decoding.lm import LM, reorder_cache
+from decoding.lm import reorder_cache
 
 TOP_ALTERNATIVES = 10  # alternatives recorded per step
 

@@ -1,13 +1,13 @@
 """Speculative decoding: a drafter proposes a token tree, the target verifies it in one call.
 
-Papers followed: see `decoding.spec.verify` (Leviathan et al. 2023, Chen et al. 2023, SpecInfer,
-Sequoia), `decoding.spec.model_drafters` (draft model, LayerSkip early exit, DEL, EAGLE-2 /
-DySpec dynamic trees) and `decoding.spec.retrieval` (prompt lookup, Token Recycling).
+Papers followed: see `decoding.speculative.verify` (Leviathan et al. 2023, Chen et al. 2023, SpecInfer,
+Sequoia), `decoding.speculative.drafters` (draft model, LayerSkip early exit, DEL, EAGLE-2 /
+DySpec dynamic trees) and `decoding.speculative.retrieval` (prompt lookup, Token Recycling).
 
 Glossary
     round     draft a tree, verify it with ONE target forward pass (tree attention), keep the
               accepted path plus one token of the target's own.
-    draft / accepted / bonus / residual / correction: see `decoding.spec.verify`.
+    draft / accepted / bonus / residual / correction: see `decoding.speculative.verify`.
     pending   tokens the target has produced but not yet run through itself (at least the
               round's extra token); they are fed in front of the next round's tree.
 
@@ -30,12 +30,12 @@ from transformers import DynamicCache
 from decoding.contracts import Drafter, Feedback, Outcome, RunContext
 from decoding.events import Event, SpecRound
 from decoding.lm import LM, crop_cache
-from decoding.spec.model_drafters import TOP_RECORDED, EarlyExitDrafter, ModelDrafter, TreePlan
-from decoding.spec.retrieval import PromptLookupDrafter, TokenRecyclingDrafter
-from decoding.spec.verify import ROOT, verify_tree
+from decoding.speculative.drafters import TOP_RECORDED, EarlyExitDrafter, ModelDrafter, TreePlan
+from decoding.speculative.retrieval import PromptLookupDrafter, TokenRecyclingDrafter
+from decoding.speculative.verify import ROOT, verify_tree
 from decoding.params import Params, param
 from decoding.registry import Registry, register_strategy
-from decoding.strategies.autoregressive import point_mass, token_event
+from decoding.autoregressive import point_mass, token_event
 
 DRAFTERS: Registry[Callable[[LM, "SpeculativeParams"], Drafter]] = Registry("drafter")  # name -> factory(target, params)
 TREES = ("chain", "static", "dynamic")

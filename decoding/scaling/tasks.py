@@ -2,7 +2,7 @@
 
 The shipped file `presets/tasks/arithmetic.jsonl` is made by this module with a fixed seed:
 
-    python -m decoding.tasks --out presets/tasks/arithmetic.jsonl --seed 0 --count 40
+    python -m decoding.scaling.tasks --out presets/tasks/arithmetic.jsonl --seed 0 --count 40
 
 Problems are GSM8K-style in form (Cobbe et al. 2021) but one or two operations on small numbers,
 so that a 135M-parameter model solves some of them and inference-time scaling has room to help.
@@ -16,7 +16,7 @@ import json
 import random
 from pathlib import Path
 
-TASKS_PATH = Path(__file__).resolve().parent.parent / "presets" / "tasks" / "arithmetic.jsonl"
+TASKS_PATH = Path(__file__).resolve().parents[2] / "presets" / "tasks" / "arithmetic.jsonl"
 
 INSTRUCTION = 'Solve it step by step, one short step per line. Finish with the sentence "The answer is" and the number.'
 
@@ -88,7 +88,7 @@ def task_prompt(question: str) -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m decoding.tasks", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m decoding.scaling.tasks", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=TASKS_PATH)
     parser.add_argument("--count", type=int, default=40)
     parser.add_argument("--seed", type=int, default=0)

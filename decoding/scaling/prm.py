@@ -1,4 +1,4 @@
-"""Hub process reward models (PRMs) as a `decoding.rewards.Reward`, for hosts with internet.
+"""Hub process reward models (PRMs) as a `decoding.scaling.rewards.Reward`, for hosts with internet.
 
 Qwen2.5-Math-PRM (Zhang et al. 2025, "The Lessons of Developing Process Reward Models in
 Mathematical Reasoning"): the question is the user turn, the steps are the assistant turn with a
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from decoding.rewards import RewardResult
+from decoding.scaling.rewards import RewardResult
 
 STEP_SEPARATOR = "<extra_0>"
 SYSTEM_PROMPT = "Please reason step by step, and put your final answer within \\boxed{}."

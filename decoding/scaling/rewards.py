@@ -1,7 +1,7 @@
 """Rewards for particle filtering: one interface for step-level and outcome-level scores.
 
 A reward scores a partial solution (the question and the steps generated so far) with a value in
-[0, 1]; `decoding.particles.weights_from_rewards` turns those values into particle weights.
+[0, 1]; `decoding.scaling.particles.weights_from_rewards` turns those values into particle weights.
 Papers followed:
 
 - Puri et al. 2025, "A Probabilistic Inference Approach to Inference-Time Scaling of LLMs using
@@ -267,51 +267,6 @@ class RequiredWords:
         return RewardResult(value, False, detail)
 
 
-# --------------------------------------------------------------------------- combination
-
-MEANS = ("geometric", "arithmetic")
-
-
-@dataclass(frozen=True)
-class CombinedReward:
-    """Weighted mean of several rewards; any hard violation gives 0 with hard_violation=True.
-
-    geometric (default): prod v_i^(w_i / sum w), so any zero value gives 0 (like multiplying
-    likelihoods, as SMC potentials combine); arithmetic: sum w_i v_i / sum w, forgiving.
-    """
-
-    parts: tuple[tuple[Reward, float], ...]  # (reward, weight > 0) pairs
-    mean: str = "geometric"  # geometric | arithmetic
-    name: str = "combined"
-
-    def __post_init__(self):
-        parts = tuple((r, w) for r, w in self.parts)
-        if not parts:
-            raise ValueError("`parts` must contain at least one (reward, weight) pair")
-        for reward, weight in parts:
-            if not callable(getattr(reward, "score", None)):
-                raise ValueError(f"`parts` entries must be rewards with a score method, got {reward!r}")
-            if not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight <= 0:
-                raise ValueError(f"`weight` of {getattr(reward, 'name', reward)!r} must be > 0, got {weight!r}")
-        object.__setattr__(self, "parts", parts)
-        if self.mean not in MEANS:
-            raise ValueError(f"`mean` must be one of {', '.join(MEANS)}, got {self.mean!r}")
-
-    def score(self, question: str, steps: list[str], final: bool) -> RewardResult:
-        results = [(reward.name, reward.score(question, steps, final), w) for reward, w in self.parts]
-        detail = " | ".join(f"{name}={r.value:.3g}" + (f" ({r.detail})" if r.detail else "") for name, r, _ in results)
-        if any(r.hard_violation for _, r, _ in results):
-            return RewardResult(0.0, True, detail)
-        total = sum(w for _, _, w in results)
-        if self.mean == "arithmetic":
-            value = sum(w * r.value for _, r, w in results) / total
-        elif any(r.value == 0 for _, r, _ in results):
-            value = 0.0
-        else:
-            value = math.exp(sum(w * math.log(r.value) for _, r, w in results) / total)
-        return RewardResult(min(max(value, 0.0), 1.0), False, detail)
-
-
 # --------------------------------------------------------------------------- LM judge
 
 DEFAULT_JUDGE_TEMPLATE = "Question: {question}\nProposed step: {step}\nIs this step correct? Answer Yes or No."
@@ -343,66 +298,3 @@ class LMJudgeReward:
         if not 0 <= p_yes <= 1:
             raise ValueError(f"`judge` must return P(Yes) in [0, 1], got {p_yes!r}")
         return RewardResult(p_yes, False, f"P(Yes) = {p_yes:.3f}")
-
-
-# --------------------------------------------------------------------------- registry
-
-
-def _as_bool(name: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "1", "yes", "false", "0", "no"):
-        return value.strip().lower() in ("true", "1", "yes")
-    raise ValueError(f"`{name}` must be true or false, got {value!r}")
-
-
-def _as_int(name: str, value: Any) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"`{name}` must be an integer, got {value!r}")
-    try:
-        return int(str(value).strip()) if not isinstance(value, int) else value
-    except ValueError:
-        raise ValueError(f"`{name}` must be an integer, got {value!r}") from None
-
-
-def _as_words(value: Any) -> tuple[str, ...]:
-    return tuple(w.strip() for w in value.split(",") if w.strip()) if isinstance(value, str) else tuple(value)
-
-
-# name -> (allowed parameter names, factory(params) -> Reward); params may be CLI strings
-_FACTORIES: dict[str, tuple[tuple[str, ...], Callable[[dict], Reward]]] = {
-    "arithmetic": ((), lambda p: ArithmeticStepChecker()),
-    "final_answer": (("reference",), lambda p: FinalAnswerChecker(str(p["reference"]))),
-    "forbidden_letter": (("letter", "hard"), lambda p: ForbiddenLetter(p["letter"], _as_bool("hard", p.get("hard", True)))),
-    "max_word_length": (("n", "hard"), lambda p: MaxWordLength(_as_int("n", p["n"]), _as_bool("hard", p.get("hard", True)))),
-    "required_words": (("words", "hard"), lambda p: RequiredWords(_as_words(p["words"]), _as_bool("hard", p.get("hard", False)))),
-    "lm_judge": (("judge", "template"), lambda p: LMJudgeReward(p["judge"], p.get("template", DEFAULT_JUDGE_TEMPLATE))),
-}
-_REQUIRED = {"final_answer": ("reference",), "forbidden_letter": ("letter",), "max_word_length": ("n",),
-             "required_words": ("words",), "lm_judge": ("judge",)}
-
-
-def _factory(name: str) -> Callable[[dict | None], Reward]:
-    allowed, build = _FACTORIES[name]
-
-    def make(params: dict | None = None) -> Reward:
-        params = dict(params or {})
-        unknown = sorted(set(params) - set(allowed))
-        if unknown:
-            raise ValueError(f"unknown parameter `{unknown[0]}` for reward {name!r}; allowed: {', '.join(allowed) or 'none'}")
-        for key in _REQUIRED.get(name, ()):
-            if key not in params:
-                raise ValueError(f"reward {name!r} needs parameter `{key}`")
-        return build(params)
-
-    return make
-
-
-REWARDS: dict[str, Callable[[dict | None], Reward]] = {name: _factory(name) for name in _FACTORIES}
-
-
-def make_reward(name: str, params: dict | None = None) -> Reward:
-    """REWARDS[name](params), with a helpful error for unknown names."""
-    if name not in REWARDS:
-        raise ValueError(f"`reward` must be one of {', '.join(REWARDS)}, got {name!r}")
-    return REWARDS[name](params)

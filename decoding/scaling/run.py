@@ -1,0 +1,191 @@
+"""The run every scaling method shares: N particles over one batch, extended one step at a time,
+scored by the reward, turned into a ParticleStep event, reordered by the method's choice.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from decoding.contracts import Outcome, RunContext
+from decoding.events import ParticleStep
+from decoding.scaling import particles as pf
+from decoding.scaling import rewards as rw
+from decoding.scaling.params import STEP_DELIMITERS, ScalingParams
+from decoding.scaling.particle_batch import ParticleBatch, slot_generators
+from decoding.scaling.scoring import NEUTRAL, aggregate, banned_tokens, build_reward
+
+@dataclass
+class Particle:
+    """What a slot holds: its tokens, steps and rewards (copied whole on resampling)."""
+
+    token_ids: list[int] = field(default_factory=list)
+    steps: list[str] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    detail: str = ""
+    finished: bool = False
+    parent: int = -1  # slot it continued at the previous step
+
+    def copy(self, parent: int) -> Particle:
+        return Particle(list(self.token_ids), list(self.steps), list(self.rewards), self.detail, self.finished, parent)
+
+
+class ScalingRun:
+    """N particles over one batch: extend a step, score, build the event, reorder."""
+
+    def __init__(self, ctx: RunContext, params: ScalingParams, method: str):
+        self.ctx, self.params, self.method = ctx, params, method
+        self.lm = ctx.lm
+        self.reward, self.extra_lms = build_reward(params, self.lm)
+        self._passes_seen = self._passes()  # the prompt's prefill counts on the first event
+        seed = int(torch.randint(0, 2**62, (1,), generator=ctx.generator))
+        self.batch = ParticleBatch(self.lm, ctx.prompt_ids, slot_generators(seed, params.n),
+                                   temperature=params.temperature, top_p=params.top_p,
+                                   banned=banned_tokens(self.reward, self.lm))
+        self.particles = [Particle() for _ in range(params.n)]
+        self.outcome_only = isinstance(self.reward, rw.FinalAnswerChecker)
+        self.delimiter = STEP_DELIMITERS[params.step_delimiter]
+        self.step = 0
+
+    def _passes(self) -> int:
+        return self.lm.forward_passes + sum(m.forward_passes for m in self.extra_lms)
+
+    def step_done(self, new_ids: list[int]) -> bool:
+        text = self.lm.decode(new_ids).lstrip()
+        return self.delimiter in text
+
+    def extend(self, chunk_tokens: int | None = None) -> None:
+        """Every unfinished particle grows by one step (or `chunk_tokens` tokens) and is scored."""
+        live = [i for i, p in enumerate(self.particles) if not p.finished]
+        budget = {i: self.ctx.max_new_tokens - len(self.particles[i].token_ids) for i in live}
+        per_step = {i: min(budget[i], chunk_tokens or self.params.max_step_tokens) for i in live}
+        done = (lambda ids: False) if chunk_tokens else self.step_done
+        grown = self.batch.extend(live, done, [per_step.get(i, 0) for i in range(len(self.particles))])
+        for i, (ids, end) in grown.items():
+            p = self.particles[i]
+            p.token_ids += ids
+            p.steps.append(self.lm.decode(ids))
+            p.finished = end == "eos" or len(p.token_ids) >= self.ctx.max_new_tokens
+            self._score(i)
+
+    def _score(self, i: int) -> None:
+        p = self.particles[i]
+        steps = [s for s in p.steps if s.strip()] or [""]
+        if self.outcome_only and not p.finished:
+            value, detail = NEUTRAL, "judged when finished"
+        else:
+            result = self.reward.score(self.ctx.prompt, steps, p.finished)
+            value, detail = result.value, result.detail
+        if self.batch.banned is not None:
+            kept = math.exp(self.batch.log_mass[i])
+            value *= kept
+            detail = f"{detail}; the model's mass on allowed tokens {kept:.3g}"
+        p.rewards.append(value)
+        p.detail = detail
+
+    def score_of(self, i: int) -> float:
+        return aggregate(self.particles[i].rewards, self.params.aggregate)
+
+    def current_rewards(self) -> list[float]:
+        return [p.rewards[-1] if p.rewards else NEUTRAL for p in self.particles]
+
+    def texts(self) -> list[str]:
+        return [self.lm.decode(p.token_ids) for p in self.particles]
+
+    def answers(self, texts: list[str] | None = None) -> list[str | None]:
+        out = []
+        for p, text in zip(self.particles, texts or self.texts()):
+            ended = bool(p.token_ids) and p.token_ids[-1] in self.lm.stop_ids  # not cut off at the token cap
+            answer = rw.extract_answer(text, last_number=ended) if p.finished else None
+            value = rw.parse_number(answer) if answer is not None else None
+            out.append(None if value is None else f"{value:g}")
+        return out
+
+    def event(self, weights, ancestors, resampled, weights_after, new_steps: set[int], extra=None) -> ParticleStep:
+        passes = self._passes()
+        texts = self.texts()
+        answers = self.answers(texts)
+        particles = [{
+            "id": i, "parent": p.parent, "text": texts[i],
+            "step_text": p.steps[-1] if i in new_steps and p.steps else "",
+            "steps": len(p.steps), "reward": p.rewards[-1] if p.rewards else None, "detail": p.detail,
+            "score": self.score_of(i), "weight": float(weights[i]), "finished": p.finished,
+            "num_tokens": len(p.token_ids), "answer": answers[i],
+        } for i, p in enumerate(self.particles)]
+        event = ParticleStep(step=self.step, method=self.method, particles=particles, ancestors=list(ancestors),
+                             resampled=resampled, weights_after=[float(w) for w in weights_after],
+                             ess=pf.ess(weights), tokens_spent=self.batch.tokens_spent,
+                             elapsed_s=self.ctx.elapsed(), forward_passes=passes - self._passes_seen,
+                             extra=extra or {})
+        self._passes_seen = passes
+        self.step += 1
+        return event
+
+    def reorder(self, ancestors: list[int]) -> None:
+        self.particles = [self.particles[a].copy(parent=a) for a in ancestors]
+        self.batch.reorder(ancestors)
+
+    def keep(self) -> None:
+        """No selection this step: every slot continues itself."""
+        for i, p in enumerate(self.particles):
+            p.parent = i
+
+    def live(self) -> set[int]:
+        """Slots that will grow at the next `extend`."""
+        return {i for i, p in enumerate(self.particles) if not p.finished}
+
+    def ended(self) -> list[int]:
+        """Slots whose particle ended with a stop token (a complete solution, not cut off at its cap)."""
+        return [i for i, p in enumerate(self.particles) if p.token_ids and p.token_ids[-1] in self.lm.stop_ids]
+
+    def best(self, values) -> int:
+        """`best_complete` over this run's particles."""
+        ended = set(self.ended())
+        return best_complete(values, [i in ended for i in range(len(self.particles))])
+
+    @property
+    def all_finished(self) -> bool:
+        return all(p.finished for p in self.particles)
+
+    def cancelled(self, outcome: Outcome) -> bool:
+        if self.ctx.should_stop():
+            outcome.stop_reason = "cancelled"
+            return True
+        return False
+
+    def finish(self, outcome: Outcome, chosen: int, weights, votes: dict | None = None, rule: str = "") -> None:
+        texts = self.texts()
+        answers = self.answers(texts)
+        ended = set(self.ended())
+        p = self.particles[chosen]
+        outcome.token_ids = list(p.token_ids)
+        if outcome.stop_reason != "cancelled":
+            outcome.stop_reason = "eos" if p.token_ids and p.token_ids[-1] in self.lm.stop_ids else "max_new_tokens"
+        outcome.extra = {
+            "method": self.method, "chosen": chosen, "answer": answers[chosen], "rule": rule,
+            "votes": votes or {},
+            "particles": [{"id": i, "text": texts[i], "weight": float(weights[i]),
+                           "score": self.score_of(i), "answer": answers[i], "finished": q.finished,
+                           "ended": i in ended, "num_tokens": len(q.token_ids)} for i, q in enumerate(self.particles)],
+        }
+
+
+def best_complete(values, ended: list[bool]) -> int:
+    """The index with the largest value among complete solutions (all if none ended); ties: lowest index.
+
+    A particle cut off at its token cap never wrote its answer, so it is no candidate while
+    some particle did finish.
+    """
+    pool = [i for i, e in enumerate(ended) if e] or range(len(ended))
+    return max(pool, key=lambda i: (float(values[i]), -i))
+
+
+def _score_weights(run: ScalingRun, temperature: float = 1.0) -> torch.Tensor:
+    """Display / selection weights from solution scores: softmax(logit(score) / T)."""
+    return pf.weights_from_rewards([run.score_of(i) for i in range(len(run.particles))], temperature)
+
+
+def _identity(n: int) -> list[int]:
+    return list(range(n))

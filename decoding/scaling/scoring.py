@@ -1,0 +1,158 @@
+"""How the scaling methods score a step: the reward registry (one name per reward) and the
+helpers around it (LM judge, token bans for hard constraints, aggregating step rewards).
+
+Each reward registers a builder  build(params: ScalingParams, policy: LM) -> (reward, extra LMs)
+where the extra LMs' calls count as the run's forward passes. Rewards are `decoding.scaling.rewards`
+classes (or a hub PRM); the names here are the ones `--set reward=NAME` takes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Callable
+
+import torch
+
+from decoding.registry import Registry
+from decoding.scaling import rewards as rw
+
+if TYPE_CHECKING:
+    from decoding.scaling.params import ScalingParams
+
+NEUTRAL = 0.5  # reward of a step an outcome-only reward cannot judge yet (weight logit 0)
+REWARDS: Registry[Callable] = Registry("reward")  # name -> build(params, policy) -> (reward, extra LMs)
+RULES: set[str] = set()  # rewards that need no model: built (so checked) when the parameters are made
+
+
+def rule(name: str, help: str):
+    """Register a programmatic reward: it needs no model and is checked with the parameters."""
+    RULES.add(name)
+    return REWARDS.register(name, help=help)
+
+
+@rule("arith-step", "process reward: 0.05 + 0.9 x the share of 'a op b = c' in the newest step that are right (0.5 if none)")
+def _arith_step(params: ScalingParams, policy=None):
+    return rw.ArithmeticStepChecker(floor=0.05, ceiling=0.95, neutral=0.5), []
+
+
+@rule("final-answer", "outcome reward: 1 if the final answer equals `reference` (an oracle), 0 otherwise")
+def _final_answer(params: ScalingParams, policy=None):
+    if not params.reference.strip():
+        raise ValueError("reward final-answer needs `reference`, the expected number (e.g. --set reference=42)")
+    return rw.FinalAnswerChecker(params.reference), []
+
+
+@rule("forbid-letter", "constraint: no word may contain `letter` (hard: masked while sampling; soft: share of clean words)")
+def _forbid_letter(params: ScalingParams, policy=None):
+    return rw.ForbiddenLetter(params.letter, params.hard), []
+
+
+@rule("max-word-length", "constraint: every word at most `max_word_length` letters (hard: weight 0 when broken)")
+def _max_word_length(params: ScalingParams, policy=None):
+    return rw.MaxWordLength(params.max_word_length, params.hard), []
+
+
+@rule("required-words", "constraint: the text must contain every word of `words`")
+def _required_words(params: ScalingParams, policy=None):
+    if not params.words.strip():
+        raise ValueError("reward required-words needs `words`, comma-separated (e.g. --set words=sun,moon)")
+    words = tuple(w.strip() for w in params.words.split(",") if w.strip())
+    return rw.RequiredWords(words, params.hard), []
+
+
+@REWARDS.register("lm-judge", help="LM as judge: P(Yes) / (P(Yes) + P(No)) of `judge_model` asked whether the step is correct")
+def _lm_judge(params: ScalingParams, policy):
+    from decoding.run import as_lm
+
+    judge_lm = policy if not params.judge_model.strip() else as_lm(params.judge_model.strip())
+    return rw.LMJudgeReward(lm_judge(judge_lm)), [] if judge_lm is policy else [judge_lm]
+
+
+@REWARDS.register("prm", help="a hub process reward model (`prm_model`, e.g. Qwen2.5-Math-PRM-7B; needs internet and a GPU)")
+def _prm(params: ScalingParams, policy):
+    from decoding.scaling.prm import HubPRM
+
+    prm = HubPRM.load(params.prm_model)
+    return prm, [prm]
+
+
+@rule("none", "a constant reward: weights stay uniform, every method becomes plain sampling")
+def _none(params: ScalingParams, policy=None):
+    return ConstantReward(), []
+
+
+def build_reward(params: ScalingParams, policy) -> tuple[object, list]:
+    """(reward, extra LMs whose calls count as this run's forward passes)."""
+    return REWARDS.get(params.reward)(params, policy)
+
+
+def check_rule_reward(params: ScalingParams) -> None:
+    """Build a programmatic reward once, so its parameters are checked before any model work."""
+    if params.reward in RULES:
+        build_reward(params, None)
+
+
+def reward_help() -> dict[str, str]:
+    return {e.name: e.help for e in REWARDS.entries.values()}
+
+
+class ConstantReward:
+    """reward=none: every step scores 1 (weights stay uniform; methods reduce to plain sampling)."""
+
+    name = "none"
+
+    def score(self, question, steps, final):
+        return rw.RewardResult(1.0, False, "no reward")
+
+
+def lm_judge(lm) -> callable:
+    """prompt -> P(Yes) / (P(Yes) + P(No)) of `lm`'s next token after the judging prompt.
+
+    Normalised over the two answers because a small model spreads most mass elsewhere; the
+    probability the judge gives to "Yes" relative to "No" is what ranks particles.
+    """
+    vocab = {}
+    for word in ("Yes", " Yes", "yes", "No", " No", "no"):
+        ids = lm.tokenizer(word, add_special_tokens=False).input_ids
+        if len(ids) == 1:
+            vocab.setdefault(word.strip().lower(), set()).add(ids[0])
+    if "yes" not in vocab or "no" not in vocab:
+        raise ValueError(f"the judge {lm.name}'s tokenizer has no single-token Yes/No")
+    yes, no = sorted(vocab["yes"]), sorted(vocab["no"])
+
+    def judge(prompt: str) -> float:
+        ids, _, _ = lm.encode_prompt(prompt, chat=True)
+        probs = torch.softmax(lm.forward(torch.tensor([ids]), last_only=True).logits[0, -1], -1)  # (V,)
+        p_yes, p_no = float(probs[yes].sum()), float(probs[no].sum())
+        return p_yes / (p_yes + p_no) if p_yes + p_no > 0 else NEUTRAL
+
+    return judge
+
+
+def banned_tokens(reward, lm) -> torch.Tensor | None:
+    """(V,) bool mask of tokens a hard forbidden-letter constraint can never accept, else None."""
+    if not isinstance(reward, rw.ForbiddenLetter) or not reward.hard:
+        return None
+    letter = reward.letter.lower()
+    cached = getattr(lm, "_banned_by_letter", {})
+    if letter in cached:
+        return cached[letter]
+    banned = torch.zeros(lm.vocab_size, dtype=torch.bool)
+    special = set(lm.tokenizer.all_special_ids) | set(lm.stop_ids)
+    for token_id in range(min(lm.vocab_size, len(lm.tokenizer))):
+        if token_id not in special and letter in lm.token_text(token_id).lower():
+            banned[token_id] = True
+    lm._banned_by_letter = cached | {letter: banned}
+    return banned
+
+
+def aggregate(rewards: list[float], how: str) -> float:
+    if not rewards:
+        return NEUTRAL
+    if how == "last":
+        return rewards[-1]
+    if how == "min":
+        return min(rewards)
+    if how == "mean":
+        return sum(rewards) / len(rewards)
+    return math.prod(rewards)
