@@ -78,23 +78,30 @@ def test_generate_streams_and_ends_with_exports():
     assert "<html" in open(final["dl_html"]).read()[:500].lower()
 
 
-def test_redraws_are_throttled_by_wall_clock():
+def test_redraws_are_throttled_by_wall_clock(monkeypatch):
     start = time.perf_counter()
     updates, trace, _ = run_ui(max_new_tokens=100)
     elapsed = time.perf_counter() - start
     assert len(trace.of_kind("token")) == 100
     assert len(updates) <= 2 + elapsed * 8 + 1  # first + at most ~8 redraws/s + final
+    clock = [100.0]  # a clock the test moves: the spacing rule is checked exactly, whatever the machine's load
+    monkeypatch.setattr("ui.common.time.perf_counter", lambda: clock[0])
+
+    def draw(seconds):
+        with throttle.timed():
+            clock[0] += seconds
+
     throttle = Redraw(per_s=8, budget=0.25, max_interval_s=0.5)
     assert throttle.due()
-    with throttle.timed():
-        time.sleep(0.05)  # a 50 ms drawing: the next one waits 4 x 50 ms, not 1/8 s
+    draw(0.05)  # a 50 ms drawing: the next one waits 4 x 50 ms, not 1/8 s
+    clock[0] += 0.19
     assert not throttle.due()
-    time.sleep(0.21)
+    clock[0] += 0.02
     assert throttle.due()
-    with throttle.timed():
-        time.sleep(0.3)  # very slow drawings are spaced out, but at most `max_interval_s`
+    draw(0.3)  # very slow drawings are spaced out, but at most `max_interval_s`
+    clock[0] += 0.49
     assert not throttle.due()
-    time.sleep(0.5)
+    clock[0] += 0.02
     assert throttle.due()
 
 

@@ -31,6 +31,7 @@ import decoding  # noqa: F401  (switches telemetry off before gradio is imported
 import gradio as gr
 
 from decoding.embedded import EmbeddedModelError
+from decoding.events import BeamStep, DiffusionStep, Event, ParticleStep, TokenStep, Trace, stats
 from decoding.errors import short_repr
 from decoding.models import DEFAULT_MODEL, REGISTRY, TINY_MODEL, ModelLoadError, load_model, resolve_spec
 from decoding.run import generate
@@ -391,3 +392,57 @@ def load_replay(path, lab: str, what: str, accepts: Callable, render: Callable,
         raise error_toast(f"Cannot replay {name}: malformed {what} ({str(err)[:300]})",
                           "Not a Decoding Lab trace") from None
     return loaded, shown, name
+
+
+# The tabs' shared skeleton: number formatting, stat cards, streaming a run into views --------------
+EMPTY_STATS_HTML = '<div class="dl-stats dl-stats-empty">Statistics appear here once a run starts.</div>'
+
+
+def as_int(value):
+    """Sliders and number boxes may deliver 64.0; the engine wants an int (and reports anything else)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def fmt(value, digits: int = 2, unit: str = "") -> str:
+    """A statistic for a card: "–" when missing, numbers with `digits` decimals, anything else as text."""
+    if value is None:
+        return "–"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{value:.{digits}f}{unit}"
+    return str(value)
+
+
+def stat_cards_html(cards: list[tuple[str, object]], caption: str) -> str:
+    """One row of (label, value) cards under a caption; every value is escaped."""
+    body = "".join(f'<div class="dl-stat"><div class="v">{esc(v)}</div>'
+                   f'<div class="k">{esc(k)}</div></div>' for k, v in cards)
+    return f'<div class="dl-stats"><div class="dl-caption">{esc(caption)}</div><div class="dl-cards">{body}</div></div>'
+
+
+def stream_views(work, trace: Trace, render, what: str) -> Iterator[dict]:
+    """Append the worker's events to `trace`; yield `render()` (plus a status line) when a redraw is due."""
+    redraw, status, dirty = Redraw(), None, False
+    try:
+        late = lambda item: trace.append(item) if isinstance(item, Event) else None  # noqa: E731  (after Stop)
+        for batch in stream_in_thread(work, on_late=late):
+            for item in batch:
+                if isinstance(item, Status):
+                    status = item.text
+                else:
+                    trace.append(item)
+            dirty = dirty or bool(batch)
+            if dirty and redraw.due():
+                dirty = False
+                with redraw.timed():
+                    update = render()
+                count = sum(isinstance(e, (TokenStep, BeamStep, ParticleStep, DiffusionStep)) for e in trace.events)
+                update["status"] = esc(status or "Working…", quote=False) + (f" {count} {what} so far." if count else "")
+                yield update
+    except USER_ERRORS as err:
+        raise user_error(err) from None
+
+
+def finished_status(trace: Trace, what: str) -> str:
+    s = stats(trace)
+    return (f"**{what}**: {s['num_tokens']} tokens in {s['elapsed_s']:.1f} s ({fmt(s['tokens_per_s'], 1)} tokens/s), "
+            f"stopped by {esc(s['stop_reason'].replace('_', ' '))}.")

@@ -18,16 +18,12 @@ from decoding.events import Trace, stats
 from decoding.models import REGISTRY
 from decoding.presets import find_preset, preset_menu
 from decoding.run import validate_request
-from ui.common import USER_ERRORS, check_model, load_replay, run_work, user_error, wait_for_finish
+from ui.common import (USER_ERRORS, as_int, check_model, load_replay, run_work, stream_views, user_error,
+                       wait_for_finish)
 from ui.diffusion_views import (COMPARISONS, DEFAULT_SETTINGS, FIELDS, NO_COMPARISON, PLAYBACK, UI_MAX_LENGTH,
                                 collect_params, export_json, fields_from_params, run_label, stats_line, steps_of, views,
                                 visible_fields)
-from ui.playground_views import stream_views
 from visualizers._common import esc
-
-
-def _as_int(value):
-    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def shown_controls(sampler: str, cache: str) -> dict:
@@ -110,7 +106,7 @@ def generate_run(model, prompt, length, seed, compare, *values) -> Iterator[dict
 
     `values` are the sampler fields in `FIELDS` order, then optionally the Playback choice: with a
     slow-motion rate, every step gets its own frame, shown at that rate."""
-    length, seed = _as_int(length), _as_int(seed)
+    length, seed = as_int(length), as_int(seed)
     param_values, playback = values[:len(FIELDS)], (values[len(FIELDS)] if len(values) > len(FIELDS) else None)
     try:
         rate = playback_rate(playback)
@@ -174,7 +170,7 @@ def choose_step(step, trace, other) -> dict:
     """The step slider: the canvas after that step (after the run; while it streams the latest is shown)."""
     if trace is None or trace.start is None:
         return {}
-    return views(trace, other, _as_int(step))
+    return views(trace, other, as_int(step))
 
 
 def replay(path, trace, other) -> dict:

@@ -17,7 +17,7 @@ import gradio as gr
 from decoding.events import Trace, stats
 from decoding.registry import param_specs
 from decoding.diffusion.samplers import CACHES, REMASKING, SAMPLERS
-from ui.common import export_json  # noqa: F401  (re-exported for the callbacks)
+from ui.common import EMPTY_STATS_HTML, export_json, fmt, stat_cards_html  # noqa: F401  (export_json: for the callbacks)
 from visualizers._common import esc
 from visualizers.diffusion import (ar_vs_diffusion_html, canvas_html, compare_samplers_figure, confidence_figure,
                                    diffusion_summary_html, tokens_per_step_figure, unmask_order_figure)
@@ -159,35 +159,28 @@ def run_label(trace: Trace) -> str:
     return text
 
 
-def _fmt(value, digits: int = 2) -> str:
-    return "–" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
-
-
 def stats_html(trace: Trace) -> str:
     """One row of cards: tokens, steps, NFE, tokens per step, NFE per token, elapsed."""
     start = trace.start
     if start is None:
-        return '<div class="dl-stats dl-stats-empty">Statistics appear here once a run starts.</div>'
+        return EMPTY_STATS_HTML
     s = stats(trace)
     steps = steps_of(trace)
     committed = sum(len(e.unmasked) for e in steps)
     tokens = s["num_tokens"] if trace.finish else committed
     cards = [("tokens", f"{tokens} / {start.max_new_tokens}"), ("steps", s.get("diffusion_steps", 0)),
-             ("NFE (model calls)", s.get("nfe", 0)), ("tokens per step", _fmt(s.get("tokens_per_step"))),
-             ("NFE per token", _fmt(s.get("nfe_per_token"))), ("elapsed (s)", _fmt(s.get("elapsed_s"), 1))]
-    body = "".join(f'<div class="dl-stat"><div class="v">{esc(v)}</div>'
-                   f'<div class="k">{esc(k)}</div></div>' for k, v in cards)
+             ("NFE (model calls)", s.get("nfe", 0)), ("tokens per step", fmt(s.get("tokens_per_step"))),
+             ("NFE per token", fmt(s.get("nfe_per_token"))), ("elapsed (s)", fmt(s.get("elapsed_s"), 1))]
     p = start.params
-    caption = esc(f"{start.model} · {run_label(trace)} · remasking {p.get('remasking')}, "
+    return stat_cards_html(cards, f"{start.model} · {run_label(trace)} · remasking {p.get('remasking')}, "
                   f"temperature {p.get('temperature', 0):g} · {start.dtype} on {start.device}")
-    return f'<div class="dl-stats"><div class="dl-caption">{caption}</div><div class="dl-cards">{body}</div></div>'
 
 
 def stats_line(trace: Trace) -> str:
     """The run in one sentence (status bar, tests)."""
     s = stats(trace)
     return (f"{s['num_tokens']} tokens in {s.get('diffusion_steps', 0)} steps, NFE {s.get('nfe', 0)} "
-            f"({_fmt(s.get('tokens_per_step'))} tokens per step), {s['elapsed_s']:.1f} s")
+            f"({fmt(s.get('tokens_per_step'))} tokens per step), {s['elapsed_s']:.1f} s")
 
 
 __all__ = ["COMPARISONS", "CONTROLS", "DEFAULT_LENGTH", "DEFAULT_MODEL", "DEFAULT_PROMPT", "DEFAULT_SETTINGS",

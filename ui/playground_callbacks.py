@@ -16,9 +16,10 @@ import gradio as gr
 from decoding.events import Trace, TokenStep, stats
 from decoding.run import validate_request
 from decoding.registry import STRATEGIES
-from ui.common import USER_ERRORS, check_model, error_toast, run_work, user_error, wait_for_finish
-from ui.playground_views import (UI_MAX_NEW_TOKENS, collect_params, export_files, finished_status, focused,
-                                 new_selection, param_widgets, playground_strategies, stream_views, token_at, views)
+from ui.common import (USER_ERRORS, as_int, check_model, error_toast, finished_status, run_work, stream_views,
+                       user_error, wait_for_finish)
+from ui.playground_views import (UI_MAX_NEW_TOKENS, collect_params, export_files, focused, new_selection, param_widgets,
+                                 playground_strategies, token_at, views)
 from visualizers._common import esc
 
 NO_EXPORTS = {"dl_json": None, "dl_csv": None, "dl_html": None}
@@ -38,11 +39,6 @@ def strategy_help(strategy: str) -> str:
     return text[:1].upper() + text[1:] + "." if text else ""
 
 
-def _as_int(value):
-    """Sliders and number boxes may deliver 64.0; the engine wants an int (and reports anything else)."""
-    return int(value) if isinstance(value, float) and value.is_integer() else value
-
-
 def _reset(selection: dict, run: str = "main") -> dict:
     selection.clear()
     selection.update(new_selection(), run=run)
@@ -52,7 +48,7 @@ def _reset(selection: dict, run: str = "main") -> dict:
 def generate_run(model, strategy, prompt, max_new_tokens, seed, chat, dtype, color_by, selection,
                  *param_values) -> Iterator[dict]:
     """Run the chosen strategy and stream the views; the last update carries the exports."""
-    max_new_tokens, seed = _as_int(max_new_tokens), _as_int(seed)
+    max_new_tokens, seed = as_int(max_new_tokens), as_int(seed)
     try:
         params = collect_params(strategy, param_values)
         validate_request(prompt, strategy, params, max_new_tokens, seed)
@@ -94,7 +90,7 @@ def select_step(run: str, step, trace, branch, selection, color_by) -> dict:
     if shown is None:
         gr.Warning("Generate some text first, then click one of its tokens.")
         return {}
-    step = _as_int(step)
+    step = as_int(step)
     if step is not None and token_at(shown, step) is None:
         steps = [e.step for e in shown.events if isinstance(e, TokenStep)]
         if not steps:
@@ -143,7 +139,7 @@ def branch_source(trace, branch, selection) -> tuple[Trace, TokenStep, dict | No
 
 def branch_plan(source: Trace, event: TokenStep, info: dict | None, alternative) -> tuple[list[int], int, dict]:
     """(prefix_ids, max_new_tokens, branch info) to continue `source` from `alternative` at `event.step`."""
-    alternative = _as_int(alternative)
+    alternative = as_int(alternative)
     if alternative not in event.top_ids:
         raise ValueError(f"`alternative` must be one of step {event.step}'s recorded alternatives "
                          f"{event.top_ids}, got {alternative!r}")

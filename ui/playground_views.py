@@ -21,14 +21,13 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import gradio as gr
 
-from decoding.events import BeamStep, DiffusionStep, Event, ParticleStep, TokenStep, Trace, stats
+from decoding.events import TokenStep, Trace, stats
 from decoding.run import MAX_NEW_TOKENS_CAP
 from decoding.registry import STRATEGIES, get_strategy, param_specs
-from ui.common import USER_ERRORS, Redraw, Status, stream_in_thread, user_error
+from ui.common import EMPTY_STATS_HTML, fmt, stat_cards_html
 from visualizers import beams_figure, distribution_figure, entropy_figure, figure_to_html, token_table, tokens_html
 from visualizers._common import esc, visible
 
@@ -173,20 +172,17 @@ def _placeholder(message: str) -> str:
 def stats_html(trace: Trace, name: str) -> str:
     start = trace.start
     if start is None:
-        return '<div class="dl-stats dl-stats-empty">Statistics appear here once a run starts.</div>'
+        return EMPTY_STATS_HTML
     s = stats(trace)
     cards = [
         ("tokens", s["num_tokens"]),
-        ("tokens / s", _fmt(s["tokens_per_s"], 1)),
-        ("first token (s)", _fmt(s["time_to_first_token_s"], 2)),
-        ("mean entropy (nats)", _fmt(s["mean_entropy"], 2)),
+        ("tokens / s", fmt(s["tokens_per_s"], 1)),
+        ("first token (s)", fmt(s["time_to_first_token_s"], 2)),
+        ("mean entropy (nats)", fmt(s["mean_entropy"], 2)),
         ("forward passes", s["forward_passes"]),
         ("stopped by", STOP_WORDS.get(s["stop_reason"], s["stop_reason"])),
     ]
-    body = "".join(f'<div class="dl-stat"><div class="v">{esc(v)}</div>'
-                   f'<div class="k">{esc(k)}</div></div>' for k, v in cards)
-    caption = esc(f"{name} · {start.model} · {describe_settings(start)} · {start.dtype} on {start.device}")
-    return f'<div class="dl-stats"><div class="dl-caption">{caption}</div><div class="dl-cards">{body}</div></div>'
+    return stat_cards_html(cards, f"{name} · {start.model} · {describe_settings(start)} · {start.dtype} on {start.device}")
 
 
 def describe_settings(start) -> str:
@@ -195,10 +191,6 @@ def describe_settings(start) -> str:
                for k, v in start.params.items() if defaults.get(k, object()) != v]
     seed = f", seed {start.seed}" if start.strategy in STRATEGIES and get_strategy(start.strategy).uses_seed else ""
     return f"{start.strategy}" + (f" ({', '.join(changed)})" if changed else "") + seed
-
-
-def _fmt(value, digits: int, unit: str = "") -> str:
-    return "–" if value is None else f"{value:.{digits}f}{unit}"
 
 
 def inspector_views(trace: Trace, name: str, step: int | None) -> dict:
@@ -260,7 +252,7 @@ def branch_summary(branch: dict) -> str:
     original, done = info["orig_after"], branch["trace"].finish is not None
 
     def row(name, t, stop):
-        return (f"| {name} | {t['num_tokens']} | {_fmt(t['mean_entropy'], 2)} | {_fmt(t['mean_prob'], 3)} "
+        return (f"| {name} | {t['num_tokens']} | {fmt(t['mean_entropy'], 2)} | {fmt(t['mean_prob'], 3)} "
                 f"| {STOP_WORDS.get(stop, stop)} |")
 
     return (f"Branched at **step {info['step']}**: the {info['source']} chose `{_code(info['orig_text'])}` "
@@ -284,33 +276,3 @@ def export_files(trace: Trace | None) -> dict:
     token_table(trace).to_csv(paths["dl_csv"], index=False)
     paths["dl_html"].write_text(figure_to_html(entropy_figure(trace)), encoding="utf-8")
     return {name: str(path) for name, path in paths.items()}
-
-
-# Streaming ---------------------------------------------------------------------------------------
-def stream_views(work, trace: Trace, render, what: str) -> Iterator[dict]:
-    """Append the worker's events to `trace`; yield `render()` (plus a status line) when a redraw is due."""
-    redraw, status, dirty = Redraw(), None, False
-    try:
-        late = lambda item: trace.append(item) if isinstance(item, Event) else None  # noqa: E731  (after Stop)
-        for batch in stream_in_thread(work, on_late=late):
-            for item in batch:
-                if isinstance(item, Status):
-                    status = item.text
-                else:
-                    trace.append(item)
-            dirty = dirty or bool(batch)
-            if dirty and redraw.due():
-                dirty = False
-                with redraw.timed():
-                    update = render()
-                count = sum(isinstance(e, (TokenStep, BeamStep, ParticleStep, DiffusionStep)) for e in trace.events)
-                update["status"] = esc(status or "Working…", quote=False) + (f" {count} {what} so far." if count else "")
-                yield update
-    except USER_ERRORS as err:
-        raise user_error(err) from None
-
-
-def finished_status(trace: Trace, what: str) -> str:
-    s = stats(trace)
-    return (f"**{what}**: {s['num_tokens']} tokens in {s['elapsed_s']:.1f} s ({_fmt(s['tokens_per_s'], 1)} tokens/s), "
-            f"stopped by {esc(s['stop_reason'].replace('_', ' '))}.")

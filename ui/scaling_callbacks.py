@@ -16,18 +16,14 @@ from decoding.events import Trace
 from decoding.presets import find_preset, preset_menu
 from decoding.run import validate_request
 from decoding.scaling.tasks import task_prompt
-from ui.common import USER_ERRORS, check_model, load_replay, run_work, user_error, wait_for_finish
-from ui.playground_views import stream_views
+from ui.common import (USER_ERRORS, as_int, check_model, load_replay, run_work, stream_views, user_error,
+                       wait_for_finish)
 from ui.scaling_views import (DEFAULT_SETTINGS, FIELDS, FREE_PROMPT, METHODS, SPECIFIC, UI_MAX_NEW_TOKENS,
                               collect_params, export_json, fields_from_params, reward_help, stats_line,
                               task_by_id, task_of_prompt, views, visible_fields)
 from visualizers._common import esc
 
 NO_COMPARISON = "none"
-
-
-def _as_int(value):
-    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def shown_controls(method: str, reward: str) -> dict:
@@ -71,7 +67,7 @@ def validate(model, prompt, method, max_new_tokens, seed, param_values, compare=
 
 def generate_run(model, prompt, method, max_new_tokens, seed, chat, compare, *param_values) -> Iterator[dict]:
     """Run the method and stream the views; then the "Compare with" method at the same budget (if asked)."""
-    max_new_tokens, seed = _as_int(max_new_tokens), _as_int(seed)
+    max_new_tokens, seed = as_int(max_new_tokens), as_int(seed)
     try:
         params, other_params = validate(model, prompt, method, max_new_tokens, seed, param_values, compare)
     except USER_ERRORS as err:
@@ -117,7 +113,7 @@ def choose_step(step, trace, other) -> dict:
     """The step slider: that step's particles (after the run; while it streams the latest is shown)."""
     if trace is None or trace.start is None:
         return {}
-    return views(trace, other, _as_int(step))
+    return views(trace, other, as_int(step))
 
 
 def replay(path, trace, other) -> dict:

@@ -18,7 +18,7 @@ import gradio as gr
 from decoding.events import Trace, stats
 from decoding.scaling.rewards import parse_number
 from decoding.registry import param_specs
-from ui.common import export_json  # noqa: F401  (re-exported for the callbacks)
+from ui.common import EMPTY_STATS_HTML, export_json, fmt, stat_cards_html  # noqa: F401  (export_json: for the callbacks)
 from decoding.scaling.scoring import REWARDS, reward_help as _reward_help
 from decoding.scaling.tasks import load_tasks, task_prompt
 from visualizers._common import esc
@@ -222,10 +222,6 @@ def summary_html(trace: Trace, other: Trace | None) -> str:
             f'<div class="dl-summary" style="margin-top:.6em"><table>{head}{rows}</table></div></div>')
 
 
-def _fmt(value, digits: int) -> str:
-    return "–" if value is None else f"{value:.{digits}f}"
-
-
 def live_stats(trace: Trace) -> dict:
     """`stats()` plus tokens spent / s while running (stats() times a finished run only)."""
     s = stats(trace)
@@ -239,20 +235,17 @@ def stats_html(trace: Trace) -> str:
     """One row of cards: particles, steps, resampling events, ESS, tokens spent, forward passes, tokens/s."""
     start = trace.start
     if start is None:
-        return '<div class="dl-stats dl-stats-empty">Statistics appear here once a run starts.</div>'
+        return EMPTY_STATS_HTML
     s = live_stats(trace)
     n = s.get("num_particles", start.params.get("n"))
     cards = [("particles N", n), ("steps", s.get("particle_steps", 0)),
              ("resampling events", s.get("resampling_events", 0)),
              ("ESS", f"{s['ess']:.2f}" if s.get("ess") is not None else "–"),
              ("tokens spent", s.get("tokens_spent", 0)), ("forward passes", s["forward_passes"]),
-             ("tokens spent / s", _fmt(s.get("tokens_spent_per_s"), 1))]
-    body = "".join(f'<div class="dl-stat"><div class="v">{esc(v)}</div>'
-                   f'<div class="k">{esc(k)}</div></div>' for k, v in cards)
+             ("tokens spent / s", fmt(s.get("tokens_spent_per_s"), 1))]
     p = start.params
     setting = f"{start.strategy}, reward {p.get('reward')}, N = {p.get('n')}, temperature {p.get('temperature', 0):g}"
-    caption = esc(f"{start.model} · {setting} · {start.dtype} on {start.device}")
-    return f'<div class="dl-stats"><div class="dl-caption">{caption}</div><div class="dl-cards">{body}</div></div>'
+    return stat_cards_html(cards, f"{start.model} · {setting} · {start.dtype} on {start.device}")
 
 
 def stats_line(trace: Trace) -> str:
@@ -264,7 +257,7 @@ def stats_line(trace: Trace) -> str:
     return (f"{esc(trace.start.strategy)} chose answer **{esc(answer) if answer is not None else 'none'}**{mark}; "
             f"N = {s.get('num_particles', '–')}, {s.get('particle_steps', 0)} steps, "
             f"{s.get('resampling_events', 0)} resampling events, {s.get('tokens_spent', 0)} tokens spent in "
-            f"{s['elapsed_s']:.1f} s ({_fmt(s.get('tokens_spent_per_s'), 1)} tokens/s)")
+            f"{s['elapsed_s']:.1f} s ({fmt(s.get('tokens_spent_per_s'), 1)} tokens/s)")
 
 
 __all__ = ["CONTROLS", "DEFAULT_METHOD", "DEFAULT_MODEL", "DEFAULT_PROMPT", "DEFAULT_SETTINGS", "FIELDS",

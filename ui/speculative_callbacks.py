@@ -15,16 +15,11 @@ import gradio as gr
 from decoding.events import Event, Trace, stats
 from decoding.presets import find_preset, preset_menu
 from decoding.run import validate_request
-from ui.common import (USER_ERRORS, check_model, load_replay, run_work, stream_in_thread, user_error,
-                       wait_for_finish)
-from ui.playground_views import finished_status, stream_views
+from ui.common import (USER_ERRORS, as_int, check_model, finished_status, load_replay, run_work, stream_in_thread,
+                       stream_views, user_error, wait_for_finish)
 from ui.speculative_views import (SPEC_DEFAULTS, SPEC_FIELDS, STRATEGY, UI_MAX_NEW_TOKENS, baseline_plan,
                                   collect_spec_params, export_json, stats_line, views)
 from visualizers._common import esc
-
-
-def _as_int(value):
-    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def drafter_changed(drafter: str) -> dict:
@@ -46,7 +41,7 @@ def validate(model, prompt, max_new_tokens, seed, param_values) -> dict:
 
 def generate_run(model, prompt, max_new_tokens, seed, chat, compare, *param_values) -> Iterator[dict]:
     """Run speculative decoding and stream the views; then plain decoding for the comparison (if asked)."""
-    max_new_tokens, seed = _as_int(max_new_tokens), _as_int(seed)
+    max_new_tokens, seed = as_int(max_new_tokens), as_int(seed)
     try:
         params = validate(model, prompt, max_new_tokens, seed, param_values)
     except USER_ERRORS as err:
@@ -106,14 +101,14 @@ def choose_round(round_index, trace, baseline) -> dict:
     """The round slider: that round's draft tree, and its positions for the p-vs-q view."""
     if trace is None or trace.start is None:
         return {}
-    return views(trace, baseline, _as_int(round_index))
+    return views(trace, baseline, as_int(round_index))
 
 
 def choose_position(parent, round_index, trace, baseline) -> dict:
     """The position menu: p versus q where that node's children were drafted."""
     if trace is None or trace.start is None or parent is None:
         return {}
-    return views(trace, baseline, _as_int(round_index), _as_int(parent))
+    return views(trace, baseline, as_int(round_index), as_int(parent))
 
 
 def replay(path, trace, baseline) -> dict:

@@ -15,8 +15,8 @@ import gradio as gr
 
 from decoding.events import Trace, stats
 from decoding.registry import param_specs
-from ui.common import export_json  # noqa: F401  (re-exported for the callbacks)
-from visualizers._common import esc, visible
+from ui.common import EMPTY_STATS_HTML, export_json, fmt, stat_cards_html  # noqa: F401  (export_json: for the callbacks)
+from visualizers._common import visible
 from visualizers.speculative import (acceptance_figure, draft_tree_figure, overlap_figure, spec_rounds,
                                      spec_tokens_html, speculative_summary_html)
 
@@ -104,35 +104,28 @@ def _placeholder() -> str:
             "round's drafted &amp; accepted tokens in one colour, the target's own token bold.</div>")
 
 
-def _fmt(value, digits: int) -> str:
-    return "–" if value is None else f"{value:.{digits}f}"
-
-
 def stats_html(trace: Trace) -> str:
     """One row of cards: tokens, tokens/s, target passes per token, mean accepted length, acceptance rate."""
     start = trace.start
     if start is None:
-        return '<div class="dl-stats dl-stats-empty">Statistics appear here once a run starts.</div>'
+        return EMPTY_STATS_HTML
     s = stats(trace)
-    cards = [("tokens", s["num_tokens"]), ("tokens / s", _fmt(s["tokens_per_s"], 1)),
-             ("target passes / token", _fmt(s.get("target_forward_passes_per_token"), 2)),
-             ("mean accepted length", _fmt(s.get("mean_accepted_length"), 2)),
-             ("acceptance rate", _fmt(s.get("acceptance_rate"), 2)),
+    cards = [("tokens", s["num_tokens"]), ("tokens / s", fmt(s["tokens_per_s"], 1)),
+             ("target passes / token", fmt(s.get("target_forward_passes_per_token"), 2)),
+             ("mean accepted length", fmt(s.get("mean_accepted_length"), 2)),
+             ("acceptance rate", fmt(s.get("acceptance_rate"), 2)),
              ("rounds", s.get("rounds", 0))]
-    body = "".join(f'<div class="dl-stat"><div class="v">{esc(v)}</div>'
-                   f'<div class="k">{esc(k)}</div></div>' for k, v in cards)
     p = start.params
     setting = f"{p.get('drafter')} drafter, {p.get('tree')} tree, draft length {p.get('draft_length')}"
     if p.get("temperature"):
         setting += f", temperature {p['temperature']:g}"
-    caption = esc(f"{start.model} · {setting} · {start.dtype} on {start.device}")
-    return f'<div class="dl-stats"><div class="dl-caption">{caption}</div><div class="dl-cards">{body}</div></div>'
+    return stat_cards_html(cards, f"{start.model} · {setting} · {start.dtype} on {start.device}")
 
 
 def stats_line(trace: Trace) -> str:
     """The same numbers as one sentence (status bar, tests)."""
     s = stats(trace)
-    return (f"{s['num_tokens']} tokens in {s['elapsed_s']:.1f} s ({_fmt(s['tokens_per_s'], 1)} tokens/s), "
-            f"{_fmt(s.get('target_forward_passes_per_token'), 2)} target passes per token, "
-            f"mean accepted length {_fmt(s.get('mean_accepted_length'), 2)}, "
-            f"acceptance rate {_fmt(s.get('acceptance_rate'), 2)}")
+    return (f"{s['num_tokens']} tokens in {s['elapsed_s']:.1f} s ({fmt(s['tokens_per_s'], 1)} tokens/s), "
+            f"{fmt(s.get('target_forward_passes_per_token'), 2)} target passes per token, "
+            f"mean accepted length {fmt(s.get('mean_accepted_length'), 2)}, "
+            f"acceptance rate {fmt(s.get('acceptance_rate'), 2)}")
