@@ -83,8 +83,32 @@ def test_a_scaling_method_is_a_strategy_of_the_scaling_family():
         assert "keep-test" in strategies_of("scaling")
         names = [p["name"] for p in param_specs("keep-test")]
         assert names[0] == "n" and names[-1] == "keep"  # the shared parameters' help comes with the base class
+        tab = build_scaling_tab()  # the tab as a new app process builds it, with this registration in place
+        method = tab["method"]
+        assert ("keep-test", "keep-test") in method.choices and "keep-test: best-of-N under another name" in method.info
+        keep = tab["sc:keep"]  # a widget generated from the parameter's spec
+        assert (type(keep).__name__, keep.minimum, keep.maximum, keep.value) == ("Slider", 1, 8, 1)
+        assert keep.elem_id == "sc-keep" and keep.info == "How many answers to keep (test only)."
+        from ui import scaling_callbacks as cb
+
+        assert cb.collect_params("keep-test", [tab[f"sc:{f}"].value for f in cb.FIELDS])["keep"] == 1
     finally:
         unregister_strategy("keep-test")
+        build_scaling_tab()  # and back to the shipped methods
+
+
+def build_scaling_tab() -> dict:
+    """Re-import the Scaling tab's modules (they read the registry when imported) and build the tab."""
+    import importlib
+
+    import gradio as gr
+
+    from ui import scaling, scaling_callbacks, scaling_views
+
+    for module in (scaling_views, scaling_callbacks, scaling):
+        importlib.reload(module)
+    with gr.Blocks():
+        return scaling.build_scaling()
 
 
 def test_a_drafter_registers_and_is_offered_by_the_speculative_tab(tiny_lm):

@@ -446,3 +446,24 @@ def finished_status(trace: Trace, what: str) -> str:
     s = stats(trace)
     return (f"**{what}**: {s['num_tokens']} tokens in {s['elapsed_s']:.1f} s ({fmt(s['tokens_per_s'], 1)} tokens/s), "
             f"stopped by {esc(s['stop_reason'].replace('_', ' '))}.")
+
+
+def spec_widget(spec: dict, *, label: str | None = None, elem_id: str | None = None, visible: bool = True,
+                value=None, ui_max: float = 100.0):
+    """A widget for one parameter from its spec row (`decoding.params.describe`): a checkbox for a
+    bool, a radio for choices, a slider for a bounded number (an unbounded end stops at `ui_max`),
+    a number box otherwise, a textbox for text. Methods whose fields no tab lays out by hand get these."""
+    value = spec["default"] if value is None else value
+    kw = dict(label=label or spec["name"].replace("_", " "), info=spec["help"], visible=visible, elem_id=elem_id)
+    if spec["type"] == "bool":
+        return gr.Checkbox(value, **kw)
+    if spec.get("choices"):
+        return gr.Radio(list(spec["choices"]), value=value, **kw)
+    if spec["type"] in ("int", "float"):
+        low, high = spec.get("low", float("-inf")), spec.get("high", float("inf"))
+        if low == float("-inf"):
+            return gr.Number(value, precision=0 if spec["type"] == "int" else None, **kw)
+        high = min(high, max(ui_max, low + 1))
+        step = 1 if spec["type"] == "int" else round((high - low) / 100, 6) or 0.01
+        return gr.Slider(low, high, value=value, step=step, **kw)
+    return gr.Textbox(value, max_lines=1, **kw)

@@ -17,11 +17,12 @@ import decoding  # noqa: F401  (switches telemetry off before gradio is imported
 import gradio as gr
 
 from decoding.models import SUGGESTED_HUB_IDS
+from decoding.registry import get_strategy
 from ui import scaling_callbacks as cb
-from ui.common import QUIET, bind, lab_columns, model_choices, serve, standalone, wire_lab
+from ui.common import QUIET, bind, lab_columns, model_choices, serve, spec_widget, standalone, wire_lab
 from ui.scaling_views import (CONTROLS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_METHOD, DEFAULT_MODEL, DEFAULT_PROMPT,
                               DEFAULT_SETTINGS, DEFAULT_TASK, FIELDS, METHODS, OUTPUTS, REWARDS, SPECIFIC,
-                              UI_MAX_CHUNK_TOKENS, UI_MAX_N, UI_MAX_NEW_TOKENS, UI_MAX_STEP_TOKENS, help_of,
+                              UI_MAX_CHUNK_TOKENS, UI_MAX_N, UI_MAX_NEW_TOKENS, UI_MAX_STEP_TOKENS, help_of, spec_of,
                               reward_help, task_choices, views, visible_fields)
 
 INTRO = ("A **particle** is one partial solution; N of them decode side by side as one batch. After every "
@@ -30,9 +31,9 @@ INTRO = ("A **particle** is one partial solution; N of them decode side by side 
          "good ones are copied, bad ones dropped (the grey branches in the lineage). The **effective sample size** "
          "ESS = 1 / Σ w² is N when the weights are even and 1 when one particle holds them all. Best-of-N and "
          "majority vote never resample: they only choose at the end.")
-METHOD_INFO = ("best-of-n: N samples, the best score wins · majority-vote: the most common answer · reward-beam: keep "
-               "the N/width best after each step · particle-filter: weigh and resample each step (Puri et al. 2025) · "
-               "first-finish: the first to finish wins")
+def method_info() -> str:
+    """One line per method, from the registry's help."""
+    return " · ".join(f"{m}: {get_strategy(m).help}" for m in METHODS)
 CSS = """<style>
 #sc-weights, #sc-lineage { padding-top: 2.1rem !important; }
 #sc-stats .dl-stats .dl-cards { grid-template-columns: repeat(7, minmax(0, 1fr)); }
@@ -80,7 +81,7 @@ def _controls(c: dict) -> None:
         c["generate"] = gr.Button("Generate", variant="primary", elem_id="sc-generate")
         c["stop"] = gr.Button("Stop", variant="stop", elem_id="sc-stop")
     c["status"] = gr.Markdown("Ready.", elem_id="sc-status")
-    c["method"] = gr.Radio(list(METHODS), value=DEFAULT_METHOD, label="Method", info=METHOD_INFO, elem_id="sc-method")
+    c["method"] = gr.Radio(list(METHODS), value=DEFAULT_METHOD, label="Method", info=method_info(), elem_id="sc-method")
     _field(c, "reward", gr.Dropdown(list(REWARDS.names()), value=d["reward"], label="Reward", elem_id="sc-reward",
                                     info="What scores each step (and the finished answer)."))
     c["reward_help"] = gr.Markdown(reward_help(d["reward"]), elem_classes="dl-help", elem_id="sc-reward-help")
@@ -120,6 +121,10 @@ def _controls(c: dict) -> None:
     _field(c, "weighted", gr.Checkbox(d["weighted"], label="reward-weighted vote", info=help_of("weighted"),
                                       visible=_shown("weighted"), elem_id="sc-weighted"))
     _field(c, "chunk_tokens", _slider("chunk_tokens", 1, UI_MAX_CHUNK_TOKENS, 1, "chunk tokens"))
+    for field in FIELDS:  # a method registered elsewhere: widgets generated from its parameters' specs
+        if f"sc:{field}" not in c:
+            _field(c, field, spec_widget(spec_of(field), visible=_shown(field), value=d[field],
+                                         elem_id=f"sc-{field.replace('_', '-')}"))
     with gr.Accordion("More sampling settings", open=False, elem_id="sc-more"):
         _field(c, "top_p", _slider("top_p", 0.01, 1, 0.01, "top-p"))
         _field(c, "step_delimiter", _radio("step_delimiter", ("newline", "blank-line"), "step delimiter"))

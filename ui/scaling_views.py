@@ -13,11 +13,14 @@ Glossary: particle / weight / ESS / resample / lineage: see `visualizers/particl
 
 from __future__ import annotations
 
+import dataclasses
+
 import gradio as gr
 
 from decoding.events import Trace, stats
 from decoding.scaling.rewards import parse_number
-from decoding.registry import param_specs
+from decoding.registry import get_strategy, param_specs, strategies_of
+from decoding.scaling.params import ScalingParams
 from ui.common import EMPTY_STATS_HTML, export_json, fmt, stat_cards_html  # noqa: F401  (export_json: for the callbacks)
 from decoding.scaling.scoring import REWARDS, reward_help as _reward_help
 from decoding.scaling.tasks import load_tasks, task_prompt
@@ -25,7 +28,16 @@ from visualizers._common import esc
 from visualizers.particles import (SUMMARY, chosen_path, chosen_slot, choice_html, lineage_figure, particles_html,
                                    scaling_summary_html, weights_figure)
 
-METHODS = ("best-of-n", "majority-vote", "reward-beam", "particle-filter", "first-finish")
+PREFERRED_METHODS = ("best-of-n", "majority-vote", "reward-beam", "particle-filter", "first-finish")  # menu order
+
+
+def scaling_methods() -> tuple[str, ...]:
+    """Every registered scaling method, the shipped ones first (read when the tab module is imported)."""
+    names = strategies_of("scaling")
+    return tuple(m for m in PREFERRED_METHODS if m in names) + tuple(m for m in names if m not in PREFERRED_METHODS)
+
+
+METHODS = scaling_methods()
 DEFAULT_METHOD = "particle-filter"
 DEFAULT_MODEL = "smollm2-135m"
 DEFAULT_MAX_NEW_TOKENS = 96  # per particle
@@ -35,18 +47,15 @@ UI_MAX_STEP_TOKENS = 128
 UI_MAX_CHUNK_TOKENS = 64
 FREE_PROMPT = ""  # the task menu's "(free prompt)" value
 
-COMMON = ("n", "reward", "temperature", "top_p", "step_delimiter", "max_step_tokens", "aggregate", "letter",
-          "max_word_length", "words", "reference", "hard", "judge_model", "prm_model")
-METHOD_FIELDS = {"best-of-n": ("bon_select", "select_temperature"), "majority-vote": ("weighted",),
-                 "reward-beam": ("beam_width",),
-                 "particle-filter": ("reward_temperature", "resampling", "ess_threshold", "entropic", "pf_select"),
-                 "first-finish": ("chunk_tokens",)}
+COMMON = tuple(f.name for f in dataclasses.fields(ScalingParams))  # what every method shares
+FIELD_OF = {("particle-filter", "select"): "pf_select", ("best-of-n", "select"): "bon_select"}  # same name, two meanings
+METHOD_FIELDS = {m: tuple(FIELD_OF.get((m, f.name), f.name) for f in dataclasses.fields(get_strategy(m).params_cls)
+                          if f.name not in COMMON) for m in METHODS}  # each method's own parameters, from its dataclass
 REWARD_FIELDS = {"final-answer": ("reference",), "forbid-letter": ("letter", "hard"),
                  "max-word-length": ("max_word_length", "hard"), "required-words": ("words", "hard"),
                  "lm-judge": ("judge_model",), "prm": ("prm_model",)}
-FIELDS = COMMON + tuple(f for fs in METHOD_FIELDS.values() for f in fs)  # the order the tab passes values in
-PARAM_OF = {"pf_select": "select", "bon_select": "select"}
-FIELD_OF = {("particle-filter", "select"): "pf_select", ("best-of-n", "select"): "bon_select"}
+FIELDS = tuple(dict.fromkeys(COMMON + tuple(f for fs in METHOD_FIELDS.values() for f in fs)))  # the tab's value order
+PARAM_OF = {field: name for (_, name), field in FIELD_OF.items()}
 
 _SPECS = {m: {p["name"]: p for p in param_specs(m)} for m in METHODS}
 DEFAULTS = {f: _SPECS[m][PARAM_OF.get(f, f)]["default"] for m in METHODS for f in COMMON + METHOD_FIELDS[m]}
@@ -66,11 +75,15 @@ CONTROLS = ("model", "task", "prompt", "method", "max_new_tokens", "seed", "chat
 
 
 # Controls <-> parameters ------------------------------------------------------------------------------
+def spec_of(field: str) -> dict:
+    """The engine's spec row (type, default, range, help) of a field's parameter."""
+    method = next(m for m in METHODS if field in COMMON + METHOD_FIELDS[m])
+    return _SPECS[method][PARAM_OF.get(field, field)]
+
+
 def help_of(field: str) -> str:
     """The engine's one-line help for a field (its parameter)."""
-    name = PARAM_OF.get(field, field)
-    method = next(m for m in METHODS if field in COMMON + METHOD_FIELDS[m])
-    return _SPECS[method][name]["help"]
+    return spec_of(field)["help"]
 
 
 def reward_help(reward: str) -> str:
