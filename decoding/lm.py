@@ -2,7 +2,6 @@
 
 Glossary
     cache        the model's KV cache (`transformers.DynamicCache`), one row per sequence.
-    fork         an independent copy of a cache (branching, drafting ahead).
     crop         drop cached positions past a length (rejected speculative tokens).
     reorder      select / repeat cache rows by index (beams, particles after resampling).
     early exit   logits from an intermediate layer: final norm + LM head on its hidden state.
@@ -13,7 +12,6 @@ counter to put the number on their events.
 
 from __future__ import annotations
 
-import copy
 import functools
 from dataclasses import dataclass
 
@@ -123,21 +121,6 @@ class LM:
             out.logits = out.logits.expand(rows, -1, -1).contiguous()
         return out
 
-    @torch.inference_mode()
-    def logits_from_layer(self, hidden_states: tuple, layer: int) -> torch.Tensor:
-        """Early-exit logits (B, T, V) from the output of decoder layer `layer` (1-based).
-
-        `hidden_states` is the model's tuple (embeddings, layer 1, ..., layer L). transformers
-        returns the last entry already passed through the final norm, so the norm is applied
-        only to intermediate layers.
-        """
-        if not 1 <= layer <= self.num_layers:
-            raise ValueError(f"`layer` must be in [1, {self.num_layers}], got {layer}")
-        h = hidden_states[layer]
-        if layer < self.num_layers:
-            h = self.final_norm(h)
-        return self.model.get_output_embeddings()(h).float()
-
     @property
     def final_norm(self) -> torch.nn.Module:
         base = getattr(self.model, "model", None)
@@ -192,9 +175,6 @@ def tree_depths(parents: list[int]) -> list[int]:
 
 
 # Cache helpers (pure functions of a cache) ---------------------------------------------------
-def fork_cache(cache: DynamicCache) -> DynamicCache:
-    """An independent copy: extending the copy leaves the original untouched."""
-    return copy.deepcopy(cache)
 
 
 def crop_cache(cache: DynamicCache, length: int) -> DynamicCache:

@@ -21,7 +21,6 @@ Loaded models are cached per (name, device, dtype, quantisation) and shared read
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -359,11 +358,6 @@ def load_hub_auxiliary(hub_id: str, auto_class: str = "AutoModel", dtype: str = 
         return loaded
 
 
-def loaded_models() -> list[LoadedModel]:
-    with _cache_lock:
-        return list(_cache.values())
-
-
 def model_kind(loaded: LoadedModel) -> str:
     """"diffusion" or "causal": the registry's word, else guessed from the config (masked-LM
     architectures and LLaDA / Dream / MDLM are diffusion models)."""
@@ -589,8 +583,3 @@ def _byte_of_char(c: str) -> int:
         return code
     extra = [b for b in range(256) if b not in printable]
     return extra[code - 256]
-
-
-def spec_rows() -> list[dict]:
-    """Registry as rows for `python -m decoding list` and the UI."""
-    return [dataclasses.asdict(s) | {"gguf": s.gguf.package if s.gguf else None} for s in REGISTRY.values()]

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from decoding.lm import crop_cache, fork_cache, reorder_cache
+from decoding.lm import crop_cache, reorder_cache
 
 IDS = [10, 20, 30, 40, 50, 60]
 
@@ -17,15 +17,6 @@ def test_cached_forward_equals_full_forward(tiny_lm):
     out = tiny_lm.prefill(IDS[:4])
     out = tiny_lm.forward(torch.tensor([IDS[4:]]), out.cache)
     assert torch.allclose(out.logits[0], full_logits(tiny_lm, IDS)[4:], atol=1e-5)
-
-
-def test_fork_is_independent(tiny_lm):
-    out = tiny_lm.prefill(IDS[:4])
-    fork = fork_cache(out.cache)
-    tiny_lm.forward(torch.tensor([[99, 98]]), fork)
-    assert out.cache.get_seq_length() == 4 and fork.get_seq_length() == 6
-    again = tiny_lm.forward(torch.tensor([IDS[4:]]), out.cache)
-    assert torch.allclose(again.logits[0], full_logits(tiny_lm, IDS)[4:], atol=1e-5)
 
 
 def test_crop_then_continue_equals_fresh(tiny_lm):
@@ -55,20 +46,22 @@ def test_prefill_rows_repeat_the_prompt(tiny_lm):
     assert torch.equal(out.logits[0], out.logits[2])
 
 
+def exit_logits(lm, hidden_states, layer: int):
+    """Early-exit logits: the final norm and LM head on layer `layer`'s output (the last is normed already)."""
+    h = hidden_states[layer]
+    return lm.model.lm_head(h if layer == lm.num_layers else lm.final_norm(h)).float()
+
+
 def test_last_layer_exit_equals_model_logits(tiny_lm):
     out = tiny_lm.forward(torch.tensor([IDS]), output_hidden_states=True)
-    last = tiny_lm.logits_from_layer(out.hidden_states, tiny_lm.num_layers)
-    assert torch.allclose(last, out.logits, atol=1e-5)
+    assert torch.allclose(exit_logits(tiny_lm, out.hidden_states, tiny_lm.num_layers), out.logits, atol=1e-5)
 
 
-def test_intermediate_exit_applies_the_final_norm(tiny_lm):
+def test_final_norm_is_the_models_own(tiny_lm):
     out = tiny_lm.forward(torch.tensor([IDS]), output_hidden_states=True)
     h = out.hidden_states[2]
-    expected = tiny_lm.model.lm_head(tiny_lm.model.model.norm(h)).float()
-    assert torch.allclose(tiny_lm.logits_from_layer(out.hidden_states, 2), expected, atol=1e-6)
-    assert not torch.allclose(expected, tiny_lm.model.lm_head(h).float(), atol=1e-3)
-    with pytest.raises(ValueError, match="`layer` must be in"):
-        tiny_lm.logits_from_layer(out.hidden_states, 0)
+    assert torch.allclose(tiny_lm.final_norm(h), tiny_lm.model.model.norm(h))
+    assert not torch.allclose(exit_logits(tiny_lm, out.hidden_states, 2), tiny_lm.model.lm_head(h).float(), atol=1e-3)
 
 
 def test_real_model_early_exit_agrees_more_near_the_top(smol_lm):
@@ -76,7 +69,7 @@ def test_real_model_early_exit_agrees_more_near_the_top(smol_lm):
     ids, _, _ = smol_lm.encode_prompt("Write a short poem about the sea.")
     out = smol_lm.forward(torch.tensor([ids]), output_hidden_states=True)
     final = out.logits[0].argmax(-1)
-    agree = {layer: (smol_lm.logits_from_layer(out.hidden_states, layer)[0].argmax(-1) == final).float().mean().item()
+    agree = {layer: (exit_logits(smol_lm, out.hidden_states, layer)[0].argmax(-1) == final).float().mean().item()
              for layer in (10, 28, smol_lm.num_layers)}
     assert agree[smol_lm.num_layers] == 1.0
     assert agree[28] > agree[10]

@@ -7,7 +7,6 @@ import torch
 
 from decoding.scaling.particles import (
     Lineage,
-    ParticleConfig,
     entropic_exponent,
     entropic_weights,
     ess,
@@ -167,16 +166,6 @@ def test_resample_validation():
         multinomial_resample(WEIGHTS, 0, gen())
     with pytest.raises(ValueError, match="needs `n` equal"):
         resample(WEIGHTS, 3, gen(), ess_threshold=0.5)
-
-
-def test_particle_config_validation():
-    assert ParticleConfig().num_particles == 4
-    with pytest.raises(ValueError, match="`num_particles` must be an integer >= 1, got 0"):
-        ParticleConfig(num_particles=0)
-    with pytest.raises(ValueError, match="`min_entropy_fraction` must be in"):
-        ParticleConfig(min_entropy_fraction=1.2)
-    with pytest.raises(ValueError, match="`method`"):
-        ParticleConfig(method="residual")
 
 
 # --------------------------------------------------------------------------- entropic weights

@@ -12,7 +12,7 @@ from decoding.models import load_model
 from decoding.speculative import verify
 from decoding.speculative.drafters import TreePlan, gumbel_top_k, shallow_view
 from decoding.speculative.retrieval import PromptLookupDrafter, build_trie
-from decoding.speculative.verify import ROOT, DraftTree, verify_chain, verify_tree
+from decoding.speculative.verify import ROOT, DraftTree, verify_tree
 
 PROMPT = "Summarise: the cat sat on the mat. The cat sat on the mat and the dog sat on the mat."
 
@@ -91,7 +91,10 @@ def test_two_token_sequences_follow_the_target():
     for _ in range(trials):
         x = int(torch.multinomial(Q, 1, generator=gen))
         probs = torch.stack([P, CHILD_P])
-        verdict = verify_chain([x], [Q], probs, gen, greedy=False)
+        tree = DraftTree()
+        tree.add(ROOT, x, Q[x].item())
+        tree.sibling_q[ROOT] = Q
+        verdict = verify_tree(tree, probs, gen, greedy=False)
         out = [x] * len(verdict.accepted) + [verdict.extra_token]
         if len(out) == 2:
             counts[tuple(out)] = counts.get(tuple(out), 0) + 1
@@ -136,7 +139,8 @@ def test_early_exit_view_shares_weights_and_equals_layer_logits(tiny_lm):
     ids = torch.tensor([[3, 4, 5, 6]])
     out = tiny_lm.forward(ids, output_hidden_states=True)
     with torch.inference_mode():
-        assert torch.allclose(view(ids).logits.float(), tiny_lm.logits_from_layer(out.hidden_states, 2), atol=1e-6)
+        expected = tiny_lm.model.lm_head(tiny_lm.final_norm(out.hidden_states[2])).float()
+        assert torch.allclose(view(ids).logits.float(), expected, atol=1e-6)
     assert {p.data_ptr() for p in view.parameters()} <= {p.data_ptr() for p in tiny_lm.model.parameters()}
     assert tiny_lm.model.config.num_hidden_layers == 4  # the target is untouched
 

@@ -47,7 +47,8 @@ def api_generate(model: str = DEFAULT_MODEL, strategy: str = "greedy", prompt: s
 
     Args:
         model: registry name (smollm2-135m, gemma3-270m) or a Hugging Face hub id.
-        strategy: greedy, sample, mirostat, beam or contrastive.
+        strategy: any registered strategy (`python -m decoding list`): token strategies, speculative,
+            the scaling methods, diffusion.
         prompt: the user's text.
         max_new_tokens: how many tokens to generate at most.
         seed: random seed (sampling strategies).

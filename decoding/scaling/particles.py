@@ -33,7 +33,6 @@ Glossary
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Sequence
 
 import torch
@@ -41,23 +40,6 @@ from torch import Tensor
 
 EPS = 1e-6  # rewards are clamped to [EPS, 1 - EPS] before the logit
 RESAMPLE_METHODS = ("multinomial", "systematic")
-
-
-@dataclass(frozen=True)
-class ParticleConfig:
-    num_particles: int = 4  # N, particles carried in parallel
-    temperature: float = 1.0  # softmax temperature over logit(reward); lower = greedier
-    method: str = "multinomial"  # resampling scheme: multinomial | systematic
-    ess_threshold: float | None = None  # resample only when ESS < threshold * N; None = every step
-    min_entropy_fraction: float = 0.0  # ePF-style floor on weight entropy, fraction of log N; 0 = off
-
-    def __post_init__(self):
-        if not isinstance(self.num_particles, int) or isinstance(self.num_particles, bool) or self.num_particles < 1:
-            raise ValueError(f"`num_particles` must be an integer >= 1, got {self.num_particles!r}")
-        _check_temperature(self.temperature)
-        _check_method(self.method)
-        _check_ess_threshold(self.ess_threshold)
-        _check_fraction("min_entropy_fraction", self.min_entropy_fraction)
 
 
 # --------------------------------------------------------------------------- validation

@@ -153,16 +153,3 @@ def _point_mass(p: torch.Tensor, x: int) -> torch.Tensor:
     q = torch.zeros_like(p)
     q[x] = 1.0
     return q
-
-
-def verify_chain(draft_tokens: list[int], draft_probs: list[torch.Tensor | None], target_probs: torch.Tensor,
-                 generator: torch.Generator | None, greedy: bool) -> Verdict:
-    """Speculative sampling of a chain (Leviathan et al.): the tree with one child per level."""
-    tree = DraftTree()
-    parent = ROOT
-    for token, q in zip(draft_tokens, draft_probs):
-        node = tree.add(parent, token, q[token].item() if q is not None else 1.0)
-        if q is not None:
-            tree.sibling_q[parent] = q
-        parent = node
-    return verify_tree(tree, target_probs, generator, greedy)
