@@ -16,10 +16,10 @@ import decoding  # noqa: F401  (switches telemetry off before gradio is imported
 import gradio as gr
 
 from ui import diffusion_callbacks as cb
-from ui.common import QUIET, bind, lab_columns, model_choices, serve, standalone, wire_lab
+from ui.common import QUIET, bind, lab_columns, model_choices, serve, spec_widget, standalone, wire_lab
 from ui.diffusion_views import (CHOICES, COMPARISONS, CONTROLS, DEFAULT_LENGTH, DEFAULT_MODEL, DEFAULT_PROMPT,
                                 DEFAULT_SETTINGS, FIELDS, NO_COMPARISON, OUTPUTS, PLAYBACK, SPECIFIC, UI_MAX_LENGTH,
-                                help_of, views, visible_fields)
+                                help_of, spec_of, views, visible_fields)
 
 INTRO = ("A **masked diffusion LM** does not write left to right. It starts from a canvas of `length` **masks** "
          "and, at every **step**, predicts a token for every masked position at once; the **remasking** rule keeps "
@@ -90,6 +90,9 @@ def _controls(c: dict) -> None:
     with gr.Row():
         _radio(c, "cache", "Cache")
         _slider(c, "refresh_interval", 1, 64, 1, "Refresh interval")
+    for field in FIELDS:  # a parameter added to DiffusionParams (e.g. by a new sampler): a widget from its spec
+        if f"df:{field}" not in c:
+            c[f"df:{field}"] = spec_widget(spec_of(field), visible=_shown(field), elem_id=_eid(field))
     c["playback"] = gr.Radio(list(PLAYBACK), value="live", label="Playback", elem_id="df-playback",
                              info="Slow motion shows every step for a moment (the model still runs at full speed; "
                                   "statistics are the real ones).")

@@ -15,11 +15,13 @@ import decoding  # noqa: F401  (switches telemetry off before gradio is imported
 import gradio as gr
 
 from decoding.models import SUGGESTED_HUB_IDS
+from decoding.registry import param_specs
 from decoding.speculative.strategy import DRAFTERS, TREES
 from ui import speculative_callbacks as cb
-from ui.common import QUIET, bind, lab_columns, model_choices, serve, standalone, wire_lab
+from ui.common import QUIET, bind, lab_columns, model_choices, serve, spec_widget, standalone, wire_lab
 from ui.speculative_views import (CONTROLS, DEFAULT_DRAFT_MODEL, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODEL,
-                                  DEFAULT_PROMPT, DEFAULT_SETTINGS, OUTPUTS, SPEC_FIELDS, UI_MAX_NEW_TOKENS, views)
+                                  DEFAULT_PROMPT, DEFAULT_SETTINGS, OUTPUTS, SPEC_FIELDS, STRATEGY, UI_MAX_NEW_TOKENS,
+                                  views)
 
 INTRO = ("A cheap **drafter** guesses several tokens ahead; the **target** model checks the whole guess in **one** "
          "forward pass and keeps the longest prefix it agrees with, plus one token of its own. With temperature 0 "
@@ -73,6 +75,10 @@ def _controls(c: dict) -> None:
     c["spec:adaptive"] = gr.Checkbox(d["adaptive"], label="adaptive draft length",
                                      info="Chains: +2 after a fully accepted round, −1 otherwise.",
                                      elem_id="spec-adaptive")
+    specs = {p["name"]: p for p in param_specs(STRATEGY)}
+    for field in SPEC_FIELDS:  # a parameter added to SpeculativeParams (e.g. for a new drafter): from its spec
+        if f"spec:{field}" not in c:
+            c[f"spec:{field}"] = spec_widget(specs[field], elem_id=f"spec-{field.replace('_', '-')}")
     with gr.Row():
         c["max_new_tokens"] = gr.Slider(1, UI_MAX_NEW_TOKENS, value=DEFAULT_MAX_NEW_TOKENS, step=1,
                                         label="Max new tokens", elem_id="spec-max-new-tokens", scale=2)
