@@ -3,7 +3,7 @@
 Speculative sampling (temperature > 0) with a model drafter, for each tree shape, over several
 seeds run in interleaved order: acceptance rate, mean accepted length, target forward passes per
 generated token, and CPU seconds per token relative to plain sampling of the same target (medians
-over seeds). The output distribution is the target's for every shape (tests/test_speculative_exact.py);
+over seeds). The output distribution is the target's for every shape (tests/speculative/test_speculative_exact.py);
 what differs is how much work a shape saves.
 
     python bench/bench_spec_trees.py [--target tiny-ar] [--draft tiny-ar-draft] [--temperature 1.0]

@@ -1,4 +1,8 @@
-"""Shared fixtures: each model is loaded once per test session."""
+"""Shared fixtures (each model is loaded once per test session) and the slow marker.
+
+tests/ mirrors the packages: the core at the top, speculative/, scaling/, diffusion/, ui/ (the app
+over callbacks, HTTP and the browser) and visualizers/.
+"""
 
 import os
 import sys
@@ -8,6 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(1, str(ROOT / "tests"))  # shared helpers (markov.py) and test modules other folders import from
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 

@@ -17,7 +17,7 @@ from ui import speculative_callbacks as cb
 from ui.speculative_views import DEFAULT_PROMPT, DEFAULT_SETTINGS, SPEC_FIELDS
 
 MODEL = "smollm2-135m"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOT = ROOT / "assets" / "screenshot-speculative.png"
 
 

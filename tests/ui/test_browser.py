@@ -17,7 +17,7 @@ import pytest
 
 from test_app import app_url  # noqa: F401  (the shared, session-wide app server)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOT = ROOT / "assets" / "screenshot-playground.png"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]

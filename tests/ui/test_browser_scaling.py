@@ -11,7 +11,7 @@ from decoding.scaling.tasks import load_tasks
 from test_app import app_url  # noqa: F401  (the shared, session-wide app server)
 from test_browser import TIMEOUT_MS, choose, error_toasts, open_page, set_number
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOT = ROOT / "assets" / "screenshot-scaling.png"
 WIDTH = 1400
 
