@@ -5,6 +5,7 @@ import os
 import pytest
 
 from decoding import embedded, models
+from decoding import tiny
 from decoding.models import ModelLoadError, load_model, resolve_spec
 
 
@@ -58,7 +59,7 @@ def test_loaded_models_are_cached_and_shared():
 
 
 def test_tiny_tokenizer_round_trips_bytes():
-    tok = models.byte_tokenizer()
+    tok = tiny.byte_tokenizer()
     text = "héllo wörld 🌍\n"
     ids = tok(text).input_ids
     assert len(ids) == len(text.encode())
@@ -97,7 +98,8 @@ def test_failed_fetch_says_what_failed(tmp_path, monkeypatch):
 
 HUB_CACHE_SCRIPT = r'''
 import sys, pathlib
-from decoding.models import build_tiny_model, load_model
+from decoding.models import load_model
+from decoding.tiny import build_tiny_model
 root = pathlib.Path(sys.argv[1]) / "models--test-org--tiny-llama"
 snapshot = root / "snapshots" / ("a" * 40)
 tiny = build_tiny_model(seed=3)

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from decoding import models
+from decoding import tiny
 from decoding.__main__ import main
 from decoding.diffusion.lm import DiffusionLM, find_mask_id, needs_logit_shift
 from decoding.events import Trace, stats
@@ -228,7 +229,7 @@ class PositionModel(torch.nn.Module):
 
 @pytest.mark.parametrize("model_type, shifted", [("dream", True), ("llada", False)])
 def test_dream_shift_is_applied_only_where_needed(model_type, shifted):
-    tokenizer = models.byte_tokenizer()
+    tokenizer = tiny.byte_tokenizer()
     tokenizer.add_special_tokens({"mask_token": "<mask>"})
     loaded = LoadedModel(model_type, PositionModel(model_type), tokenizer, torch.device("cpu"), torch.float32, "test",
                          meta={"kind": "diffusion"})
@@ -250,15 +251,15 @@ def test_mask_id_comes_from_tokenizer_then_config_then_model_type():
 
 
 def test_a_saved_model_folder_loads_as_a_diffusion_model(tmp_path, monkeypatch):
-    tiny = models.build_tiny_diffusion_model(seed=3)
-    tiny.model.save_pretrained(tmp_path / "tiny-diffusion")
-    tiny.tokenizer.save_pretrained(tmp_path / "tiny-diffusion")
+    built = tiny.build_tiny_diffusion_model(seed=3)
+    built.model.save_pretrained(tmp_path / "tiny-diffusion")
+    built.tokenizer.save_pretrained(tmp_path / "tiny-diffusion")
     monkeypatch.setattr(models, "ASSETS_DIR", tmp_path)
     loaded = models._load_local(models.REGISTRY["tiny-diffusion"], tmp_path / "tiny-diffusion",
                                 torch.device("cpu"), torch.float32, lambda m: None)
     loaded.meta["kind"] = "diffusion"
     lm = DiffusionLM(loaded)
-    assert lm.mask_id == tiny.tokenizer.mask_token_id and not lm.shift
+    assert lm.mask_id == built.tokenizer.mask_token_id and not lm.shift
     ids = torch.tensor(lm.encode_prompt("hi", chat=False)[0] + [lm.mask_id] * 3)
     assert torch.allclose(lm.logits(ids), DiffusionLM(tiny).logits(ids), atol=1e-5)
     with pytest.raises(models.ModelLoadError, match="has no config.json"):
@@ -310,7 +311,7 @@ def test_partial_forward_matches_a_full_forward_on_active_rows(dlm):
 
 
 def test_cache_is_refused_for_models_without_the_attention_hook():
-    tokenizer = models.byte_tokenizer()
+    tokenizer = tiny.byte_tokenizer()
     tokenizer.add_special_tokens({"mask_token": "<mask>"})
     loaded = LoadedModel("dream", PositionModel("dream"), tokenizer, torch.device("cpu"), torch.float32, "test",
                          meta={"kind": "diffusion"})

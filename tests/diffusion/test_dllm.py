@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from decoding import models, run_to_trace
+from decoding import tiny
 from decoding.diffusion import dllm
 from decoding.diffusion.lm import DiffusionLM
 
@@ -19,7 +20,7 @@ def a2d_folder(tmp_path_factory):
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     folder = tmp_path_factory.mktemp("a2d")
-    tokenizer = models.byte_tokenizer()
+    tokenizer = tiny.byte_tokenizer()
     tokenizer.add_special_tokens({"additional_special_tokens": ["<|im_end|>"]})
     torch.manual_seed(0)
     config = Qwen3Config(vocab_size=len(tokenizer) + 8, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -78,7 +79,7 @@ def test_a2d_config_refuses_other_model_types(tmp_path):
 
 
 def test_bert_chat_format_matches_dllm():
-    loaded = models.build_tiny_diffusion_model()
+    loaded = tiny.build_tiny_diffusion_model()
     loaded.tokenizer.add_special_tokens({"additional_special_tokens": [dllm.BERT_END_OF_ANSWER]})
     meta = dllm.apply_conventions("bert", loaded.tokenizer, loaded.model)
     assert meta["stop_ids"] == [loaded.tokenizer.convert_tokens_to_ids(dllm.BERT_END_OF_ANSWER)]

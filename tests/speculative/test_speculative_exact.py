@@ -23,20 +23,12 @@ from decoding.speculative import drafters as model_drafters
 from decoding.speculative.drafters import Draft, DraftTree, TreePlan, grow_tree, gumbel_top_k
 from decoding.speculative.verify import ROOT, verify_tree
 from markov import markov_llama, register, word_tokenizer
+from test_speculative import chi2_pvalue
 
 pytestmark = pytest.mark.slow
 
 
 # ---------------------------------------------------------------- statistics
-def chi2_pvalue(counts: list[int], probs: list[float]) -> float:
-    """Pearson chi-square p-value (Wilson-Hilferty approximation of the chi2 tail)."""
-    n = sum(counts)
-    stat = sum((c - n * p) ** 2 / (n * p) for c, p in zip(counts, probs) if p > 0)
-    k = sum(1 for p in probs if p > 0) - 1
-    z = ((stat / k) ** (1 / 3) - (1 - 2 / (9 * k))) / math.sqrt(2 / (9 * k))
-    return 0.5 * math.erfc(z / math.sqrt(2))
-
-
 def total_variation(counts: list[int], probs: list[float]) -> float:
     n = sum(counts)
     return 0.5 * sum(abs(c / n - p) for c, p in zip(counts, probs))
