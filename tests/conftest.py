@@ -6,6 +6,7 @@ over callbacks, HTTP and the browser) and visualizers/.
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,13 @@ def pytest_collection_modifyitems(config, items):
         if (SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or module.startswith(SLOW_MODULES)
                 or uses_real_model):
             item.add_marker(pytest.mark.slow)
+
+
+def screenshot_path(name: str) -> Path:
+    """Where a browser test saves its screenshot: a temporary folder, so a test run leaves `git status`
+    clean; with DECODING_LAB_SCREENSHOTS=1 the README's own pictures in assets/ are retaken."""
+    if os.environ.get("DECODING_LAB_SCREENSHOTS") == "1":
+        return ROOT / "assets" / name
+    folder = Path(os.environ.get("DECODING_LAB_SCREENSHOT_DIR", Path(tempfile.gettempdir()) / "decoding-lab-screenshots"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / name

@@ -1,12 +1,13 @@
 """The Speculative tab: callbacks as plain functions on the real SmolLM2-135M (prompt lookup), replay,
-bad input, Stop; then one browser run that saves assets/screenshot-speculative.png.
+bad input, Stop; then one browser run that saves the screenshot the README shows (see conftest.screenshot_path).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
+
+from conftest import screenshot_path
 
 import gradio as gr
 
@@ -17,8 +18,7 @@ from ui import speculative_callbacks as cb
 from ui.speculative_views import DEFAULT_PROMPT, DEFAULT_SETTINGS, SPEC_FIELDS
 
 MODEL = "smollm2-135m"
-ROOT = Path(__file__).resolve().parents[2]
-SCREENSHOT = ROOT / "assets" / "screenshot-speculative.png"
+SCREENSHOT = screenshot_path("screenshot-speculative.png")  # a temp folder; DECODING_LAB_SCREENSHOTS=1 retakes assets/
 
 
 def values(**changes) -> list:

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import screenshot_path
+
 from test_app import app_url  # noqa: F401  (the shared, session-wide app server)
 
-ROOT = Path(__file__).resolve().parents[2]
-SCREENSHOT = ROOT / "assets" / "screenshot-playground.png"
+SCREENSHOT = screenshot_path("screenshot-playground.png")  # a temp folder; DECODING_LAB_SCREENSHOTS=1 retakes assets/
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
 PROMPT = "Explain why the sky is blue in two sentences."

@@ -5,13 +5,12 @@ it, and save the screenshot the README shows (assets/screenshot-diffusion.png, 1
 
 from __future__ import annotations
 
-from pathlib import Path
 
+from conftest import screenshot_path
 from test_app import app_url  # noqa: F401  (the shared, session-wide app server)
 from test_browser import TIMEOUT_MS, error_toasts, open_page, set_number
 
-ROOT = Path(__file__).resolve().parents[2]
-SCREENSHOT = ROOT / "assets" / "screenshot-diffusion.png"
+SCREENSHOT = screenshot_path("screenshot-diffusion.png")  # a temp folder; DECODING_LAB_SCREENSHOTS=1 retakes assets/
 WIDTH = 1400
 
 

@@ -5,14 +5,13 @@ and save the screenshot the README shows (assets/screenshot-scaling.png, 1400 px
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from decoding.scaling.tasks import load_tasks
+from conftest import screenshot_path
 from test_app import app_url  # noqa: F401  (the shared, session-wide app server)
 from test_browser import TIMEOUT_MS, choose, error_toasts, open_page, set_number
 
-ROOT = Path(__file__).resolve().parents[2]
-SCREENSHOT = ROOT / "assets" / "screenshot-scaling.png"
+SCREENSHOT = screenshot_path("screenshot-scaling.png")  # a temp folder; DECODING_LAB_SCREENSHOTS=1 retakes assets/
 WIDTH = 1400
 
 
