@@ -96,3 +96,18 @@ def test_tiny_math_loads_and_greedy_decodes_a_held_out_problem(splits):
     lines = text.strip().splitlines()
     assert all(STEP.match(line) for line in lines[:-1]) and len(lines) - 1 == problem.difficulty
     assert re.fullmatch(r"The answer is \d+\.", lines[-1])
+
+
+def test_train_reads_blank_line_documents_and_splits_digits(tmp_path):
+    """The two `decoding.train` options tiny-math is trained with (the KJV defaults are unchanged)."""
+    from decoding import train as T
+
+    problems = [p.text() for p in M.make_splits(sizes=SMALL)["val"][:20]]
+    (tmp_path / "train.txt").write_text("\n\n".join(problems) + "\n")
+    assert T.read_documents(tmp_path / "train.txt", "blocks") == problems
+    assert len(T.read_documents(tmp_path / "train.txt", "lines")) > len(problems)
+    with pytest.raises(ValueError, match="docs"):
+        T.read_documents(tmp_path / "train.txt", "pages")
+    tok = T.train_tokenizer(problems, 300, split_digits=True)
+    assert tok.tokenize("= 612") == ["=", "Ġ", "6", "1", "2"]
+    assert tok.decode(tok(problems[0])["input_ids"]) == problems[0]
