@@ -6,6 +6,9 @@ Figures, overall and per difficulty (number of steps):
                 of one sample
     pass@k      oracle pass@k: share of problems with at least one correct sample among k
     step error  share of generated `a op b = c` lines whose arithmetic is wrong (samples at T)
+    misread     share of generated step lines whose `a op b` is not the reference's (a wrong operand
+                or operation, or `a` not the previous line's result) -- errors a checker of the
+                arithmetic alone cannot see
 
     python -m decoding.math_tasks eval --model assets/tiny-math --split test --count 200 --samples 16
 """
@@ -17,7 +20,7 @@ from collections import defaultdict
 
 import torch
 
-from decoding.math_tasks import make_splits, parse_answer, prompt, step_errors
+from decoding.math_tasks import _STEP, make_splits, parse_answer, prompt, step_errors
 
 MAX_NEW_TOKENS = 160  # an 8-step solution is about 100 tokens
 
@@ -44,6 +47,20 @@ def generate(model, tokenizer, prompts: list[str], *, temperature: float, num_re
     return out
 
 
+def misreads(text: str, problem) -> tuple[int, int]:
+    """(steps, steps whose `a op b` differs from the reference step in the same place, given the
+    text's own previous result): the operation and operand must be the question's, `a` the chain's."""
+    steps = wrong = 0
+    previous = int(_STEP.match(problem.steps[0]).group(1))
+    for i, line in enumerate(l for l in text.splitlines() if _STEP.match(l.strip())):
+        a, op, b, c = _STEP.match(line.strip()).groups()
+        ref = _STEP.match(problem.steps[i]) if i < len(problem.steps) else None
+        steps += 1
+        wrong += ref is None or (int(a), op, b) != (previous, ref.group(2), ref.group(3))
+        previous = int(c)
+    return steps, wrong
+
+
 def evaluate_model(path: str, split: str = "test", count: int = 200, samples: int = 16, temperature: float = 1.0,
                    seed: int = 0, threads: int = 1) -> dict:
     from decoding.train import load_trained
@@ -68,6 +85,10 @@ def evaluate_model(path: str, split: str = "test", count: int = 200, samples: in
             n, wrong = step_errors(s)
             row["steps"] += n
             row["wrong_steps"] += wrong
+        for s in ss:
+            n, wrong = misreads(s, p)
+            row["read_steps"] += n
+            row["misread_steps"] += wrong
         n, wrong = step_errors(g[0])
         row["greedy_steps"] += n
         row["greedy_wrong_steps"] += wrong
@@ -81,7 +102,8 @@ def evaluate_model(path: str, split: str = "test", count: int = 200, samples: in
         return {"problems": int(n), "greedy": total["greedy"] / n, "pass@1": total["pass@1"] / n,
                 f"pass@{samples}": total[f"pass@{samples}"] / n,
                 "step_error": total["wrong_steps"] / max(1, total["steps"]),
-                "greedy_step_error": total["greedy_wrong_steps"] / max(1, total["greedy_steps"])}
+                "greedy_step_error": total["greedy_wrong_steps"] / max(1, total["greedy_steps"]),
+                "misread": total["misread_steps"] / max(1, total["read_steps"])}
 
     return {
         "model": path, "split": split, "count": len(problems), "samples": samples, "temperature": temperature,

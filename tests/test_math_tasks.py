@@ -111,3 +111,13 @@ def test_train_reads_blank_line_documents_and_splits_digits(tmp_path):
     tok = T.train_tokenizer(problems, 300, split_digits=True)
     assert tok.tokenize("= 612") == ["=", "Ġ", "6", "1", "2"]
     assert tok.decode(tok(problems[0])["input_ids"]) == problems[0]
+
+
+def test_misreads_count_wrong_operands_the_arithmetic_check_cannot_see():
+    from decoding.math_eval import misreads
+
+    problem = M.make_splits(sizes=SMALL)["test"][0]
+    assert misreads(problem.solution(), problem) == (problem.difficulty, 0)
+    a, op, b, _ = STEP.match(problem.steps[0]).groups()
+    wrong_operand = f"{a} {op} {int(b) + 1} = {M.apply(int(a), op, int(b) + 1)}"  # right arithmetic, wrong operand
+    assert misreads(wrong_operand, problem) == (1, 1) and M.step_errors(wrong_operand) == (1, 0)
