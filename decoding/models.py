@@ -133,6 +133,11 @@ REGISTRY: dict[str, ModelSpec] = {
         description="a 0.85M causal LM with tiny-ar's tokenizer and data: tiny-ar's offline draft model (speculative)",
         local_dir="tiny-ar-draft",
     ),
+    "tiny-math": ModelSpec(
+        name="tiny-math",
+        description="the project's own small causal LM (Llama, 2.7M) for multi-step arithmetic word problems (scaling lab)",
+        local_dir="tiny-math",
+    ),
     "llada-8b-instruct": ModelSpec(
         name="llada-8b-instruct",
         description="LLaDA-8B-Instruct masked diffusion LM (GPU, hub; remote code)",

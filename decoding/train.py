@@ -50,6 +50,7 @@ PAD_TOKEN = "<|pad|>"
 SPECIAL_TOKENS = (EOS_TOKEN, MASK_TOKEN, PAD_TOKEN)  # ids 0, 1, 2 in the trained tokenizer
 KINDS = ("diffusion", "ar")
 AUTOCASTS = ("none", "bf16")
+DOCS = ("lines", "blocks")  # how a data file holds documents: one per line, or blank-line separated
 VAL_EVERY_NTH_CHAPTER = 50  # chapters 0, 50, 100, ... (in Bible order) form the validation split
 
 
@@ -98,13 +99,20 @@ def build_corpus(out: Path) -> dict:
     return {"train_lines": len(train), "val_lines": len(val)}
 
 
-def train_tokenizer(lines: list[str], vocab_size: int):
-    """Byte-level BPE with eos/mask/pad specials, wrapped as a `PreTrainedTokenizerFast`."""
+def train_tokenizer(lines: list[str], vocab_size: int, split_digits: bool = False):
+    """Byte-level BPE with eos/mask/pad specials, wrapped as a `PreTrainedTokenizerFast`.
+
+    `split_digits`: every digit is a token of its own (no merges across digits), as arithmetic
+    models need (tiny-math); words still merge.
+    """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    if split_digits:
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)])
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -118,8 +126,19 @@ def train_tokenizer(lines: list[str], vocab_size: int):
     )
 
 
+def read_documents(path: Path, docs: str = "lines") -> list[str]:
+    """The documents of a data file: one per line ("lines", the KJV verses) or separated by a
+    blank line ("blocks", multi-line documents such as tiny-math's problems and solutions)."""
+    if docs not in DOCS:
+        raise ValueError(f"`docs` must be one of {DOCS}, got {docs!r}")
+    text = Path(path).read_text()
+    if docs == "lines":
+        return text.splitlines()
+    return [block.strip("\n") for block in text.split("\n\n") if block.strip()]
+
+
 def encode_stream(tokenizer, lines: list[str]) -> torch.Tensor:
-    """All lines as one id stream, each line followed by eos. # (N,)"""
+    """All documents (lines) as one id stream, each followed by eos. # (N,)"""
     ids: list[int] = []
     for enc in tokenizer(lines, add_special_tokens=False)["input_ids"]:
         ids.extend(enc)
@@ -400,11 +419,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--vocab", type=int, default=4096)
+    p.add_argument("--docs", choices=DOCS, default="lines", help="documents: one per line or blank-line separated")
+    p.add_argument("--split-digits", action="store_true", help="one token per digit (arithmetic data)")
     p = sub.add_parser("train", help="train a diffusion (MDLM) or AR model")
     p.add_argument("--data", required=True)
     p.add_argument("--tokenizer", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--log", default=None, help="log file (default OUT/train.log)")
+    p.add_argument("--docs", choices=DOCS, default="lines", help="documents: one per line or blank-line separated")
     for name, default in asdict(TrainConfig()).items():
         p.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)
     for name, default in asdict(ModelShape()).items():
@@ -421,8 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "corpus":
         print(json.dumps(build_corpus(Path(args.out))))
     elif args.cmd == "tokenizer":
-        lines = Path(args.data, "train.txt").read_text().splitlines()
-        train_tokenizer(lines, args.vocab).save_pretrained(args.out)
+        lines = read_documents(Path(args.data, "train.txt"), args.docs)
+        train_tokenizer(lines, args.vocab, args.split_digits).save_pretrained(args.out)
         print(f"saved tokenizer to {args.out}")
     elif args.cmd == "train":
         from transformers import AutoTokenizer
@@ -445,8 +467,8 @@ def main(argv: list[str] | None = None) -> int:
             log_file.write(line + "\n")
 
         tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
-        train_ids = encode_stream(tokenizer, Path(args.data, "train.txt").read_text().splitlines())
-        val_ids = encode_stream(tokenizer, Path(args.data, "val.txt").read_text().splitlines())
+        train_ids = encode_stream(tokenizer, read_documents(Path(args.data, "train.txt"), args.docs))
+        val_ids = encode_stream(tokenizer, read_documents(Path(args.data, "val.txt"), args.docs))
         n_val = len(val_ids) // cfg.seq_len
         val_windows = val_ids[: n_val * cfg.seq_len].view(n_val, cfg.seq_len)  # (N, T), non-overlapping
         model = initial_model(cfg, tokenizer, shape)

@@ -1,0 +1,123 @@
+"""tiny-math's task generator (decoding.math_tasks) and the shipped model (assets/tiny-math)."""
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from decoding import math_tasks as M
+
+ROOT = Path(__file__).resolve().parent.parent
+SMALL = {"train": 400, "val": 50, "test": 50}
+STEP = re.compile(r"^(\d+) ([+\-*]) (\d+) = (\d+)$")
+
+
+@pytest.fixture(scope="module")
+def splits():
+    return M.make_splits()
+
+
+def test_generator_is_deterministic():
+    a, b = M.make_splits(sizes=SMALL), M.make_splits(sizes=SMALL)
+    assert a == b
+    assert [p.question for p in M.make_splits(seed=1, sizes=SMALL)["test"]] != [p.question for p in a["test"]]
+
+
+def test_reference_steps_evaluate_correctly(splits):
+    """Independent check with Python arithmetic: each step holds, chains from the previous result, and
+    the last result is the answer; difficulty is the step count (3-8); counts stay in [0, 999]."""
+    for problem in splits["test"] + splits["val"] + [p for p, _ in splits["train"][:2000]]:
+        assert 3 <= problem.difficulty == len(problem.steps) <= 8
+        start = int(re.search(r" has (\d+) ", problem.question).group(1))
+        previous = start
+        for step in problem.steps:
+            a, op, b, c = STEP.match(step).groups()
+            assert int(a) == previous
+            assert eval(f"{a} {op} {b}") == int(c) and 0 <= int(c) <= 999  # noqa: S307 (digits and one op)
+            previous = int(c)
+        assert previous == problem.answer
+        assert problem.solution().endswith(f"The answer is {problem.answer}.")
+
+
+def test_training_noise_is_step_local(splits):
+    """A slipped step is off in one digit by one; the next step starts from the written (wrong) value."""
+    slipped = total = 0
+    for problem, text in splits["train"][:3000]:
+        lines = text.splitlines()
+        assert lines[0] == problem.question and len(lines) == problem.difficulty + 2
+        previous = None
+        for clean, noisy in zip(problem.steps, lines[1:-1]):
+            a, op, b, c = STEP.match(noisy).groups()
+            if previous is not None:
+                assert int(a) == previous
+            true = eval(f"{a} {op} {b}")  # noqa: S307
+            if true != int(c):
+                slipped += 1
+                diff = abs(true - int(c))
+                assert diff in (1, 10, 100, 1000)
+            total += 1
+            previous = int(c)
+        assert lines[-1] == f"The answer is {previous}."
+    assert 0.03 < slipped / total < 0.07  # NOISE_RATE = 0.05
+
+
+def test_held_out_problems_never_occur_in_training(splits):
+    train = {p.question for p, _ in splits["train"]}
+    train_text = {text for _, text in splits["train"]}
+    for split in ("val", "test"):
+        assert not {p.question for p in splits[split]} & train
+        assert not {p.text() for p in splits[split]} & train_text
+    assert not {p.question for p in splits["val"]} & {p.question for p in splits["test"]}
+    difficulties = {p.difficulty for p in splits["test"]}
+    assert difficulties == set(range(3, 9))
+
+
+def test_grading_helpers():
+    assert M.parse_answer("1 + 2 = 3\nThe answer is 3.") == 3
+    assert M.parse_answer("1 + 2 = 3") is None
+    assert M.step_errors("12 + 5 = 17\n17 * 3 = 52\nThe answer is 52.") == (2, 1)
+
+
+@pytest.mark.slow
+def test_tiny_math_loads_and_greedy_decodes_a_held_out_problem(splits):
+    if not (ROOT / "assets" / "tiny-math" / "config.json").exists():
+        pytest.skip("assets/tiny-math not built")
+    from decoding.models import load_model
+
+    loaded = load_model("tiny-math", progress=None)
+    tok = loaded.tokenizer
+    assert len(tok.tokenize("123")) == 3  # one token per digit
+    problem = splits["test"][0]
+    ids = torch.tensor([tok(M.prompt(problem.question), add_special_tokens=False)["input_ids"]])
+    out = loaded.model.generate(ids, max_new_tokens=140, do_sample=False, pad_token_id=tok.pad_token_id,
+                                eos_token_id=tok.eos_token_id)
+    text = tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+    lines = text.strip().splitlines()
+    assert all(STEP.match(line) for line in lines[:-1]) and len(lines) - 1 == problem.difficulty
+    assert re.fullmatch(r"The answer is \d+\.", lines[-1])
+
+
+def test_train_reads_blank_line_documents_and_splits_digits(tmp_path):
+    """The two `decoding.train` options tiny-math is trained with (the KJV defaults are unchanged)."""
+    from decoding import train as T
+
+    problems = [p.text() for p in M.make_splits(sizes=SMALL)["val"][:20]]
+    (tmp_path / "train.txt").write_text("\n\n".join(problems) + "\n")
+    assert T.read_documents(tmp_path / "train.txt", "blocks") == problems
+    assert len(T.read_documents(tmp_path / "train.txt", "lines")) > len(problems)
+    with pytest.raises(ValueError, match="docs"):
+        T.read_documents(tmp_path / "train.txt", "pages")
+    tok = T.train_tokenizer(problems, 300, split_digits=True)
+    assert tok.tokenize("= 612") == ["=", "Ġ", "6", "1", "2"]
+    assert tok.decode(tok(problems[0])["input_ids"]) == problems[0]
+
+
+def test_misreads_count_wrong_operands_the_arithmetic_check_cannot_see():
+    from decoding.math_eval import misreads
+
+    problem = M.make_splits(sizes=SMALL)["test"][0]
+    assert misreads(problem.solution(), problem) == (problem.difficulty, 0)
+    a, op, b, _ = STEP.match(problem.steps[0]).groups()
+    wrong_operand = f"{a} {op} {int(b) + 1} = {M.apply(int(a), op, int(b) + 1)}"  # right arithmetic, wrong operand
+    assert misreads(wrong_operand, problem) == (1, 1) and M.step_errors(wrong_operand) == (1, 0)
