@@ -6,5 +6,7 @@
     particle_batch.py  N particles as rows of one batched KV cache
     rewards.py         programmatic rewards: step checkers, constraints, final answers, LM judge
     prm.py             hub process reward models
-    tasks.py           the shipped arithmetic task set
+    tasks.py           the shipped arithmetic task set (SmolLM2's word problems)
+    math_tasks.py      tiny-math's generated multi-step problems, their checker, the training noise
+    math_eval.py       tiny-math's evaluation: greedy, pass@1, oracle pass@k, step errors by difficulty
 """

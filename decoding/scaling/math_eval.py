@@ -1,4 +1,4 @@
-"""Evaluate a trained `tiny-math` policy on held-out generated problems (decoding.math_tasks).
+"""Evaluate a trained `tiny-math` policy on held-out generated problems (decoding.scaling.math_tasks).
 
 Figures, overall and per difficulty (number of steps):
     greedy      share of problems whose greedy solution ends in the right "The answer is N."
@@ -10,7 +10,7 @@ Figures, overall and per difficulty (number of steps):
                 or operation, or `a` not the previous line's result) -- errors a checker of the
                 arithmetic alone cannot see
 
-    python -m decoding.math_tasks eval --model assets/tiny-math --split test --count 200 --samples 16
+    python -m decoding.scaling.math_tasks eval --model assets/tiny-math --split test --count 200 --samples 16
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections import defaultdict
 
 import torch
 
-from decoding.math_tasks import _STEP, make_splits, parse_answer, prompt, step_errors
+from decoding.scaling.math_tasks import _STEP, make_splits, parse_answer, prompt, step_errors
 
 MAX_NEW_TOKENS = 160  # an 8-step solution is about 100 tokens
 

@@ -22,8 +22,8 @@ Glossary
 
 Everything follows from one seed, so the same command writes the same files:
 
-    python -m decoding.math_tasks --out /tmp/tiny-math/data     # train.txt, val.txt, {train,val,test}.jsonl
-    python -m decoding.math_tasks eval --model assets/tiny-math --split test --count 200 --samples 16
+    python -m decoding.scaling.math_tasks --out /tmp/tiny-math/data     # train.txt, val.txt, {train,val,test}.jsonl
+    python -m decoding.scaling.math_tasks eval --model assets/tiny-math --split test --count 200 --samples 16
 """
 
 from __future__ import annotations
@@ -201,7 +201,7 @@ def step_errors(text: str) -> tuple[int, int]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m decoding.math_tasks", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m decoding.scaling.math_tasks", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd")
     parser.add_argument("--out", type=Path, help="write the splits here")
     parser.add_argument("--seed", type=int, default=SEED)
@@ -216,7 +216,7 @@ def main(argv=None) -> int:
     e.add_argument("--json", type=Path, help="also write the figures (and a few samples) here")
     args = parser.parse_args(argv)
     if args.cmd == "eval":
-        from decoding.math_eval import evaluate_model
+        from decoding.scaling.math_eval import evaluate_model
 
         report = evaluate_model(args.model, args.split, args.count, args.samples, args.temperature, args.seed,
                                 args.threads)

@@ -1,4 +1,4 @@
-"""tiny-math's task generator (decoding.math_tasks) and the shipped model (assets/tiny-math)."""
+"""tiny-math's task generator (decoding.scaling.math_tasks) and the shipped model (assets/tiny-math)."""
 
 import re
 from pathlib import Path
@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from decoding import math_tasks as M
+from decoding.scaling import math_tasks as M
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SMALL = {"train": 400, "val": 50, "test": 50}
 STEP = re.compile(r"^(\d+) ([+\-*]) (\d+) = (\d+)$")
 
@@ -114,7 +114,7 @@ def test_train_reads_blank_line_documents_and_splits_digits(tmp_path):
 
 
 def test_misreads_count_wrong_operands_the_arithmetic_check_cannot_see():
-    from decoding.math_eval import misreads
+    from decoding.scaling.math_eval import misreads
 
     problem = M.make_splits(sizes=SMALL)["test"][0]
     assert misreads(problem.solution(), problem) == (problem.difficulty, 0)
