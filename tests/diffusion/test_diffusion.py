@@ -261,7 +261,7 @@ def test_a_saved_model_folder_loads_as_a_diffusion_model(tmp_path, monkeypatch):
     lm = DiffusionLM(loaded)
     assert lm.mask_id == built.tokenizer.mask_token_id and not lm.shift
     ids = torch.tensor(lm.encode_prompt("hi", chat=False)[0] + [lm.mask_id] * 3)
-    assert torch.allclose(lm.logits(ids), DiffusionLM(tiny).logits(ids), atol=1e-5)
+    assert torch.allclose(lm.logits(ids), DiffusionLM(built).logits(ids), atol=1e-5)
     with pytest.raises(models.ModelLoadError, match="has no config.json"):
         models._load_local(models.REGISTRY["tiny-ar"], tmp_path / "missing", torch.device("cpu"), torch.float32, print)
 
