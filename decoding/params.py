@@ -160,7 +160,14 @@ class Params:
 
 
 def describe(cls) -> list[dict]:
-    """[{name, type, default, range, help}] rows for `list`, the API and the UI widgets."""
-    return [{"name": s.name, "type": s.type.__name__, "default": s.default, "range": s.range_text(), "help": s.help,
-             "choices": list(s.allowed_choices()) if s.allowed_choices() is not None else None,
-             "low": s.low, "high": s.high} for s in specs(cls)]
+    """Rows for `list`, the API and the UI widgets: name, type, default, range (as text), help, and the
+    structured allowed values: choices, and for a plain numeric interval (no note, no "off" value)
+    low / high with their inclusiveness."""
+    rows = []
+    for s in specs(cls):
+        choices = s.allowed_choices()
+        rows.append({"name": s.name, "type": s.type.__name__, "default": s.default, "range": s.range_text(),
+                     "help": s.help, "choices": list(choices) if choices is not None else None,
+                     "interval": s.type in (int, float) and s.note is None and s.off is None,
+                     "low": s.low, "high": s.high, "low_inclusive": s.low_inclusive, "high_inclusive": s.high_inclusive})
+    return rows

@@ -460,8 +460,8 @@ def spec_widget(spec: dict, *, label: str | None = None, elem_id: str | None = N
     if spec.get("choices"):
         return gr.Radio(list(spec["choices"]), value=value, **kw)
     if spec["type"] in ("int", "float"):
-        low, high = spec.get("low", float("-inf")), spec.get("high", float("inf"))
-        if low == float("-inf"):
+        low, high = spec["low"], spec["high"]
+        if not spec["interval"] or low == float("-inf"):
             return gr.Number(value, precision=0 if spec["type"] == "int" else None, **kw)
         high = min(high, max(ui_max, low + 1))
         step = 1 if spec["type"] == "int" else round((high - low) / 100, 6) or 0.01

@@ -79,9 +79,6 @@ class ParamWidget:
         return f"param:{self.strategy}.{self.name}"
 
 
-_RANGE = re.compile(r"^([\[(])(-?[\d.]+|-?inf),(-?[\d.]+|inf)([\])])$")
-
-
 def param_widgets(strategy: str | None = None) -> list[ParamWidget]:
     """One widget per strategy parameter, from `param_specs` (all Playground strategies when None)."""
     widgets = []
@@ -93,20 +90,19 @@ def param_widgets(strategy: str | None = None) -> list[ParamWidget]:
                                            range_text))
                 continue
             if kind not in ("int", "float"):
-                choices = tuple(range_text.split("|")) if "|" in range_text else ()
+                choices = tuple(spec["choices"] or ())
                 widgets.append(ParamWidget(name, spec["name"], "choice" if choices else "text", spec["default"],
                                            None, None, 1, spec["help"], range_text, choices))
                 continue
             step = 1 if kind == "int" else UI_STEP.get(spec["name"], 0.01)
-            match = _RANGE.match(range_text.replace(" ", ""))
             low = high = None
-            if match:
-                low, high = float(match.group(2)), float(match.group(3))
-                if match.group(1) == "(":
+            if spec["interval"]:
+                low, high = float(spec["low"]), float(spec["high"])
+                if not spec["low_inclusive"]:
                     low += step  # exclusive end: the slider stops one step inside
                 if high == float("inf"):
                     high = UI_MAX.get(spec["name"], max(10.0, float(spec["default"]) * 4))
-                elif match.group(4) == ")":
+                elif not spec["high_inclusive"]:
                     high -= step
             widgets.append(ParamWidget(name, spec["name"], kind, spec["default"], low, high, step, spec["help"],
                                        range_text))
