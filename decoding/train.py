@@ -50,7 +50,10 @@ PAD_TOKEN = "<|pad|>"
 SPECIAL_TOKENS = (EOS_TOKEN, MASK_TOKEN, PAD_TOKEN)  # ids 0, 1, 2 in the trained tokenizer
 KINDS = ("diffusion", "ar")
 AUTOCASTS = ("none", "bf16")
-DOCS = ("lines", "blocks")  # how a data file holds documents: one per line, or blank-line separated
+DOCS = ("lines", "blocks", "pairs")  # one per line; blank-line separated; blank-line separated prompt + answer
+# the chat template of prompt-answer models: the user's last message as the prompt line, then a newline
+PROMPT_LINE_TEMPLATE = "{{ (messages | selectattr('role', 'equalto', 'user') | list | last)['content'] }}{{ '\\n' }}"
+PAIR_EXTRA_POSITIONS = 24  # pairs, diffusion: up to this many eos positions beyond the longest answer of a batch
 VAL_EVERY_NTH_CHAPTER = 50  # chapters 0, 50, 100, ... (in Bible order) form the validation split
 
 
@@ -137,6 +140,29 @@ def read_documents(path: Path, docs: str = "lines") -> list[str]:
     return [block.strip("\n") for block in text.split("\n\n") if block.strip()]
 
 
+def encode_pairs(tokenizer, documents: list[str]) -> list[tuple[list[int], list[int]]]:
+    """("pairs" documents) each document's first line + newline as the prompt, the rest as the
+    answer, both as ids: [(prompt_ids, answer_ids)]."""
+    prompts, answers = zip(*(doc.split("\n", 1) for doc in documents))
+    prompt_ids = tokenizer([p + "\n" for p in prompts], add_special_tokens=False)["input_ids"]
+    answer_ids = tokenizer(list(answers), add_special_tokens=False)["input_ids"]
+    return list(zip(prompt_ids, answer_ids))
+
+
+def pair_batch(pairs: list[tuple[list[int], list[int]]], eos_id: int, extra: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Supervised fine-tuning rows as LLaDA builds them: prompt, answer, then eos up to one shared
+    length (the longest prompt + answer + 1, plus `extra`), so the model learns to end an answer
+    on a canvas of any size. Returns (ids (B, T), answer region (B, T) bool): only the region is
+    ever masked, the prompt stays visible. No padding token is needed."""
+    length = max(len(p) + len(a) for p, a in pairs) + 1 + extra
+    ids = torch.full((len(pairs), length), eos_id, dtype=torch.long)
+    region = torch.zeros(len(pairs), length, dtype=torch.bool)
+    for row, (p, a) in enumerate(pairs):
+        ids[row, : len(p) + len(a)] = torch.tensor(p + a)
+        region[row, len(p):] = True
+    return ids, region
+
+
 def encode_stream(tokenizer, lines: list[str]) -> torch.Tensor:
     """All documents (lines) as one id stream, each followed by eos. # (N,)"""
     ids: list[int] = []
@@ -203,8 +229,10 @@ def mdlm_loss(logits: torch.Tensor, target_ids: torch.Tensor, masked: torch.Tens
     return weighted.sum() / target_ids.numel()
 
 
-def forward_mask(ids: torch.Tensor, mask_id: int, generator: torch.Generator, eps: float = 1e-3, t=None):
-    """Forward process: t ~ U(eps, 1) per row (unless given), mask each token w.p. t.
+def forward_mask(ids: torch.Tensor, mask_id: int, generator: torch.Generator, eps: float = 1e-3, t=None,
+                 region: torch.Tensor | None = None):
+    """Forward process: t ~ U(eps, 1) per row (unless given), mask each token w.p. t (only inside
+    `region` (B, T) bool, when given: the answer of a prompt-answer pair).
 
     Returns (noisy_ids (B, T), masked (B, T) bool, t (B,)).
     """
@@ -212,31 +240,42 @@ def forward_mask(ids: torch.Tensor, mask_id: int, generator: torch.Generator, ep
     if t is None:
         t = eps + (1 - eps) * torch.rand(B, generator=generator)
     masked = torch.rand(B, T, generator=generator) < t[:, None]
+    if region is not None:
+        masked &= region
     return torch.where(masked, torch.full_like(ids, mask_id), ids), masked, t
 
 
-def batch_loss(model, kind: str, ids: torch.Tensor, mask_id: int, generator: torch.Generator, t=None):
-    """Training loss of one batch of token windows `ids` (B, T)."""
+def batch_loss(model, kind: str, ids: torch.Tensor, mask_id: int, generator: torch.Generator, t=None,
+               region: torch.Tensor | None = None):
+    """Training loss of one batch of token rows `ids` (B, T); `region` as in `forward_mask`."""
     if kind == "ar":
         return model(input_ids=ids, labels=ids).loss
-    noisy, masked, t = forward_mask(ids, mask_id, generator, t=t)
+    noisy, masked, t = forward_mask(ids, mask_id, generator, t=t, region=region)
     return mdlm_loss(model(input_ids=noisy).logits, ids, masked, t)
 
 
 @torch.no_grad()
-def evaluate(model, kind: str, val_windows: torch.Tensor, mask_id: int, batch_size: int = 32, seed: int = 1234) -> float:
-    """Validation loss in nats/token; for diffusion the MDLM bound with a fixed grid of t and masks."""
+def evaluate(model, kind: str, val_batches: list, mask_id: int, seed: int = 1234) -> float:
+    """Validation loss in nats/token over fixed (ids (B, T), region or None) batches; for
+    diffusion the MDLM bound with a fixed grid of t and masks."""
     model.eval()
     generator = torch.Generator().manual_seed(seed)
-    n = len(val_windows)
+    n = sum(len(ids) for ids, _ in val_batches)
     t_grid = (torch.arange(n, dtype=torch.float) + 0.5) / n  # stratified t, same every eval
-    total = 0.0
-    for start in range(0, n, batch_size):
-        ids = val_windows[start : start + batch_size]
-        t = t_grid[start : start + batch_size] if kind == "diffusion" else None
-        total += batch_loss(model, kind, ids, mask_id, generator, t=t).item() * len(ids)
+    total, start = 0.0, 0
+    for ids, region in val_batches:
+        t = t_grid[start : start + len(ids)] if kind == "diffusion" else None
+        total += batch_loss(model, kind, ids, mask_id, generator, t=t, region=region).item() * len(ids)
+        start += len(ids)
     model.train()
-    return total / n
+    return total / max(n, 1)
+
+
+def window_batches(val_ids: torch.Tensor, seq_len: int, batch_size: int = 32) -> list:
+    """Non-overlapping windows of a validation stream as evaluation batches (no region)."""
+    n = len(val_ids) // seq_len
+    windows = val_ids[: n * seq_len].view(n, seq_len)  # (N, T)
+    return [(windows[i : i + batch_size], None) for i in range(0, n, batch_size)]
 
 
 # ---------------------------------------------------------------- training loop
@@ -293,8 +332,12 @@ def save_fp16(model, tokenizer, out: Path, info: dict) -> None:
     (out / "training.json").write_text(json.dumps(info, indent=2) + "\n")
 
 
-def train(model, tokenizer, train_ids: torch.Tensor, val_windows: torch.Tensor, cfg: TrainConfig, out: Path | None = None, log=print) -> dict:
-    """Train `model` in place on random windows of `train_ids`; returns a summary dict."""
+def train(model, tokenizer, train_ids, val_batches: list, cfg: TrainConfig, out: Path | None = None, log=print) -> dict:
+    """Train `model` in place; returns a summary dict.
+
+    `train_ids` is an id stream (N,) trained on in random windows of `cfg.seq_len`, or (diffusion
+    supervised fine-tuning) a list of (prompt_ids, answer_ids) pairs, drawn `cfg.batch_size` at a
+    time as `pair_batch` rows. `val_batches`: fixed (ids, region) batches for `evaluate`."""
     torch.manual_seed(cfg.seed)
     generator = torch.Generator().manual_seed(cfg.seed)
     decay = [p for p in model.parameters() if p.dim() >= 2]
@@ -315,10 +358,15 @@ def train(model, tokenizer, train_ids: torch.Tensor, val_windows: torch.Tensor, 
             break
         for group in opt.param_groups:
             group["lr"] = lr_at(cfg, step, elapsed / budget)
-        offsets = torch.randint(0, len(train_ids) - cfg.seq_len, (cfg.batch_size,), generator=generator)
-        ids = torch.stack([train_ids[o : o + cfg.seq_len] for o in offsets.tolist()])  # (B, T)
+        if isinstance(train_ids, list):  # prompt-answer pairs
+            rows = torch.randint(0, len(train_ids), (cfg.batch_size,), generator=generator).tolist()
+            extra = int(torch.randint(0, PAIR_EXTRA_POSITIONS + 1, (1,), generator=generator))
+            ids, region = pair_batch([train_ids[r] for r in rows], tokenizer.eos_token_id, extra)
+        else:
+            offsets = torch.randint(0, len(train_ids) - cfg.seq_len, (cfg.batch_size,), generator=generator)
+            ids, region = torch.stack([train_ids[o : o + cfg.seq_len] for o in offsets.tolist()]), None  # (B, T)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.autocast == "bf16"):
-            loss = batch_loss(model, cfg.kind, ids, mask_id, generator)
+            loss = batch_loss(model, cfg.kind, ids, mask_id, generator, region=region)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -334,13 +382,13 @@ def train(model, tokenizer, train_ids: torch.Tensor, val_windows: torch.Tensor, 
         if out is not None and time.time() - last_eval >= cfg.eval_minutes * 60:
             last_eval = time.time()
             info.update(steps=step, tokens=step * cfg.batch_size * cfg.seq_len, minutes=(last_eval - start) / 60)
-            info["val_loss"] = evaluate(model, cfg.kind, val_windows, mask_id)
+            info["val_loss"] = evaluate(model, cfg.kind, val_batches, mask_id)
             log(f"eval step {step} val {info['val_loss']:.4f}")
             save_fp16(model, tokenizer, out, info)
     info.update(steps=step, tokens=step * cfg.batch_size * cfg.seq_len, minutes=(time.time() - start) / 60)
     if window:
         info["train_loss"] = sum(window) / len(window)
-    info["val_loss"] = evaluate(model, cfg.kind, val_windows, mask_id) if len(val_windows) else float("nan")
+    info["val_loss"] = evaluate(model, cfg.kind, val_batches, mask_id) if val_batches else float("nan")
     info["history"] = history
     log(f"final step {step} train {info.get('train_loss', float('nan')):.4f} val {info['val_loss']:.4f}")
     if out is not None:
@@ -419,14 +467,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--vocab", type=int, default=4096)
-    p.add_argument("--docs", choices=DOCS, default="lines", help="documents: one per line or blank-line separated")
+    p.add_argument("--docs", choices=DOCS, default="lines", help="documents: one per line, blank-line separated, or blank-line separated prompt line + answer")
     p.add_argument("--split-digits", action="store_true", help="one token per digit (arithmetic data)")
+    p.add_argument("--prompt-line-template", action="store_true",
+                   help="a chat template that writes the user's message as one prompt line (prompt-answer models)")
     p = sub.add_parser("train", help="train a diffusion (MDLM) or AR model")
     p.add_argument("--data", required=True)
     p.add_argument("--tokenizer", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--log", default=None, help="log file (default OUT/train.log)")
-    p.add_argument("--docs", choices=DOCS, default="lines", help="documents: one per line or blank-line separated")
+    p.add_argument("--docs", choices=DOCS, default="lines", help="documents: one per line, blank-line separated, or blank-line separated prompt line + answer")
     for name, default in asdict(TrainConfig()).items():
         p.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)
     for name, default in asdict(ModelShape()).items():
@@ -444,7 +494,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(build_corpus(Path(args.out))))
     elif args.cmd == "tokenizer":
         lines = read_documents(Path(args.data, "train.txt"), args.docs)
-        train_tokenizer(lines, args.vocab, args.split_digits).save_pretrained(args.out)
+        tokenizer = train_tokenizer(lines, args.vocab, args.split_digits)
+        if args.prompt_line_template:
+            tokenizer.chat_template = PROMPT_LINE_TEMPLATE
+        tokenizer.save_pretrained(args.out)
         print(f"saved tokenizer to {args.out}")
     elif args.cmd == "train":
         from transformers import AutoTokenizer
@@ -467,15 +520,22 @@ def main(argv: list[str] | None = None) -> int:
             log_file.write(line + "\n")
 
         tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
-        train_ids = encode_stream(tokenizer, read_documents(Path(args.data, "train.txt"), args.docs))
-        val_ids = encode_stream(tokenizer, read_documents(Path(args.data, "val.txt"), args.docs))
-        n_val = len(val_ids) // cfg.seq_len
-        val_windows = val_ids[: n_val * cfg.seq_len].view(n_val, cfg.seq_len)  # (N, T), non-overlapping
+        train_docs = read_documents(Path(args.data, "train.txt"), args.docs)
+        val_docs = read_documents(Path(args.data, "val.txt"), args.docs)
+        if args.docs == "pairs" and cfg.kind == "diffusion":  # supervised: only answers are masked
+            train_ids = encode_pairs(tokenizer, train_docs)
+            val_pairs = encode_pairs(tokenizer, val_docs)
+            val_batches = [pair_batch(val_pairs[i : i + cfg.batch_size], tokenizer.eos_token_id, PAIR_EXTRA_POSITIONS // 2)
+                           for i in range(0, len(val_pairs), cfg.batch_size)]
+        else:  # a causal model learns the prompt-answer documents as a stream, like any text
+            train_ids = encode_stream(tokenizer, train_docs)
+            val_batches = window_batches(encode_stream(tokenizer, val_docs), cfg.seq_len, cfg.batch_size)
         model = initial_model(cfg, tokenizer, shape)
         log(f"cmd {' '.join(sys.argv)}")
         log(f"{cfg} {shape} params {sum(p.numel() for p in model.parameters())} "
-            f"train tokens {len(train_ids)} val windows {n_val}")
-        train(model, tokenizer, train_ids, val_windows, cfg, out=out, log=log)
+            f"train {'pairs' if isinstance(train_ids, list) else 'tokens'} {len(train_ids)} "
+            f"val rows {sum(len(ids) for ids, _ in val_batches)}")
+        train(model, tokenizer, train_ids, val_batches, cfg, out=out, log=log)
     elif args.cmd == "sample":
         for i, prompt in enumerate(args.prompt):
             print(sample_text(args.model, prompt, args.gen_length, args.steps, args.temperature, args.seed + i))

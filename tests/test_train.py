@@ -76,10 +76,36 @@ def test_tiny_training_reduces_loss(kind, tokenizer):
     line = "And God said, Let there be light: and there was light."
     train_ids = T.encode_stream(tokenizer, [line] * 40)
     cfg = T.TrainConfig(kind=kind, minutes=5, batch_size=8, seq_len=32, lr=1e-2, warmup_steps=5, max_steps=40, log_every=1000)
-    info = T.train(model, tokenizer, train_ids, train_ids[:64].view(2, 32), cfg, log=lambda _: None)
+    info = T.train(model, tokenizer, train_ids, T.window_batches(train_ids[:64], 32), cfg, log=lambda _: None)
     history = info["history"]
     assert len(history) == 40 and all(math.isfinite(x) for x in history)
     assert sum(history[-5:]) / 5 < 0.6 * sum(history[:5]) / 5
+    assert math.isfinite(info["val_loss"])
+
+
+def test_pair_batches_mask_only_the_answer_and_fill_with_eos(tokenizer):
+    pairs = T.encode_pairs(tokenizer, ["copy: a b\na b", "reverse: a b c\nc b a"])
+    assert tokenizer.decode(pairs[1][0]) == "reverse: a b c\n" and tokenizer.decode(pairs[1][1]) == "c b a"
+    ids, region = T.pair_batch(pairs, tokenizer.eos_token_id, extra=3)
+    longest = max(len(p) + len(a) for p, a in pairs)
+    assert ids.shape == region.shape == (2, longest + 1 + 3)
+    for row, (p, a) in enumerate(pairs):
+        assert ids[row, : len(p) + len(a)].tolist() == p + a
+        assert (ids[row, len(p) + len(a):] == tokenizer.eos_token_id).all()  # the answer ends, then eos to the end
+        assert not region[row, : len(p)].any() and region[row, len(p):].all()
+    _, masked, _ = T.forward_mask(ids, 1, torch.Generator().manual_seed(0), t=torch.ones(2), region=region)
+    assert torch.equal(masked, region)  # t = 1 hides the whole answer and nothing of the prompt
+
+
+def test_supervised_pairs_training_learns_the_answer(tokenizer):
+    torch.manual_seed(0)
+    model = T.build_model("diffusion", tokenizer, TINY)
+    pairs = T.encode_pairs(tokenizer, ["copy: light\nlight", "reverse: a b\nb a"] * 20)
+    cfg = T.TrainConfig(minutes=5, batch_size=8, lr=1e-2, warmup_steps=5, max_steps=40, log_every=1000)
+    val = [T.pair_batch(pairs[:4], tokenizer.eos_token_id, 2)]
+    info = T.train(model, tokenizer, pairs, val, cfg, log=lambda _: None)
+    history = info["history"]
+    assert sum(history[-5:]) / 5 < 0.5 * sum(history[:5]) / 5
     assert math.isfinite(info["val_loss"])
 
 
@@ -89,7 +115,7 @@ def test_training_continues_from_a_saved_run_in_bf16(tokenizer, tmp_path):
     model = T.build_model("diffusion", tokenizer, TINY)
     line = "And God said, Let there be light: and there was light."
     train_ids = T.encode_stream(tokenizer, [line] * 40)
-    val = train_ids[:64].view(2, 32)
+    val = T.window_batches(train_ids[:64], 32)
     cfg = T.TrainConfig(minutes=5, batch_size=8, seq_len=32, lr=1e-2, warmup_steps=5, max_steps=30, log_every=1000)
     first = T.train(model, tokenizer, train_ids, val, cfg, out=tmp_path, log=lambda _: None)
     resumed = T.initial_model(T.TrainConfig(init=str(tmp_path)), tokenizer, TINY)
