@@ -71,7 +71,7 @@ _CSS = " ".join("""
  white-space:pre;font-family:ui-monospace,monospace;font-size:13px;border:1px solid rgba(0,0,0,.12)}
 .dl-canvas .masked{color:#777;letter-spacing:1px}
 .dl-canvas .new{outline:2px solid #e4572e;outline-offset:1px;box-shadow:0 0 6px 1px rgba(228,87,46,.6)}
-.dl-canvas .remasked{border:1px dashed #e4572e}.dl-canvas .sym{opacity:.55}
+.dl-canvas .remasked{border:1px dashed #e4572e}.dl-canvas .rejected{outline:2px dashed #4c78a8;outline-offset:1px}.dl-canvas .sym{opacity:.55}
 .dl-canvas .dl-legend{display:flex;flex-wrap:wrap;align-items:center;gap:.5em;font-size:12px;opacity:.85;
  margin-bottom:.4em}.dl-canvas .dl-bar{display:inline-block;width:8em;height:.9em;border-radius:3px}
 .dl-canvas .dl-empty{font-size:13px;opacity:.75;font-style:italic}
@@ -114,19 +114,30 @@ def canvas_html(steps: list[DiffusionStep], upto: int | None = None) -> str:
     now, before = shown[-1], (shown[-2] if len(shown) > 1 else None)
     done, (lo, hi) = commits(shown), confidence_range(steps)
     new = set(now.unmasked)
+    rejected = set(now.extra.get("rejected") or ())  # FreeDave: drafted this round, not verified
+    verified = "verified" in now.extra
+    filter_p = now.extra.get("filter_p") or []  # Learn2PD: the filter's p(final) of each candidate
     cells = []
     for i, tok in enumerate(now.canvas):
         if tok == -1:
             p = now.masked_confidence[i] if i < len(now.masked_confidence) else None
             remasked = before is not None and before.canvas[i] != -1
             tip = f"position {i} · [MASK]{' (remasked at this step)' if remasked else ''}\ntop-1 p = {_fmt(p)}"
-            cls, bg, body = "cell masked" + (" remasked" if remasked else ""), _masked_tint(p), "▒"
+            if i in rejected:
+                tip += "\ndrafted this round, rejected by verification (FreeDave)"
+            fp = filter_p[i] if i < len(filter_p) else None
+            if isinstance(fp, (int, float)):
+                tip += f"\nLearn2PD filter: p(final) = {_fmt(fp)}"
+            cls = "cell masked" + (" remasked" if remasked else "") + (" rejected" if i in rejected else "")
+            bg, body = _masked_tint(p), "▒"
             data = f'data-pos="{esc(i)}" data-p="{esc(_fmt(p, ".4g"))}"'
         else:
             text = now.canvas_text[i]
             step, conf = done.get(i, (None, None))
             tip = (f"position {i} · '{visible(text)}' (id {tok})\ncommitted at step {_fmt(step, 'd')}"
-                   f"{' (this step)' if i in new else ''} · confidence {_fmt(conf)}")
+                   f"{' (this step)' if i in new else ''} · confidence {_fmt(conf)}"
+                   f"{' · a verified draft (FreeDave)' if verified and i in new else ''}"
+                   f"{' · the filter said final (Learn2PD)' if i in new and i in (now.extra.get('predicted_final') or ()) else ''}")
             cls = "cell committed" + (" new" if i in new else "")
             bg = chip_color((conf - lo) / (hi - lo)) if conf is not None else COLORS["masked"]
             body = _cell_text(text)
@@ -136,12 +147,20 @@ def canvas_html(steps: list[DiffusionStep], upto: int | None = None) -> str:
     masked = now.canvas.count(-1)
     info = (f"step {now.step} · block {now.block} · unmasked {len(now.unmasked)} this step · "
             f"{len(now.canvas) - masked} of {len(now.canvas)} committed, {masked} masked · NFE {now.nfe}")
+    if verified:
+        info += (f" · FreeDave: {now.extra.get('steps_advanced')} of {now.extra.get('draft_steps')} drafted steps "
+                 f"verified, {len(rejected)} positions rejected")
+    if "predicted_final" in now.extra:
+        info += f" · Learn2PD: {len(now.extra['predicted_final'])} predicted final"
     stops = ",".join(chip_color(k / 10) for k in range(11))
     legend = (f'<div class="dl-legend"><span>colour = confidence at commit: {esc(format(lo, ".3g"))}</span>'
               f'<span class="dl-bar" style="background:linear-gradient(to right,{esc(stops)})"></span>'
               f'<span>{esc(format(hi, ".3g"))} ·</span>'
               f'<span class="key masked" style="background:{COLORS["masked"]}">▒</span><span>masked ·</span>'
-              f'<span class="key new" style="background:#fff">new</span><span>unmasked at this step</span></div>')
+              f'<span class="key new" style="background:#fff">new</span><span>unmasked at this step</span>'
+              + (f'<span>·</span><span class="key masked rejected" style="background:{COLORS["masked"]}">▒</span>'
+                 '<span>drafted, rejected by verification</span>' if verified else '')
+              + '</div>')
     return (f'{head}<div class="dl-head">{esc(info)}</div>{legend}'
             f'<div class="cells">{"".join(cells)}</div></div>')
 

@@ -151,6 +151,12 @@ class DiffusionLM:
         return shift_logits(raw[None])[0] if self.shift else raw
 
     @torch.inference_mode()
+    def logits_batch(self, ids: torch.Tensor) -> torch.Tensor:
+        """Logits (B, T, V) float32 of B whole canvases `ids` (B, T) in one model call (no cache)."""
+        raw = self._call(ids.to(self.device)).float()  # (B, T, V)
+        return shift_logits(raw) if self.shift else raw
+
+    @torch.inference_mode()
     def partial_logits(self, ids: torch.Tensor, active: torch.Tensor, state: KVState) -> torch.Tensor:
         """Logits (T, V) from a forward over the `active` positions (A,) only; the other positions
         contribute their cached keys / values and their rows keep the last computed logits (stale:

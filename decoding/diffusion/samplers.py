@@ -11,6 +11,15 @@ Papers followed
     masked positions with confidence >= `anchor_threshold`; within `radius` of an anchor a
     position needs only the relaxed `threshold`; at least one position per step.
     dKV-Cache (Ma et al. 2025): delayed key / value caching, see `decoding.diffusion.lm`.
+    FreeDave (Wu & Zhang 2025, "Free Draft-and-Verification: Toward Lossless Parallel Decoding
+    for Diffusion LLMs", arXiv 2510.00294; reference code github.com/cychomatica/FreeDave):
+    from one prediction, draft the canvases of the next `draft_steps` scheduled steps; score
+    all drafts in one batched call; keep the longest prefix of drafts that the sequential
+    schedule would have produced from its predecessor. Same canvas as the sequential schedule,
+    fewer sequential calls (`freedave`, below).
+    Learn2PD (Bao et al. 2025, "Learning to Parallel"): a small learned filter predicts which
+    masked positions already hold their final token; all of them are committed at once
+    (`decoding.diffusion.learn2pd`, which also trains the filter).
 
 Glossary
     mask / unmask  a hidden position / committing a prediction there (never changed afterwards).
@@ -28,12 +37,13 @@ from typing import Callable, Iterator
 import torch
 
 from decoding.events import DiffusionStep, Event
+from decoding.diffusion.learn2pd import filter_for, position_features
 from decoding.diffusion.lm import DiffusionLM, KVState
 from decoding.params import Params, param
 from decoding.registry import Registry, family_check, register_strategy
 
 REMASKING = ("random", "low-confidence", "margin", "entropy")
-CACHES = ("none", "delayed")
+CACHES = ("none", "delayed", "prefill", "greedy")  # dKV-Cache variants, see `active_positions`
 # name -> select(scores (L,), candidates (L,) bool, params, scheduled k) -> (chosen (L,) bool, event extra)
 SAMPLERS: Registry[Callable] = Registry("sampler")
 
@@ -56,8 +66,15 @@ class DiffusionParams(Params):
                                     help="localleap: confidence that makes a masked position an anchor.")
     temperature: float = param(0.0, low=0.0, high=5.0, help="Gumbel-max token draw at this temperature (0 = argmax).")
     cache: str = param("none", choices=CACHES,
-                       help="delayed: dKV-Cache, recompute only masked and just-committed positions.")
-    refresh_interval: int = param(4, low=1, high=64, help="cache=delayed: a full forward every this many steps (1 = no saving).")
+                       help="dKV-Cache. delayed: recompute masked and just-committed positions; prefill: recompute "
+                            "the canvas, never the prompt; greedy: recompute masked positions only.")
+    refresh_interval: int = param(4, low=1, high=64,
+                                  help="cache=delayed or greedy: a full forward every this many steps (1 = no saving).")
+    filter_threshold: float = param(0.9, low=0.0, high=1.0, low_inclusive=False,
+                                    help="learn2pd: commit every masked position the filter says is final with at "
+                                         "least this probability.")
+    draft_steps: int = param(4, low=1, high=16,
+                             help="freedave: future steps drafted from one prediction and verified in one batched call.")
 
     def __post_init__(self):
         super().__post_init__()
@@ -69,6 +86,12 @@ class DiffusionParams(Params):
         if self.sampler == "localleap":
             check(0.0 < self.threshold <= self.anchor_threshold, "threshold",
                   f"in (0, anchor_threshold={self.anchor_threshold}] for sampler=localleap (the relaxed threshold)")
+        if self.sampler == "freedave":
+            check(self.threshold == 0, "threshold", "0 for sampler=freedave (it verifies against the fixed schedule)")
+            check(self.temperature == 0, "temperature", "0 for sampler=freedave (its verification is exact for "
+                  "deterministic steps only)")
+            check(self.remasking != "random", "remasking", "low-confidence, margin or entropy for sampler=freedave")
+            check(self.cache == "none", "cache", "none for sampler=freedave")
         if self.threshold > 0 or self.sampler == "localleap":
             check(self.remasking in ("low-confidence", "margin"), "remasking",
                   "low-confidence or margin when a confidence threshold is used (threshold > 0 or sampler=localleap)")
@@ -92,6 +115,8 @@ def check_run(lm: DiffusionLM, params: DiffusionParams, prompt_ids: list[int], l
         raise ValueError("`prefix_ids` (branching) is not supported by the diffusion strategy")
     if params.cache != "none":
         lm.require_kv_cache()
+    if params.sampler == "learn2pd":
+        filter_for(lm.loaded)
     if lm.max_length and len(prompt_ids) + length > lm.max_length:
         raise ValueError(f"`max_new_tokens` {length} plus the prompt's {len(prompt_ids)} tokens exceed "
                          f"{lm.name}'s {lm.max_length} positions; ask for at most {lm.max_length - len(prompt_ids)}")
@@ -183,14 +208,60 @@ def _localleap(scores, candidates, params: DiffusionParams, scheduled: int) -> t
                     "anchor_threshold": params.anchor_threshold}
 
 
+@SAMPLERS.register("learn2pd", help="commit every masked position a small learned filter predicts is already final "
+                                     "(Learn2PD; the filter ships with tiny-parallel)")
+def _learn2pd(scores, candidates, params: DiffusionParams, scheduled: int, view) -> tuple[torch.Tensor, dict]:
+    final_p = view.filter(position_features(view.logits, view.canvas, view.mask_id, view.stop_ids))  # (L,)
+    final = candidates & (final_p >= params.filter_threshold)
+    chosen = final | select_top_k(scores, candidates, 1)
+    return chosen, {"filter_threshold": params.filter_threshold, "predicted_final": torch.nonzero(final)[:, 0].tolist(),
+                    "filter_p": [round(float(p), 4) if c else None for p, c in zip(final_p.tolist(), candidates.tolist())]}
+
+
+_learn2pd.needs_view = True  # gets the step's logits and canvas, not only the scores
+
+
+@dataclass
+class StepView:
+    """What a sampler with `needs_view` sees besides the scores: the canvas and its logits."""
+
+    logits: torch.Tensor  # (L, V), the mask id excluded
+    canvas: torch.Tensor  # (L,), mask ids where undecided
+    mask_id: int
+    stop_ids: frozenset
+    filter: Callable | None = None
+
+
+@SAMPLERS.register("freedave", help="draft several scheduled steps from one prediction, verify them in one batched "
+                                     "call: the fixed schedule's canvas with fewer sequential calls (FreeDave)")
+def _freedave_step(scores, candidates, params: DiffusionParams, scheduled: int) -> tuple[torch.Tensor, dict]:
+    """One scheduled step (FreeDave drafts and verifies whole runs of these, see `freedave`)."""
+    return select_top_k(scores, candidates, scheduled), {"scheduled": scheduled}
+
+
 def _no_wrap(length: int, offset: int, device) -> torch.Tensor:
     index = torch.arange(length, device=device)
     return (index >= offset) & (index < length + offset)
 
 
-def active_positions(masked: torch.Tensor, just_committed: torch.Tensor) -> torch.Tensor:
-    """dKV-Cache-Decode: positions recomputed by a partial forward: the masked ones and those
-    committed at the previous step (their keys / values are cached one step late). (A,) ids."""
+def active_positions(masked: torch.Tensor, just_committed: torch.Tensor, cache: str = "delayed",
+                     num_prompt: int = 0) -> torch.Tensor:
+    """Positions (A,) a partial forward recomputes under each dKV-Cache variant (Ma et al. 2025);
+    the others attend with their cached keys / values. masked, just_committed (P + L,) bool.
+
+    delayed  dKV-Cache-Decode: the masked positions and those committed at the previous step
+             (a decoded token's keys / values change once after it is decoded, so they are
+             cached one step late); a full forward every `refresh_interval` steps.
+    prefill  dKV-Cache-Prefill: every canvas position, every step; the prompt's keys / values
+             come from the first forward and are never recomputed.
+    greedy   dKV-Cache-Greedy: only the masked positions; a decoded token keeps the keys /
+             values computed while it was still masked until the next full forward (cheaper,
+             staler). The paper's greedy variant also limits the recomputed masked positions to
+             a window around the decoding position; this one recomputes all of them."""
+    if cache == "prefill":
+        return torch.arange(num_prompt, len(masked))
+    if cache == "greedy":
+        return torch.nonzero(masked)[:, 0]
     return torch.nonzero(masked | just_committed)[:, 0]
 
 
@@ -203,11 +274,14 @@ def diffusion(ctx, params: DiffusionParams, outcome) -> Iterator[Event]:
     RunFinished gets the canvas ids cut after the first end-of-sequence token, if the model
     wrote one (LLaDA pads its answers with EOS); with `cancelled`, extra["canvas"] holds the
     canvas so far (-1 = masked)."""
+    if params.sampler == "freedave":
+        yield from freedave(ctx, params, outcome)
+        return
     lm: DiffusionLM = ctx.lm
     length, num_prompt = ctx.max_new_tokens, len(ctx.prompt_ids)
     block_length = params.block_length or length
     ids = torch.tensor(list(ctx.prompt_ids) + [lm.mask_id] * length)  # (P + L,) prompt, then the canvas
-    state = KVState() if params.cache == "delayed" else None
+    state = KVState() if params.cache != "none" else None
     just_committed = torch.zeros(num_prompt + length, dtype=torch.bool)  # (P + L,)
     nfe = step = 0
     for block, block_steps in enumerate(steps_per_block(params.steps or length, length // block_length)):
@@ -221,11 +295,11 @@ def diffusion(ctx, params: DiffusionParams, outcome) -> Iterator[Event]:
                 outcome.stop_reason = "cancelled"
                 outcome.extra["canvas"] = [-1 if t == lm.mask_id else t for t in ids[num_prompt:].tolist()]
                 return
-            refresh = state is None or step % params.refresh_interval == 0
+            refresh = state is None or (step == 0 if params.cache == "prefill" else step % params.refresh_interval == 0)
             if refresh:
                 logits = lm.logits(ids, state)  # (P + L, V)
             else:
-                logits = lm.partial_logits(ids, active_positions(masked, just_committed), state)
+                logits = lm.partial_logits(ids, active_positions(masked, just_committed, params.cache, num_prompt), state)
             nfe += 1
             logits = logits[num_prompt:].clone()  # (L, V) rows of the canvas
             logits[:, lm.mask_id] = -torch.inf  # never predict the mask itself
@@ -235,7 +309,13 @@ def diffusion(ctx, params: DiffusionParams, outcome) -> Iterator[Event]:
             candidates = torch.zeros_like(canvas_masked)
             candidates[lo:hi] = canvas_masked[lo:hi]
             scheduled = schedule[block_step] if block_step < len(schedule) else int(candidates.sum())
-            chosen, extra = SAMPLERS.get(params.sampler)(scores, candidates, params, scheduled)
+            select = SAMPLERS.get(params.sampler)
+            if getattr(select, "needs_view", False):
+                view = StepView(logits, ids[num_prompt:], lm.mask_id, lm.stop_ids,
+                                filter_for(lm.loaded) if params.sampler == "learn2pd" else None)
+                chosen, extra = select(scores, candidates, params, scheduled, view)
+            else:
+                chosen, extra = select(scores, candidates, params, scheduled)
             if state is not None:
                 extra |= {"cache_refreshed": refresh,
                           "cached_positions": 0 if refresh else int(len(ids) - (masked | just_committed).sum())}
@@ -244,10 +324,105 @@ def diffusion(ctx, params: DiffusionParams, outcome) -> Iterator[Event]:
             yield _event(ctx, lm, ids[num_prompt:], chosen, drawn, scores, logits, canvas_masked & ~chosen,
                          step, block, nfe, extra)
             step += 1
-    canvas = ids[num_prompt:].tolist()
+    _finish(lm, ids[num_prompt:].tolist(), outcome)
+
+
+def _finish(lm, canvas: list[int], outcome) -> None:
     stop_at = next((i for i, t in enumerate(canvas) if t in lm.stop_ids), None)
     outcome.token_ids = canvas if stop_at is None else canvas[:stop_at + 1]
     outcome.stop_reason = "max_new_tokens" if stop_at is None else "eos"
+
+
+def schedule_of(length: int, params: DiffusionParams) -> list[tuple[int, int, int, int]]:
+    """The fixed schedule as (block, lo, hi, k) per step: step commits the k best masked positions
+    of canvas slice [lo, hi). Every block starts fully masked, so its steps commit exactly
+    `block_length` positions and the sequential loop runs exactly these steps."""
+    block_length = params.block_length or length
+    out = []
+    for block, block_steps in enumerate(steps_per_block(params.steps or length, length // block_length)):
+        lo, hi = block * block_length, (block + 1) * block_length
+        out += [(block, lo, hi, k) for k in num_transfer_tokens(block_length, block_steps)]
+    return out
+
+
+def scheduled_step(canvas: torch.Tensor, logits: torch.Tensor, mask_id: int, rule: str, step: tuple,
+                   generator: torch.Generator):
+    """One deterministic scheduled step from a canvas (L,) and the model's logits for it (L, V):
+    (next canvas, chosen (L,) bool, drawn ids (L,), scores (L,), masked logits (L, V))."""
+    logits = logits.clone()
+    logits[:, mask_id] = -torch.inf
+    drawn = logits.argmax(-1)
+    scores = remasking_scores(logits, drawn, rule, generator)
+    _, lo, hi, k = step
+    candidates = torch.zeros(len(canvas), dtype=torch.bool)
+    candidates[lo:hi] = canvas[lo:hi] == mask_id
+    chosen = select_top_k(scores, candidates, k)
+    return torch.where(chosen, drawn, canvas), chosen, drawn, scores, logits
+
+
+def freedave(ctx, params: DiffusionParams, outcome) -> Iterator[Event]:
+    """FreeDave (see the module doc): the fixed schedule's greedy canvas, fewer sequential calls.
+
+    State: the true canvas after `done` steps and the model's logits for it. One round drafts
+    the next D = min(draft_steps, steps left) canvases by applying the schedule with those same
+    (stale) logits; one batched call scores the drafts; draft j + 1 is verified when the true
+    step from draft j (with draft j's fresh logits) reproduces it. With m drafts verified after
+    the first (which is exact: its logits are fresh), the round advances m + 1 steps and keeps
+    the last verified draft's logits for the next round, so no call is wasted on it. NFE counts
+    calls: the first full forward, then one per round (a batch of D canvases is one call).
+    The event of a round reports `drafted` / `verified` / `rejected` canvas positions."""
+    lm: DiffusionLM = ctx.lm
+    length, num_prompt = ctx.max_new_tokens, len(ctx.prompt_ids)
+    prompt = torch.tensor(list(ctx.prompt_ids), dtype=torch.long)
+    schedule = schedule_of(length, params)
+    canvas = torch.full((length,), lm.mask_id, dtype=torch.long)
+    if ctx.should_stop():
+        outcome.stop_reason = "cancelled"
+        outcome.extra["canvas"] = [-1] * length
+        return
+    logits = lm.logits(torch.cat([prompt, canvas]))[num_prompt:]  # (L, V) fresh for `canvas`
+    nfe, done, event_step = 1, 0, 0
+    while done < len(schedule):
+        if ctx.should_stop():
+            outcome.stop_reason = "cancelled"
+            outcome.extra["canvas"] = [-1 if t == lm.mask_id else t for t in canvas.tolist()]
+            return
+        rounds = min(params.draft_steps, len(schedule) - done)
+        drafts, stale = [], logits
+        first = scheduled_step(canvas, logits, lm.mask_id, params.remasking, schedule[done], ctx.generator)
+        drafts.append(first[0])
+        for j in range(1, rounds):  # later drafts reuse the round's one (stale) prediction
+            drafts.append(scheduled_step(drafts[-1], stale, lm.mask_id, params.remasking, schedule[done + j],
+                                         ctx.generator)[0])
+        verified = 0
+        if done + 1 < len(schedule):  # more steps follow: score the drafts (also the next round's logits)
+            batch = torch.stack([torch.cat([prompt, d]) for d in drafts])  # (D, P + L)
+            fresh = lm.logits_batch(batch)[:, num_prompt:]  # (D, L, V)
+            nfe += 1
+            for j in range(rounds - 1):
+                target = scheduled_step(drafts[j], fresh[j], lm.mask_id, params.remasking, schedule[done + j + 1],
+                                        ctx.generator)[0]
+                if not torch.equal(target, drafts[j + 1]):
+                    break
+                verified += 1
+            logits = fresh[verified]
+        new_canvas = drafts[verified]
+        committed = (new_canvas != lm.mask_id) & (canvas == lm.mask_id)
+        drafted = (drafts[-1] != lm.mask_id) & (canvas == lm.mask_id)
+        drawn, scores = first[2], first[3]
+        extra = {"draft_steps": rounds, "steps_advanced": verified + 1, "scheduled": schedule[done][3],
+                 "drafted": torch.nonzero(drafted)[:, 0].tolist(),
+                 "verified": torch.nonzero(committed)[:, 0].tolist(),
+                 "rejected": torch.nonzero(drafted & ~committed)[:, 0].tolist()}
+        drawn = torch.where(committed, new_canvas, drawn)
+        still_masked = new_canvas == lm.mask_id
+        canvas, done = new_canvas, done + verified + 1
+        shown = logits.clone()  # the prediction for the new canvas (fresh unless this was the last round)
+        shown[:, lm.mask_id] = -torch.inf
+        yield _event(ctx, lm, canvas, committed, drawn, scores, shown, still_masked, event_step,
+                     schedule[done - 1][0], nfe, extra)
+        event_step += 1
+    _finish(lm, canvas.tolist(), outcome)
 
 
 def _event(ctx, lm, canvas_ids, chosen, drawn, scores, logits, still_masked, step, block, nfe, extra):

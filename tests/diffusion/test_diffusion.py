@@ -327,3 +327,32 @@ def test_cli_runs_a_diffusion_model(capsys):
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["stats"]["nfe"] >= 1 and out["stats"]["tokens_per_step"] > 0 and "<mask>" not in out["text"]
+
+
+@pytest.mark.parametrize("cache", ["prefill", "greedy"])
+def test_prefill_and_greedy_caches_feed_what_their_variant_recomputes(dlm, cache):
+    params = {"steps": 8, "block_length": 8}
+    plain, work_plain = positions_fed(dlm, params=params)
+    cached, work_cached = positions_fed(dlm, params=params | {"cache": cache, "refresh_interval": 4})
+    steps = cached.of_kind("diffusion_step")
+    prompt_len = len(cached.start.prompt_ids)
+    refreshed = [e.extra["cache_refreshed"] for e in steps]
+    if cache == "prefill":  # one full forward, then every canvas position and never the prompt
+        assert refreshed == [True] + [False] * 7
+        assert work_cached == (prompt_len + 16) + 7 * 16
+    else:  # greedy: masked positions only; a full forward every 4 steps
+        assert refreshed == [True, False, False, False] * 2
+        masked_before = [16 - 2 * i for i in range(8)]  # 2 tokens committed per step
+        assert work_cached == sum(prompt_len + 16 if r else m for r, m in zip(refreshed, masked_before))
+    assert work_cached < work_plain and stats(cached)["nfe"] == stats(plain)["nfe"] == 8
+    check_history(cached, dlm)
+
+
+def test_active_positions_of_each_cache_variant():
+    from decoding.diffusion.samplers import active_positions
+
+    masked = torch.tensor([False, False, True, False, True, True])  # 2 prompt positions, then the canvas
+    just = torch.tensor([False, False, False, True, False, False])
+    assert active_positions(masked, just, "delayed", 2).tolist() == [2, 3, 4, 5]
+    assert active_positions(masked, just, "greedy", 2).tolist() == [2, 4, 5]
+    assert active_positions(masked, just, "prefill", 2).tolist() == [2, 3, 4, 5]
