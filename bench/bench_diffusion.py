@@ -17,6 +17,12 @@ it flatters AR). With `--check-cache`, the delayed cache at refresh 1 is also ch
 uncached canvas.
 
     python bench/bench_diffusion.py [--length 64] [--rounds 3] [--prompts 8] [--threads 1] [--only cache] [--out F.json]
+
+With a task model (`--model tiny-parallel`) it runs the per-task benchmark instead
+(bench/diffusion_tasks.py): accuracy by the task's checker, NFE, tokens per step, the causal
+twin as the left-to-right reference:
+
+    python bench/bench_diffusion.py --model tiny-parallel [--quick] [--json] [--per-task N]
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ PROMPTS = [
 
 
 BASELINE = "fixed, steps = length"
+TASK_MODELS = ("tiny-parallel",)  # models trained on tasks with checkers: the per-task benchmark
 
 
 def configs(length: int) -> dict[str, dict]:
@@ -112,7 +119,18 @@ def main() -> None:
     parser.add_argument("--only", action="append", default=[],
                         help="run only the samplers whose name contains this (repeatable); the baseline always runs")
     parser.add_argument("--out", default=None)
+    parser.add_argument("--quick", action="store_true", help="task models: 20 problems per task, one round")
+    parser.add_argument("--json", action="store_true", help="task models: print one JSON object")
+    parser.add_argument("--per-task", type=int, default=0, help="task models: held-out problems per task")
+    parser.add_argument("--twin", default="tiny-parallel-ar", help="task models: the causal twin ('' = none)")
     args = parser.parse_args()
+    if args.model in TASK_MODELS:
+        from diffusion_tasks import main as task_main
+
+        if args.length == 64:
+            args.length = 32  # tiny-parallel's answers fit in 32 positions
+        task_main(args)
+        return
     torch.set_num_threads(args.threads)
     lm, ar = as_lm(args.model), as_lm(args.ar)
     prompts = PROMPTS[:args.prompts]
