@@ -91,7 +91,7 @@ def test_a_scaling_method_is_a_strategy_of_the_scaling_family():
         assert keep.elem_id == "sc-keep" and keep.info == "How many answers to keep (test only)."
         from ui import scaling_callbacks as cb
 
-        assert cb.collect_params("keep-test", [tab[f"sc:{f}"].value for f in cb.FIELDS])["keep"] == 1
+        assert cb.collect_params("keep-test", {f: tab[f"sc:{f}"].value for f in cb.FIELDS})["keep"] == 1
     finally:
         unregister_strategy("keep-test")
         build_scaling_tab()  # and back to the shipped methods
