@@ -1,6 +1,6 @@
 """The Gradio app: callbacks as plain functions (tiny random model), then the real app over HTTP
-with gradio_client (streaming API, bad input, Stop). The server starts once per session and is
-shared with tests/test_browser.py.
+with gradio_client (streaming API, bad input, Stop). The server starts once per session (the
+`app_url` and `client` fixtures in tests/conftest.py) and is shared with the other HTTP and browser tests.
 """
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ import inspect
 import json
 import os
 import re
-import socket
-import threading
 import time
 
 import pytest
@@ -21,6 +19,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import gradio as gr  # noqa: E402
 
+from conftest import api_run  # noqa: E402
 from decoding.__main__ import summary  # noqa: E402
 from decoding.events import Trace, TokenStep  # noqa: E402
 from decoding.lm import LM  # noqa: E402
@@ -307,58 +306,6 @@ def test_each_tabs_generate_gets_every_value_by_name(tab):
 
 
 # The real app over HTTP ------------------------------------------------------------------------
-_SERVER: dict = {}
-_LOCK = threading.Lock()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_app_server() -> str:
-    """Launch app.py's Blocks once per test process on 127.0.0.1 (shared with the browser test)."""
-    with _LOCK:
-        if "url" not in _SERVER:
-            import app
-            from ui.common import launch_kwargs
-
-            port = free_port()
-            app.demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                            **launch_kwargs())
-            _SERVER.update(url=f"http://127.0.0.1:{port}/", demo=app.demo)
-        return _SERVER["url"]
-
-
-def stop_app_server() -> None:
-    with _LOCK:
-        if "demo" in _SERVER:
-            _SERVER.pop("demo").close()
-            _SERVER.clear()
-
-
-@pytest.fixture(scope="session")
-def app_url():
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("HF_HUB_OFFLINE", "1")  # the embedded models, as in CI, even on a machine with internet
-        yield start_app_server()
-        stop_app_server()
-
-
-@pytest.fixture(scope="session")
-def client(app_url):
-    from gradio_client import Client
-
-    return Client(app_url, verbose=False)
-
-
-def api_run(client, *args):
-    job = client.submit(*args, api_name="/generate")
-    result = job.result(timeout=300)
-    return job.outputs(), result
-
-
 def test_api_streams_events_then_the_cli_summary(client):
     outputs, result = api_run(client, TINY, "sample", "Hello", 16, 3, json.dumps({"top_k": 20}), False)
     kinds = [o.get("kind") for o in outputs[:-1]]

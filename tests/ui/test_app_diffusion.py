@@ -16,7 +16,7 @@ from decoding.diffusion.lm import DiffusionLM
 from decoding.events import Trace, stats
 from decoding.models import load_model
 from decoding.run import run_to_trace
-from test_app import api_run, app_url, client  # noqa: F401  (the shared app server)
+from conftest import api_run
 from ui import diffusion_callbacks as cb
 from ui.diffusion_views import DEFAULT_PROMPT, DEFAULT_SETTINGS, FIELDS, views
 
@@ -252,7 +252,7 @@ def test_views_before_any_run_and_the_tab_alone():
 
 
 # Over real HTTP ----------------------------------------------------------------------------------
-def test_diffusion_over_the_generate_api(client):  # noqa: F811
+def test_diffusion_over_the_generate_api(client):
     outputs, result = api_run(client, MODEL, "diffusion", DEFAULT_PROMPT, 16, 0, json.dumps({"steps": 4}), False)
     kinds = [o.get("kind") for o in outputs[:-1]]
     assert kinds[0] == "start" and kinds[-1] == "finish" and kinds.count("diffusion_step") == 4

@@ -15,7 +15,8 @@ import gradio as gr
 from decoding.events import Trace
 from decoding.run import run_to_trace
 from decoding.scaling.tasks import load_tasks, task_prompt
-from test_app import api_run, app_url, client, count_forward_passes  # noqa: F401  (the shared app server)
+from conftest import api_run
+from test_app import count_forward_passes
 from ui import scaling_callbacks as cb
 from ui.scaling_views import (DEFAULT_PROMPT, DEFAULT_SETTINGS, FIELDS, METHOD_FIELDS, METHODS, REWARD_FIELDS,
                               SPECIFIC, task_choices, verdict, views)
@@ -269,7 +270,7 @@ def test_views_before_any_run():
 
 
 # Over real HTTP ----------------------------------------------------------------------------------
-def test_particle_filter_over_the_generate_api(client):  # noqa: F811
+def test_particle_filter_over_the_generate_api(client):
     params = {"n": 2, "max_step_tokens": 8, "reward": "final-answer", "reference": TASK["answer"]}
     outputs, result = api_run(client, MODEL, "particle-filter", DEFAULT_PROMPT, 16, 0, json.dumps(params), True)
     kinds = [o.get("kind") for o in outputs[:-1]]

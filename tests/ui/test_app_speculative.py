@@ -13,7 +13,7 @@ import gradio as gr
 
 from decoding.events import Trace
 from decoding.run import run_to_trace
-from test_app import app_url, assert_closing_stops_compute, count_forward_passes  # noqa: F401  (app_url: the shared app server)
+from test_app import assert_closing_stops_compute, count_forward_passes
 from ui import speculative_callbacks as cb
 from ui.speculative_views import DEFAULT_PROMPT, DEFAULT_SETTINGS, SPEC_FIELDS
 
@@ -140,7 +140,7 @@ def test_presets_set_every_control_and_show_the_note():
 
 
 # In a real browser -------------------------------------------------------------------------------
-def test_browser_generates_with_prompt_lookup_and_saves_a_screenshot(app_url):  # noqa: F811
+def test_browser_generates_with_prompt_lookup_and_saves_a_screenshot(app_url):
     from test_browser import TIMEOUT_MS, error_toasts, open_page
 
     with open_page(app_url, "#dl-generate", timeout_ms=TIMEOUT_MS // 2) as page:
