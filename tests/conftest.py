@@ -1,7 +1,7 @@
 """Shared fixtures (each model and the app's HTTP server start once per test session) and the slow marker.
 
-tests/ mirrors the packages: the core at the top, speculative/, scaling/, diffusion/, ui/ (the app
-over callbacks, HTTP and the browser) and visualizers/.
+tests/ mirrors the packages: the core at the top, speculative/, scaling/, diffusion/, training/, ui/
+(the app over callbacks, HTTP and the browser) and visualizers/.
 """
 
 import os
