@@ -120,7 +120,7 @@ REGISTRY: dict[str, ModelSpec] = {
     ),
     "tiny-diffusion": ModelSpec(
         name="tiny-diffusion",
-        description="the project's own small masked diffusion LM (ModernBERT, 4M), trained offline by decoding.train",
+        description="the project's own small masked diffusion LM (ModernBERT, 4M), trained offline by decoding.training.train",
         local_dir="tiny-diffusion", kind="diffusion", auto_class="AutoModelForMaskedLM",
     ),
     "tiny-ar": ModelSpec(
@@ -387,7 +387,7 @@ def check_kind(loaded: LoadedModel, family: str, strategy: str) -> None:
 
 def _load_uncached(spec, device, dtype, quantization, say) -> LoadedModel:
     if spec.tiny_config is not None:
-        from decoding.tiny import build_tiny_diffusion_model, build_tiny_model
+        from decoding.training.tiny import build_tiny_diffusion_model, build_tiny_model
 
         build = build_tiny_diffusion_model if spec.kind == "diffusion" else build_tiny_model
         return build(device=device, dtype=dtype, **spec.tiny_config)
@@ -497,7 +497,7 @@ def _load_local(spec, folder: Path, device, dtype, say) -> LoadedModel:
 
     if not (folder / "config.json").is_file():
         raise ModelLoadError(f"cannot load {spec.name!r}: {folder} has no config.json. Train it with "
-                             f"`python -m decoding.train` (see its --help) or pick another model.")
+                             f"`python -m decoding.training.train` (see its --help) or pick another model.")
     say(f"Loading {spec.name} from {folder}...")
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = getattr(transformers, spec.auto_class).from_pretrained(folder, dtype=dtype)

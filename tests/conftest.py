@@ -1,12 +1,14 @@
-"""Shared fixtures (each model is loaded once per test session) and the slow marker.
+"""Shared fixtures (each model and the app's HTTP server start once per test session) and the slow marker.
 
-tests/ mirrors the packages: the core at the top, speculative/, scaling/, diffusion/, ui/ (the app
-over callbacks, HTTP and the browser) and visualizers/.
+tests/ mirrors the packages: the core at the top, speculative/, scaling/, diffusion/, training/, ui/
+(the app over callbacks, HTTP and the browser) and visualizers/.
 """
 
 import os
+import socket
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -38,6 +40,62 @@ def smol_lm():
     from decoding.models import load_model
 
     return LM(load_model("smollm2-135m", dtype="float32"))
+
+
+# The real app over HTTP: one server per test session, shared by the HTTP tests (tests/ui/test_app*.py,
+# tests/test_registry.py) and the browser tests. It runs in the test process, so what a test registers
+# (a throw-away strategy) the server serves too.
+_SERVER: dict = {}
+_LOCK = threading.Lock()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_app_server() -> str:
+    """Launch app.py's Blocks once per test process on 127.0.0.1 (shared by every test that needs it)."""
+    with _LOCK:
+        if "url" not in _SERVER:
+            import app
+            from ui.common import launch_kwargs
+
+            port = free_port()
+            app.demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                            **launch_kwargs())
+            _SERVER.update(url=f"http://127.0.0.1:{port}/", demo=app.demo)
+        return _SERVER["url"]
+
+
+def stop_app_server() -> None:
+    with _LOCK:
+        if "demo" in _SERVER:
+            _SERVER.pop("demo").close()
+            _SERVER.clear()
+
+
+@pytest.fixture(scope="session")
+def app_url():
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("HF_HUB_OFFLINE", "1")  # the embedded models, as in CI, even on a machine with internet
+        yield start_app_server()
+        stop_app_server()
+
+
+@pytest.fixture(scope="session")
+def client(app_url):
+    from gradio_client import Client
+
+    return Client(app_url, verbose=False)
+
+
+def api_run(client, *args):
+    """Submit a `/generate` job; (every streamed output, the final result)."""
+    job = client.submit(*args, api_name="/generate")
+    result = job.result(timeout=300)
+    return job.outputs(), result
 
 
 # The fast loop (`python -m pytest -m "not slow"`) leaves out what needs a real model, a browser,

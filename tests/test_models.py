@@ -5,7 +5,7 @@ import os
 import pytest
 
 from decoding import embedded, models
-from decoding import tiny
+from decoding.training import tiny
 from decoding.models import ModelLoadError, load_model, resolve_spec
 
 
@@ -99,7 +99,7 @@ def test_failed_fetch_says_what_failed(tmp_path, monkeypatch):
 HUB_CACHE_SCRIPT = r'''
 import sys, pathlib
 from decoding.models import load_model
-from decoding.tiny import build_tiny_model
+from decoding.training.tiny import build_tiny_model
 root = pathlib.Path(sys.argv[1]) / "models--test-org--tiny-llama"
 snapshot = root / "snapshots" / ("a" * 40)
 tiny = build_tiny_model(seed=3)

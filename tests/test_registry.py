@@ -1,25 +1,29 @@
 """Adding a method is one registration: it then shows in `list`, the CLI, the API and its tab.
 
 Each test registers a throw-away method of one family from this module alone (a token strategy,
-a scaling method, a drafter, a diffusion sampler) and looks for it everywhere a user would; a
-registration that misses a piece fails at once with a sentence.
+a scaling method, a drafter, a diffusion sampler) and looks for it everywhere a user would: the
+CLI, the API (in-process and over HTTP from the running app), its tab's menu and the widgets
+generated for its parameters; a registration that misses a piece fails at once with a sentence.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 
 import pytest
 import torch
 
+from conftest import api_run
 from decoding.__main__ import main as cli
 from decoding.params import Params, param
 from decoding.registry import STRATEGIES, register_strategy, unregister_strategy
 from decoding.autoregressive import token_event, token_loop  # noqa: F401
-from decoding.diffusion.samplers import SAMPLERS, select_top_k
+from decoding.diffusion.samplers import SAMPLERS, DiffusionParams, select_top_k
+from decoding.run import run_to_trace
 from decoding.scaling.methods import ScalingParams, best_of_n
-from decoding.speculative.strategy import DRAFTERS
+from decoding.speculative.strategy import DRAFTERS, SpeculativeParams
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,24 @@ def test_a_token_strategy_shows_in_list_cli_api_and_the_playground(echo_register
     assert (widget.name, widget.kind, widget.low, widget.high) == ("beta", "float", 0.0, 1.0)
 
 
+def test_a_token_strategy_runs_over_real_http(client, echo_registered):
+    """The running app's `/generate` endpoint (gradio_client over HTTP; the server lives in this test
+    process, started before the registration) serves the strategy registered here."""
+    from gradio_client.exceptions import AppError
+
+    outputs, result = api_run(client, "tiny-random", "echo-test", "hello", 3, 0, json.dumps({"beta": 0.25}), False)
+    events = outputs[:-1]
+    assert [e.get("kind") for e in events] == ["start", "token", "token", "token", "finish"]
+    assert events[0]["strategy"] == "echo-test" and events[0]["params"] == {"beta": 0.25}
+    assert [e["extra"] for e in events if e["kind"] == "token"] == [{"beta": 0.25}] * 3  # what `echo` recorded
+    expected = run_to_trace("tiny-random", "hello", strategy="echo-test", params={"beta": 0.25}, max_new_tokens=3,
+                            chat=False)
+    assert result["strategy"] == "echo-test" and result["params"] == {"beta": 0.25}
+    assert result["token_ids"] == expected.finish.token_ids == [e["token_id"] for e in events[1:-1]]
+    with pytest.raises(AppError, match=re.escape("`beta` must be in [0, 1], got 2.0")):
+        client.predict("tiny-random", "echo-test", "hello", 3, 0, '{"beta": 2}', False, api_name="/generate")
+
+
 def test_a_scaling_method_is_a_strategy_of_the_scaling_family():
     @dataclass(frozen=True)
     class TinyParams(ScalingParams):
@@ -83,7 +105,7 @@ def test_a_scaling_method_is_a_strategy_of_the_scaling_family():
         assert "keep-test" in strategies_of("scaling")
         names = [p["name"] for p in param_specs("keep-test")]
         assert names[0] == "n" and names[-1] == "keep"  # the shared parameters' help comes with the base class
-        tab = build_scaling_tab()  # the tab as a new app process builds it, with this registration in place
+        tab, _ = rebuild_tab("scaling")  # the tab as a new app process builds it, with this registration in place
         method = tab["method"]
         assert ("keep-test", "keep-test") in method.choices and "keep-test: best-of-N under another name" in method.info
         keep = tab["sc:keep"]  # a widget generated from the parameter's spec
@@ -91,27 +113,29 @@ def test_a_scaling_method_is_a_strategy_of_the_scaling_family():
         assert keep.elem_id == "sc-keep" and keep.info == "How many answers to keep (test only)."
         from ui import scaling_callbacks as cb
 
-        assert cb.collect_params("keep-test", [tab[f"sc:{f}"].value for f in cb.FIELDS])["keep"] == 1
+        assert cb.collect_params("keep-test", {f: tab[f"sc:{f}"].value for f in cb.FIELDS})["keep"] == 1
     finally:
         unregister_strategy("keep-test")
-        build_scaling_tab()  # and back to the shipped methods
+        rebuild_tab("scaling")  # and back to the shipped methods
 
 
-def build_scaling_tab() -> dict:
-    """Re-import the Scaling tab's modules (they read the registry when imported) and build the tab."""
+def rebuild_tab(tab: str) -> tuple[dict, list]:
+    """Re-import a lab tab's modules (they read the registry when imported) and build the tab in a new
+    Blocks: (its widgets by name, the components its Generate event passes to `generate_run`)."""
     import importlib
 
     import gradio as gr
 
-    from ui import scaling, scaling_callbacks, scaling_views
-
-    for module in (scaling_views, scaling_callbacks, scaling):
+    modules = [importlib.import_module(f"ui.{tab}{part}") for part in ("_views", "_callbacks", "")]
+    for module in modules:
         importlib.reload(module)
-    with gr.Blocks():
-        return scaling.build_scaling()
+    with gr.Blocks() as blocks:
+        widgets = getattr(modules[-1], f"build_{tab}")()
+    (run,) = [f for f in blocks.fns.values() if getattr(f.fn, "__name__", "") == "generate_run"]
+    return widgets, list(run.inputs)
 
 
-def test_a_drafter_registers_and_is_offered_by_the_speculative_tab(tiny_lm):
+def test_a_drafter_registers_and_is_offered_by_the_speculative_tab(tiny_lm, monkeypatch):
     from decoding import run_to_trace
     from decoding.contracts import Drafter
     from decoding.speculative.drafters import Draft
@@ -137,11 +161,29 @@ def test_a_drafter_registers_and_is_offered_by_the_speculative_tab(tiny_lm):
         greedy = run_to_trace(tiny_lm, "aaaa", strategy="greedy", max_new_tokens=8, chat=False)
         assert trace.finish.token_ids == greedy.finish.token_ids  # lossless whatever the drafter
         assert {r.drafter for r in trace.of_kind("spec_round")} == {"repeat-last"}
+
+        @dataclass(frozen=True)
+        class WithLookback(SpeculativeParams):  # a parameter a new drafter adds to the strategy's dataclass
+            lookback: int = param(2, low=1, high=8, help="How far back repeat-last looks (test only).")
+
+        monkeypatch.setitem(STRATEGIES, "speculative", replace(STRATEGIES["speculative"], params_cls=WithLookback))
+        tab, run_inputs = rebuild_tab("speculative")
+        assert ("repeat-last", "repeat-last") in tab["spec:drafter"].choices
+        widget = tab["spec:lookback"]  # generated from the parameter's spec, and passed to Generate by name
+        assert (type(widget).__name__, widget.minimum, widget.maximum, widget.value) == ("Slider", 1, 8, 2)
+        assert widget.elem_id == "spec-lookback" and widget.info == "How far back repeat-last looks (test only)."
+        assert widget in run_inputs
+        from ui.speculative_views import DEFAULT_SETTINGS, SPEC_FIELDS, collect_spec_params
+
+        fields = {name: DEFAULT_SETTINGS[name] for name in SPEC_FIELDS}
+        assert collect_spec_params(fields | {"drafter": "repeat-last", "lookback": 5.0})["lookback"] == 5
     finally:
         DRAFTERS.unregister("repeat-last")
+        monkeypatch.undo()
+        rebuild_tab("speculative")  # and back to the shipped parameters
 
 
-def test_a_diffusion_sampler_registers_and_is_offered_by_the_diffusion_tab():
+def test_a_diffusion_sampler_registers_and_is_offered_by_the_diffusion_tab(monkeypatch):
     from decoding import run_to_trace
     from decoding.run import as_lm
 
@@ -157,8 +199,25 @@ def test_a_diffusion_sampler_registers_and_is_offered_by_the_diffusion_tab():
         trace = run_to_trace(as_lm("tiny-random-diffusion"), "abc", strategy="diffusion",
                              params={"sampler": "leftmost"}, max_new_tokens=6, chat=False)
         assert [step.unmasked for step in trace.of_kind("diffusion_step")] == [[i] for i in range(6)]
+
+        @dataclass(frozen=True)
+        class WithSpan(DiffusionParams):  # a parameter a new sampler adds to the strategy's dataclass
+            span: int = param(1, low=1, high=16, help="Positions leftmost commits per step (test only).")
+
+        monkeypatch.setitem(STRATEGIES, "diffusion", replace(STRATEGIES["diffusion"], params_cls=WithSpan))
+        tab, run_inputs = rebuild_tab("diffusion")
+        assert ("leftmost", "leftmost") in tab["df:sampler"].choices
+        widget = tab["df:span"]  # generated from the parameter's spec, and passed to Generate by name
+        assert (type(widget).__name__, widget.minimum, widget.maximum, widget.value) == ("Slider", 1, 16, 1)
+        assert widget.elem_id == "df-span" and widget.info == "Positions leftmost commits per step (test only)."
+        assert widget in run_inputs
+        from ui.diffusion_views import DEFAULT_SETTINGS, collect_params
+
+        assert collect_params(DEFAULT_SETTINGS | {"sampler": "leftmost", "span": 3.0})["span"] == 3
     finally:
         SAMPLERS.unregister("leftmost")
+        monkeypatch.undo()
+        rebuild_tab("diffusion")  # and back to the shipped parameters
 
 
 @pytest.mark.parametrize("field_decl, message", [

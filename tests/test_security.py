@@ -21,7 +21,7 @@ import gradio as gr
 from decoding.errors import short_repr
 from decoding.events import EVENT_TYPES, Trace
 from decoding.models import LOCAL_MODELS_ENV, check_model_id, load_hub_auxiliary, load_model, resolve_spec
-from decoding.tiny import build_tiny_model
+from decoding.training.tiny import build_tiny_model
 from decoding.presets import parse_preset
 from decoding.run import run_to_trace, validate_request
 from ui import diffusion_callbacks, playground_callbacks, scaling_callbacks, speculative_callbacks

@@ -239,30 +239,64 @@ class Redraw:
             self.cost = took if self.cost == 0.0 else 0.7 * self.cost + 0.3 * took
 
 
-def bind(fn: Callable, outputs: dict[str, gr.components.Component]) -> Callable:
+def bind(fn: Callable, outputs: dict[str, gr.components.Component],
+         inputs: dict[str, gr.components.Component] | None = None) -> Callable:
     """Adapt a callback that returns / yields {output name: value} to Gradio's {component: value}.
 
-    The wrapper keeps `fn`'s signature (Gradio reads it for gr.EventData) and closes `fn`'s
-    generator when Gradio closes the wrapper's, so Stop reaches the worker thread.
+    Without `inputs` the wrapper keeps `fn`'s signature (Gradio reads it for gr.EventData) and the
+    event's inputs fill `fn`'s parameters in order. With `inputs` ({parameter name: component}) the
+    event's inputs are `list(inputs.values())` and `fn` is called with keyword arguments by name, so
+    a tab's parameter values never depend on the order of its widgets; a name `fn` cannot take is a
+    TypeError here, when the tab is wired. Either way the wrapper closes `fn`'s generator when Gradio
+    closes the wrapper's, so Stop reaches the worker thread.
     """
 
     def by_component(update: dict) -> dict:
         return {outputs[name]: value for name, value in update.items()}
 
+    call, names = fn, None
+    if inputs is not None:
+        names = tuple(inputs)
+        try:
+            inspect.signature(fn).bind(**dict.fromkeys(names))
+        except TypeError as err:
+            raise TypeError(f"cannot wire {fn.__qualname__} to the inputs {', '.join(names)}: {err}") from None
+
+        def call(*values):
+            if len(values) != len(names):  # Gradio passes exactly the components it was given
+                raise TypeError(f"{fn.__qualname__} expected {len(names)} input values ({', '.join(names)}), "
+                                f"got {len(values)}")
+            return fn(**dict(zip(names, values)))
+
     if inspect.isgeneratorfunction(fn):
-        @functools.wraps(fn)
-        def streaming(*args, **kwargs):
-            with contextlib.closing(fn(*args, **kwargs)) as updates:
+        def wrapper(*args, **kwargs):
+            with contextlib.closing(call(*args, **kwargs)) as updates:
                 for update in updates:
                     yield by_component(update)
+    else:
+        def wrapper(*args, **kwargs):
+            return by_component(call(*args, **kwargs))
 
-        return streaming
+    if names is None:
+        return functools.wraps(fn)(wrapper)
+    # By name: Gradio must see a plain `*values` signature, not `fn`'s keyword parameters.
+    functools.update_wrapper(wrapper, fn, assigned=("__module__", "__name__", "__qualname__", "__doc__"))
+    del wrapper.__wrapped__
+    wrapper.__signature__ = inspect.Signature([inspect.Parameter("values", inspect.Parameter.VAR_POSITIONAL)])
+    return wrapper
 
-    @functools.wraps(fn)
-    def single(*args, **kwargs):
-        return by_component(fn(*args, **kwargs))
 
-    return single
+def named_inputs(*groups: dict[str, gr.components.Component]) -> dict[str, gr.components.Component]:
+    """Merge {parameter name: component} groups into one `inputs` dict for `bind`. A name in two groups
+    (e.g. a method parameter named like one of the tab's own controls) is a TypeError naming it."""
+    merged: dict = {}
+    for group in groups:
+        taken = merged.keys() & group.keys()
+        if taken:
+            raise TypeError(f"the input name(s) {', '.join(sorted(taken))} are given twice: a method parameter "
+                            "cannot share its name with one of the tab's own controls")
+        merged |= group
+    return merged
 
 
 def theme() -> gr.themes.Base:
@@ -326,8 +360,9 @@ def serve(blocks: gr.Blocks) -> None:
 
 
 __all__ = ["DEFAULT_MODEL", "USER_ERRORS", "Redraw", "Status", "bind", "check_model", "configure_torch_threads",
-           "error_toast", "gpu", "launch_kwargs", "model_choices", "model_concurrency", "preload_default_model",
-           "queue_size", "queued", "run_work", "serve", "standalone", "stream_in_thread", "user_error", "wait_for_finish"]
+           "error_toast", "gpu", "launch_kwargs", "model_choices", "model_concurrency", "named_inputs",
+           "preload_default_model", "queue_size", "queued", "run_work", "serve", "standalone", "stream_in_thread",
+           "user_error", "wait_for_finish"]
 
 
 def export_json(trace) -> str | None:
@@ -353,14 +388,16 @@ def lab_columns(c: dict, controls: Callable[[dict], None], views: Callable[[dict
 QUIET = dict(show_progress="hidden", api_visibility="undocumented")  # quick view updates, not in the API page
 
 
-def wire_lab(c: dict, cb, outputs: dict, state: list, run_inputs: list, controls: tuple) -> None:
+def wire_lab(c: dict, cb, outputs: dict, state: list, run_inputs: dict, controls: tuple) -> None:
     """The events every lab tab wires the same way: the preset menu, Generate (in the shared model
     queue), Stop (cancel, then show what ran) and the replay upload. `cb` is the tab's callbacks
-    module (preset_chosen, generate_run, stop_run, replay); `c` its widgets by name."""
+    module (preset_chosen, generate_run, stop_run, replay); `c` its widgets by name; `run_inputs`
+    {parameter name of `cb.generate_run`: component}, passed by name (see `bind`)."""
     preset_outputs = {k: c[k] for k in controls + ("note",)}
     c["preset"].input(bind(cb.preset_chosen, preset_outputs), c["preset"], list(preset_outputs.values()), **QUIET)
-    run = c["generate"].click(gpu(bind(cb.generate_run, outputs)), run_inputs, list(outputs.values()),
-                              concurrency_id=MODEL_CONCURRENCY_ID, concurrency_limit=model_concurrency(),
+    run = c["generate"].click(gpu(bind(cb.generate_run, outputs, run_inputs)), list(run_inputs.values()),
+                              list(outputs.values()), concurrency_id=MODEL_CONCURRENCY_ID,
+                              concurrency_limit=model_concurrency(),
                               show_progress="minimal", show_progress_on=[c["status"]], api_visibility="undocumented")
     # Cancel first (Gradio closes the running generator, which stops the worker), then show the result.
     c["stop"].click(None, cancels=[run], api_visibility="undocumented").then(
@@ -401,6 +438,19 @@ EMPTY_STATS_HTML = '<div class="dl-stats dl-stats-empty">Statistics appear here 
 def as_int(value):
     """Sliders and number boxes may deliver 64.0; the engine wants an int (and reports anything else)."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def check_names(given: dict, expected, what: str) -> None:
+    """ValueError naming any value in `given` whose name is not `expected`, or an expected name without a
+    value (a widget the tab did not wire, or a caller's typo); `what` says whose parameters they are."""
+    unknown = [name for name in given if name not in expected]
+    if unknown:
+        raise ValueError(f"unknown {what} parameter{'s' * (len(unknown) > 1)} "
+                         f"{', '.join(f'`{n}`' for n in unknown)}; the known ones are {', '.join(expected)}")
+    missing = [name for name in expected if name not in given]
+    if missing:
+        raise ValueError(f"no value for the {what} parameter{'s' * (len(missing) > 1)} "
+                         f"{', '.join(f'`{n}`' for n in missing)}")
 
 
 def fmt(value, digits: int = 2, unit: str = "") -> str:

@@ -16,7 +16,8 @@ import decoding  # noqa: F401  (switches telemetry off before gradio is imported
 import gradio as gr
 
 from ui import diffusion_callbacks as cb
-from ui.common import QUIET, bind, lab_columns, model_choices, serve, spec_widget, standalone, wire_lab
+from ui.common import (QUIET, bind, lab_columns, model_choices, named_inputs, serve, spec_widget, standalone,
+                       wire_lab)
 from ui.diffusion_views import (CHOICES, COMPARISONS, CONTROLS, DEFAULT_LENGTH, DEFAULT_MODEL, DEFAULT_PROMPT,
                                 DEFAULT_SETTINGS, FIELDS, NO_COMPARISON, OUTPUTS, PLAYBACK, SPECIFIC, UI_MAX_LENGTH,
                                 help_of, spec_of, views, visible_fields)
@@ -143,13 +144,13 @@ def build_diffusion() -> dict:
 
 def _wire(c: dict) -> None:
     outputs = {name: c[name] for name in OUTPUTS}
-    params = [c[f"df:{name}"] for name in FIELDS]
     state = [c["trace"], c["other"]]
 
     shown = {f"df:{f}": c[f"df:{f}"] for f in SPECIFIC}
     for trigger in (c["df:sampler"], c["df:cache"]):
         trigger.change(bind(cb.shown_controls, shown), [c["df:sampler"], c["df:cache"]], list(shown.values()), **QUIET)
-    run_inputs = [c[k] for k in ("model", "prompt", "length", "seed", "compare")] + params + [c["playback"]]
+    run_inputs = named_inputs({k: c[k] for k in ("model", "prompt", "length", "seed", "compare", "playback")},
+                              {name: c[f"df:{name}"] for name in FIELDS})
     wire_lab(c, cb, outputs, state, run_inputs, CONTROLS)
     c["step"].input(bind(cb.choose_step, outputs), [c["step"]] + state, list(outputs.values()),
                     trigger_mode="always_last", **QUIET)

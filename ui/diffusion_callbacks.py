@@ -54,9 +54,9 @@ def comparison_request(compare, params: dict, length: int) -> tuple[str | None, 
     return model, strategy, (params | overrides if strategy == "diffusion" else dict(overrides))
 
 
-def validate(model, prompt, length, seed, param_values, compare=NO_COMPARISON):
+def validate(model, prompt, length, seed, fields: dict, compare=NO_COMPARISON):
     """(the run's parameters, the comparison request or None), or ValueError naming the bad input."""
-    params = collect_params(param_values)
+    params = collect_params(fields)
     validate_request(prompt, "diffusion", params, length, seed)
     other = comparison_request(compare, params, length)
     if other is not None:
@@ -101,16 +101,15 @@ def _slow_motion(trace: Trace, shown: int, upto: int, rate: float) -> Iterator[d
         _pause(1 / rate)
 
 
-def generate_run(model, prompt, length, seed, compare, *values) -> Iterator[dict]:
+def generate_run(model, prompt, length, seed, compare, playback=None, **fields) -> Iterator[dict]:
     """Unmask the canvas and stream the views; then the "Compare with" run (if asked).
 
-    `values` are the sampler fields in `FIELDS` order, then optionally the Playback choice: with a
-    slow-motion rate, every step gets its own frame, shown at that rate."""
+    `fields` are the sampler's parameters by name (every one of `FIELDS`). With a slow-motion
+    `playback` rate, every step gets its own frame, shown at that rate."""
     length, seed = as_int(length), as_int(seed)
-    param_values, playback = values[:len(FIELDS)], (values[len(FIELDS)] if len(values) > len(FIELDS) else None)
     try:
         rate = playback_rate(playback)
-        params, other_request = validate(model, prompt, length, seed, param_values, compare)
+        params, other_request = validate(model, prompt, length, seed, fields, compare)
     except USER_ERRORS as err:
         raise user_error(err) from None
     trace = Trace()

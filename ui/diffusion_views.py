@@ -17,7 +17,8 @@ import gradio as gr
 from decoding.events import Trace, stats
 from decoding.registry import param_specs
 from decoding.diffusion.samplers import CACHES, REMASKING, SAMPLERS
-from ui.common import EMPTY_STATS_HTML, export_json, fmt, stat_cards_html  # noqa: F401  (export_json: for the callbacks)
+from ui.common import (EMPTY_STATS_HTML, check_names, export_json,  # noqa: F401  (export_json: for the callbacks)
+                       fmt, stat_cards_html)
 from visualizers._common import esc
 from visualizers.diffusion import (ar_vs_diffusion_html, canvas_html, compare_samplers_figure, confidence_figure,
                                    diffusion_summary_html, tokens_per_step_figure, unmask_order_figure)
@@ -29,7 +30,7 @@ UI_MAX_LENGTH = 256
 AR_MODEL = "tiny-ar"  # the causal model of the same size, tokenizer and data
 
 _SPECS = {p["name"]: p for p in param_specs("diffusion")}  # DiffusionParams, read when the tab module is imported
-FIELDS = tuple(_SPECS)  # the order the tab passes values in
+FIELDS = tuple(_SPECS)  # the tab's parameter fields (DiffusionParams', in field order)
 DEFAULT_SETTINGS = {f: _SPECS[f]["default"] for f in FIELDS}
 INT_FIELDS = {f for f in FIELDS if _SPECS[f]["type"] == "int"}
 FLOAT_FIELDS = {f for f in FIELDS if _SPECS[f]["type"] == "float"}
@@ -75,16 +76,16 @@ def visible_fields(sampler: str, cache: str) -> set[str]:
     return {f for f, (control, value) in SPECIFIC.items() if chosen[control] == value}
 
 
-def collect_params(values) -> dict:
-    """`DiffusionParams` fields from the tab's values (in `FIELDS` order); sliders give 4.0 for 4.
+def collect_params(fields: dict) -> dict:
+    """`DiffusionParams` fields from the tab's values by name ({field: value}, every one of `FIELDS`);
+    sliders give 4.0 for 4. A missing or unknown name is a ValueError naming it.
 
     Fields hidden for this sampler / cache keep their defaults, so the trace records what was used."""
-    if len(values) != len(FIELDS):
-        raise ValueError(f"expected {len(FIELDS)} diffusion parameter values, got {len(values)}")
-    given = dict(zip(FIELDS, values))
-    shown = visible_fields(given["sampler"], given["cache"])
+    check_names(fields, FIELDS, "diffusion")
+    shown = visible_fields(fields["sampler"], fields["cache"])
     params = {}
-    for field, value in given.items():
+    for field in FIELDS:
+        value = fields[field]
         if value is None or (field in SPECIFIC and field not in shown):
             value = DEFAULT_SETTINGS[field]
         if field in INT_FIELDS and isinstance(value, float) and value.is_integer():

@@ -17,7 +17,7 @@ import gradio as gr
 
 from decoding.models import DEFAULT_MODEL, SUGGESTED_HUB_IDS
 from ui import playground_callbacks as cb
-from ui.common import (MODEL_CONCURRENCY_ID, bind, gpu, model_choices, model_concurrency, serve,
+from ui.common import (MODEL_CONCURRENCY_ID, bind, gpu, model_choices, model_concurrency, named_inputs, serve,
                        standalone)
 from ui.playground_views import (COLOR_CHOICES, CONTROLS, DEFAULT_STRATEGY, EXAMPLE_PROMPTS, OUTPUTS,
                                  PRIMARY_PARAMS, UI_MAX_NEW_TOKENS, ParamWidget, new_selection, param_widgets,
@@ -144,7 +144,6 @@ def build_playground() -> dict:
 
 
 def _wire(c: dict) -> None:
-    params = [c[w.key] for w in param_widgets()]
     outputs = {name: c[name] for name in OUTPUTS}
     state = [c["trace"], c["branch"], c["selection"], c["color_by"]]
     model_bound = dict(concurrency_id=MODEL_CONCURRENCY_ID, concurrency_limit=model_concurrency(),
@@ -154,11 +153,10 @@ def _wire(c: dict) -> None:
     strategy_outputs = {k: c[k] for k in [f"group:{n}" for n in playground_strategies()] + ["strategy", "beams"]}
     c["strategy"].change(bind(cb.strategy_changed, strategy_outputs), c["strategy"], list(strategy_outputs.values()),
                          **quiet)
-    run = c["generate"].click(
-        gpu(bind(cb.generate_run, outputs)),
-        [c[k] for k in ("model", "strategy", "prompt", "max_new_tokens", "seed", "chat", "dtype", "color_by",
-                        "selection")] + params,
-        list(outputs.values()), **model_bound)
+    controls = ("model", "strategy", "prompt", "max_new_tokens", "seed", "chat", "dtype", "color_by", "selection")
+    run_inputs = named_inputs({k: c[k] for k in controls}, {w.key: c[w.key] for w in param_widgets()})
+    run = c["generate"].click(gpu(bind(cb.generate_run, outputs, run_inputs)), list(run_inputs.values()),
+                              list(outputs.values()), **model_bound)
     branch = c["branch_button"].click(gpu(bind(cb.branch_run, outputs)), [c["alternatives"]] + state,
                                       list(outputs.values()), **model_bound)
     # Cancel first (Gradio closes the running generator, which stops the worker), then show the result.

@@ -46,8 +46,9 @@ def _reset(selection: dict, run: str = "main") -> dict:
 
 
 def generate_run(model, strategy, prompt, max_new_tokens, seed, chat, dtype, color_by, selection,
-                 *param_values) -> Iterator[dict]:
-    """Run the chosen strategy and stream the views; the last update carries the exports."""
+                 **param_values) -> Iterator[dict]:
+    """Run the chosen strategy and stream the views; the last update carries the exports.
+    `param_values` are the parameter widgets' values by key ({"param:sample.top_p": 0.9, ...})."""
     max_new_tokens, seed = as_int(max_new_tokens), as_int(seed)
     try:
         params = collect_params(strategy, param_values)

@@ -109,14 +109,21 @@ def param_widgets(strategy: str | None = None) -> list[ParamWidget]:
     return widgets
 
 
-def collect_params(strategy: str, values: tuple | list) -> dict:
-    """The chosen strategy's parameters from all widgets' values (in `param_widgets()` order)."""
-    everything = param_widgets()
-    if len(values) != len(everything):
-        raise ValueError(f"expected {len(everything)} parameter values, got {len(values)}")
+def collect_params(strategy: str, values: dict) -> dict:
+    """The chosen strategy's parameters from the widgets' values by key ({`ParamWidget.key`: value}, e.g.
+    {"param:sample.top_p": 0.9}). Every widget of `strategy` needs a value; other Playground strategies'
+    widgets are ignored; a key that is no Playground widget's, or a missing one, is a ValueError naming it."""
+    known = {w.key for w in param_widgets()}
+    unknown = [key for key in values if key not in known]
+    if unknown:
+        raise ValueError(f"unknown parameter widget{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))}; "
+                         f"keys look like 'param:<strategy>.<parameter>'")
     params = {}
-    for widget, value in zip(everything, values):
-        if widget.strategy != strategy or value is None:
+    for widget in param_widgets(strategy):
+        if widget.key not in values:
+            raise ValueError(f"no value for {strategy}'s parameter `{widget.name}` ({widget.key!r})")
+        value = values[widget.key]
+        if value is None:
             continue
         if widget.kind == "int" and isinstance(value, float) and value.is_integer():
             value = int(value)

@@ -19,7 +19,8 @@ import gradio as gr
 from decoding.models import SUGGESTED_HUB_IDS
 from decoding.registry import get_strategy
 from ui import scaling_callbacks as cb
-from ui.common import QUIET, bind, lab_columns, model_choices, serve, spec_widget, standalone, wire_lab
+from ui.common import (QUIET, bind, lab_columns, model_choices, named_inputs, serve, spec_widget, standalone,
+                       wire_lab)
 from ui.scaling_views import (CONTROLS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_METHOD, DEFAULT_MODEL, DEFAULT_PROMPT,
                               DEFAULT_SETTINGS, DEFAULT_TASK, FIELDS, METHODS, OUTPUTS, REWARDS, SPECIFIC,
                               UI_MAX_CHUNK_TOKENS, UI_MAX_N, UI_MAX_NEW_TOKENS, UI_MAX_STEP_TOKENS, help_of, spec_of,
@@ -176,7 +177,6 @@ def build_scaling() -> dict:
 
 def _wire(c: dict) -> None:
     outputs = {name: c[name] for name in OUTPUTS}
-    params = [c[f"sc:{name}"] for name in FIELDS]
     state = [c["trace"], c["other"]]
 
     shown = {f"sc:{f}": c[f"sc:{f}"] for f in SPECIFIC} | {"reward_help": c["reward_help"]}
@@ -187,9 +187,9 @@ def _wire(c: dict) -> None:
     edited = {k: c[k] for k in ("task", "sc:reference")}
     c["prompt"].input(bind(cb.prompt_edited, edited), [c["prompt"], c["task"]], list(edited.values()),
                       trigger_mode="always_last", **QUIET)
-    wire_lab(c, cb, outputs, state,
-             [c[k] for k in ("model", "prompt", "method", "max_new_tokens", "seed", "chat", "compare")] + params,
-             CONTROLS)
+    controls = ("model", "prompt", "method", "max_new_tokens", "seed", "chat", "compare")
+    run_inputs = named_inputs({k: c[k] for k in controls}, {name: c[f"sc:{name}"] for name in FIELDS})
+    wire_lab(c, cb, outputs, state, run_inputs, CONTROLS)
     c["step"].input(bind(cb.choose_step, outputs), [c["step"]] + state, list(outputs.values()),
                     trigger_mode="always_last", **QUIET)
 

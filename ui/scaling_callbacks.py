@@ -48,15 +48,16 @@ def prompt_edited(prompt, task_id) -> dict:
     return {"task": FREE_PROMPT, "sc:reference": ""}
 
 
-def validate(model, prompt, method, max_new_tokens, seed, param_values, compare=NO_COMPARISON) -> tuple[dict, dict | None]:
+def validate(model, prompt, method, max_new_tokens, seed, fields: dict,
+             compare=NO_COMPARISON) -> tuple[dict, dict | None]:
     """(the run's parameters, the comparison run's or None), or ValueError naming the bad input."""
-    params = collect_params(method, param_values)
+    params = collect_params(method, fields)
     validate_request(prompt, method, params, max_new_tokens, seed)
     other = None
     if compare and compare != NO_COMPARISON:
         if compare not in METHODS:
             raise ValueError(f"`compare` must be none or one of {', '.join(METHODS)}, got {compare!r}")
-        other = collect_params(compare, param_values)
+        other = collect_params(compare, fields)
         try:
             validate_request(prompt, compare, other, max_new_tokens, seed)
         except ValueError as err:
@@ -65,11 +66,12 @@ def validate(model, prompt, method, max_new_tokens, seed, param_values, compare=
     return params, other
 
 
-def generate_run(model, prompt, method, max_new_tokens, seed, chat, compare, *param_values) -> Iterator[dict]:
-    """Run the method and stream the views; then the "Compare with" method at the same budget (if asked)."""
+def generate_run(model, prompt, method, max_new_tokens, seed, chat, compare, **fields) -> Iterator[dict]:
+    """Run the method and stream the views; then the "Compare with" method at the same budget (if asked).
+    `fields` are the tab's parameter fields by name (every one of `FIELDS`)."""
     max_new_tokens, seed = as_int(max_new_tokens), as_int(seed)
     try:
-        params, other_params = validate(model, prompt, method, max_new_tokens, seed, param_values, compare)
+        params, other_params = validate(model, prompt, method, max_new_tokens, seed, fields, compare)
     except USER_ERRORS as err:
         raise user_error(err) from None
     trace = Trace()

@@ -21,7 +21,8 @@ from decoding.events import Trace, stats
 from decoding.scaling.rewards import parse_number
 from decoding.registry import get_strategy, param_specs, strategies_of
 from decoding.scaling.params import ScalingParams
-from ui.common import EMPTY_STATS_HTML, export_json, fmt, stat_cards_html  # noqa: F401  (export_json: for the callbacks)
+from ui.common import (EMPTY_STATS_HTML, check_names, export_json,  # noqa: F401  (export_json: for the callbacks)
+                       fmt, stat_cards_html)
 from decoding.scaling.scoring import REWARDS, reward_help as _reward_help
 from decoding.scaling.tasks import load_tasks, task_prompt
 from visualizers._common import esc
@@ -54,7 +55,7 @@ METHOD_FIELDS = {m: tuple(FIELD_OF.get((m, f.name), f.name) for f in dataclasses
 REWARD_FIELDS = {"final-answer": ("reference",), "forbid-letter": ("letter", "hard"),
                  "max-word-length": ("max_word_length", "hard"), "required-words": ("words", "hard"),
                  "lm-judge": ("judge_model",), "prm": ("prm_model",)}
-FIELDS = tuple(dict.fromkeys(COMMON + tuple(f for fs in METHOD_FIELDS.values() for f in fs)))  # the tab's value order
+FIELDS = tuple(dict.fromkeys(COMMON + tuple(f for fs in METHOD_FIELDS.values() for f in fs)))  # every field of the tab
 PARAM_OF = {field: name for (_, name), field in FIELD_OF.items()}
 
 _SPECS = {m: {p["name"]: p for p in param_specs(m)} for m in METHODS}
@@ -98,16 +99,15 @@ def visible_fields(method: str, reward: str) -> set[str]:
 SPECIFIC = tuple(f for f in FIELDS if any(f in fs for fs in (*METHOD_FIELDS.values(), *REWARD_FIELDS.values())))
 
 
-def collect_params(method: str, values) -> dict:
-    """The method's parameters from the tab's field values (in `FIELDS` order); sliders give 4.0 for 4."""
-    if len(values) != len(FIELDS):
-        raise ValueError(f"expected {len(FIELDS)} scaling parameter values, got {len(values)}")
+def collect_params(method: str, fields: dict) -> dict:
+    """The method's parameters from the tab's field values by name ({field: value}, every one of
+    `FIELDS`); sliders give 4.0 for 4. A missing or unknown name is a ValueError naming it."""
     if method not in METHODS:
         raise ValueError(f"`method` must be one of {', '.join(METHODS)}, got {method!r}")
-    given = dict(zip(FIELDS, values))
+    check_names(fields, FIELDS, "scaling")
     params = {}
     for field in COMMON + METHOD_FIELDS[method]:
-        value = given[field]
+        value = fields[field]
         if value is None:
             value = DEFAULTS[field]
         if field in INT_FIELDS and isinstance(value, float) and value.is_integer():

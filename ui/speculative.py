@@ -18,7 +18,8 @@ from decoding.models import SUGGESTED_HUB_IDS
 from decoding.registry import param_specs
 from decoding.speculative.strategy import DRAFTERS, TREES
 from ui import speculative_callbacks as cb
-from ui.common import QUIET, bind, lab_columns, model_choices, serve, spec_widget, standalone, wire_lab
+from ui.common import (QUIET, bind, lab_columns, model_choices, named_inputs, serve, spec_widget, standalone,
+                       wire_lab)
 from ui.speculative_views import (CONTROLS, DEFAULT_DRAFT_MODEL, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODEL,
                                   DEFAULT_PROMPT, DEFAULT_SETTINGS, OUTPUTS, SPEC_FIELDS, STRATEGY, UI_MAX_NEW_TOKENS,
                                   views)
@@ -122,13 +123,13 @@ def build_speculative() -> dict:
 
 def _wire(c: dict) -> None:
     outputs = {name: c[name] for name in OUTPUTS}
-    params = [c[f"spec:{name}"] for name in SPEC_FIELDS]
     state = [c["trace"], c["baseline"]]
 
     shown = {k: c[k] for k in ("spec:draft_model", "spec:exit_layer", "spec:ngram")}
     c["spec:drafter"].change(bind(cb.drafter_changed, shown), c["spec:drafter"], list(shown.values()), **QUIET)
-    wire_lab(c, cb, outputs, state, [c[k] for k in ("model", "prompt", "max_new_tokens", "seed", "chat", "compare")]
-             + params, CONTROLS)
+    run_inputs = named_inputs({k: c[k] for k in ("model", "prompt", "max_new_tokens", "seed", "chat", "compare")},
+                              {name: c[f"spec:{name}"] for name in SPEC_FIELDS})
+    wire_lab(c, cb, outputs, state, run_inputs, CONTROLS)
     c["round"].release(bind(cb.choose_round, outputs), [c["round"]] + state, list(outputs.values()), **QUIET)
     c["position"].input(bind(cb.choose_position, outputs), [c["position"], c["round"]] + state,
                         list(outputs.values()), **QUIET)

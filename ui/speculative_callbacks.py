@@ -29,9 +29,9 @@ def drafter_changed(drafter: str) -> dict:
             "spec:ngram": gr.update(visible=drafter == "prompt-lookup")}
 
 
-def validate(model, prompt, max_new_tokens, seed, param_values) -> dict:
+def validate(model, prompt, max_new_tokens, seed, fields: dict) -> dict:
     """The run's parameters, or ValueError naming the bad input (before any model work)."""
-    params = collect_spec_params(param_values)
+    params = collect_spec_params(fields)
     validate_request(prompt, STRATEGY, params, max_new_tokens, seed)
     check_model(model)
     if params["drafter"] == "model":
@@ -39,11 +39,12 @@ def validate(model, prompt, max_new_tokens, seed, param_values) -> dict:
     return params
 
 
-def generate_run(model, prompt, max_new_tokens, seed, chat, compare, *param_values) -> Iterator[dict]:
-    """Run speculative decoding and stream the views; then plain decoding for the comparison (if asked)."""
+def generate_run(model, prompt, max_new_tokens, seed, chat, compare, **fields) -> Iterator[dict]:
+    """Run speculative decoding and stream the views; then plain decoding for the comparison (if asked).
+    `fields` are the strategy's parameters by name (every one of `SPEC_FIELDS`)."""
     max_new_tokens, seed = as_int(max_new_tokens), as_int(seed)
     try:
-        params = validate(model, prompt, max_new_tokens, seed, param_values)
+        params = validate(model, prompt, max_new_tokens, seed, fields)
     except USER_ERRORS as err:
         raise user_error(err) from None
     trace = Trace()

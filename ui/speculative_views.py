@@ -15,14 +15,15 @@ import gradio as gr
 
 from decoding.events import Trace, stats
 from decoding.registry import param_specs
-from ui.common import EMPTY_STATS_HTML, export_json, fmt, stat_cards_html  # noqa: F401  (export_json: for the callbacks)
+from ui.common import (EMPTY_STATS_HTML, check_names, export_json,  # noqa: F401  (export_json: for the callbacks)
+                       fmt, stat_cards_html)
 from visualizers._common import visible
 from visualizers.speculative import (acceptance_figure, draft_tree_figure, overlap_figure, spec_rounds,
                                      spec_tokens_html, speculative_summary_html)
 
 STRATEGY = "speculative"
 SPEC_DEFAULTS = {p["name"]: p["default"] for p in param_specs(STRATEGY)}
-SPEC_FIELDS = tuple(SPEC_DEFAULTS)  # the order the tab passes parameter values in
+SPEC_FIELDS = tuple(SPEC_DEFAULTS)  # the tab's parameter fields, in field order
 INT_FIELDS = {p["name"] for p in param_specs(STRATEGY) if p["type"] == "int"}
 DEFAULT_MODEL = "smollm2-135m"
 DEFAULT_DRAFT_MODEL = "smollm2-135m"  # the same family as the default target (a smaller one drafts faster)
@@ -38,18 +39,19 @@ OUTPUTS = ("status", "stats", "text", "tree", "acceptance", "overlap", "summary"
 CONTROLS = ("model", "prompt", "max_new_tokens", "seed", "chat") + tuple(f"spec:{name}" for name in SPEC_FIELDS)
 
 
-def collect_spec_params(values) -> dict:
-    """The strategy's parameters from the widgets' values (in `SPEC_FIELDS` order); sliders give 4.0 for 4."""
-    if len(values) != len(SPEC_FIELDS):
-        raise ValueError(f"expected {len(SPEC_FIELDS)} speculative parameter values, got {len(values)}")
+def collect_spec_params(fields: dict) -> dict:
+    """The strategy's parameters from the widgets' values by name ({field: value}, every one of
+    `SPEC_FIELDS`); sliders give 4.0 for 4. A missing or unknown name is a ValueError naming it."""
+    check_names(fields, SPEC_FIELDS, STRATEGY)
     params = {}
-    for name, value in zip(SPEC_FIELDS, values):
+    for name in SPEC_FIELDS:
+        value = fields[name]
         if name in INT_FIELDS and isinstance(value, float) and value.is_integer():
             value = int(value)
         if name == "temperature" and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if name == "draft_model":
-            value = (value or "").strip() if params.get("drafter") == "model" else ""
+            value = (value or "").strip() if fields["drafter"] == "model" else ""
         params[name] = SPEC_DEFAULTS[name] if value is None else value
     return params
 

@@ -63,7 +63,7 @@ def misreads(text: str, problem) -> tuple[int, int]:
 
 def evaluate_model(path: str, split: str = "test", count: int = 200, samples: int = 16, temperature: float = 1.0,
                    seed: int = 0, threads: int = 1) -> dict:
-    from decoding.train import load_trained
+    from decoding.training.train import load_trained
 
     torch.set_num_threads(threads)
     model, tokenizer, _ = load_trained(path)

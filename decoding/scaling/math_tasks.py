@@ -166,7 +166,7 @@ def make_splits(seed: int = SEED, sizes: dict = SPLIT_SIZES, noise: float = NOIS
 
 
 def write_splits(out: Path, seed: int = SEED, sizes: dict = SPLIT_SIZES) -> dict:
-    """train.txt / val.txt (documents separated by a blank line, for `decoding.train --docs blocks`)
+    """train.txt / val.txt (documents separated by a blank line, for `decoding.training.train --docs blocks`)
     and {train,val,test}.jsonl (question, reference steps, answer, difficulty)."""
     splits = make_splits(seed, sizes)
     out.mkdir(parents=True, exist_ok=True)

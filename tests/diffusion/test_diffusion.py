@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from decoding import models
-from decoding import tiny
+from decoding.training import tiny
 from decoding.__main__ import main
 from decoding.diffusion.lm import DiffusionLM, find_mask_id, needs_logit_shift
 from decoding.events import Trace, stats

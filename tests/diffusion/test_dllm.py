@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from decoding import models, run_to_trace
-from decoding import tiny
+from decoding.training import tiny
 from decoding.diffusion import dllm
 from decoding.diffusion.lm import DiffusionLM
 

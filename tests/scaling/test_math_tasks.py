@@ -99,8 +99,8 @@ def test_tiny_math_loads_and_greedy_decodes_a_held_out_problem(splits):
 
 
 def test_train_reads_blank_line_documents_and_splits_digits(tmp_path):
-    """The two `decoding.train` options tiny-math is trained with (the KJV defaults are unchanged)."""
-    from decoding import train as T
+    """The two `decoding.training.train` options tiny-math is trained with (the KJV defaults are unchanged)."""
+    from decoding.training import train as T
 
     problems = [p.text() for p in M.make_splits(sizes=SMALL)["val"][:20]]
     (tmp_path / "train.txt").write_text("\n\n".join(problems) + "\n")

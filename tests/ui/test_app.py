@@ -1,14 +1,15 @@
 """The Gradio app: callbacks as plain functions (tiny random model), then the real app over HTTP
-with gradio_client (streaming API, bad input, Stop). The server starts once per session and is
-shared with tests/test_browser.py.
+with gradio_client (streaming API, bad input, Stop). The server starts once per session (the
+`app_url` and `client` fixtures in tests/conftest.py) and is shared with the other HTTP and browser tests.
 """
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import json
 import os
-import socket
-import threading
+import re
 import time
 
 import pytest
@@ -18,32 +19,34 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import gradio as gr  # noqa: E402
 
+from conftest import api_run  # noqa: E402
 from decoding.__main__ import summary  # noqa: E402
 from decoding.events import Trace, TokenStep  # noqa: E402
 from decoding.lm import LM  # noqa: E402
 from decoding.run import MAX_NEW_TOKENS_CAP, run_to_trace  # noqa: E402
 from decoding.registry import param_specs  # noqa: E402
 from ui import playground_callbacks as cb  # noqa: E402
-from ui.common import Redraw, model_choices  # noqa: E402
-from ui.playground_views import new_selection, param_widgets, playground_strategies  # noqa: E402
+from ui.common import Redraw, bind, model_choices, named_inputs  # noqa: E402
+from ui.playground_views import collect_params, new_selection, param_widgets, playground_strategies  # noqa: E402
 
 TINY = "tiny-random"
 CLI_KEYS = {"model", "strategy", "params", "prompt", "text", "token_ids", "stats"}
 STATS_KEYS = {"num_tokens", "tokens_per_s", "forward_passes", "mean_entropy", "time_to_first_token_s", "stop_reason"}
 
 
-def defaults() -> list:
-    return [w.default for w in param_widgets()]
+def defaults() -> dict:
+    """Every parameter widget's default, by widget key (what the Playground's Generate passes)."""
+    return {w.key: w.default for w in param_widgets()}
 
 
-def values_with(strategy: str, **params) -> list:
-    return [params.get(w.name, w.default) if w.strategy == strategy else w.default for w in param_widgets()]
+def values_with(strategy: str, **params) -> dict:
+    return {w.key: params.get(w.name, w.default) if w.strategy == strategy else w.default for w in param_widgets()}
 
 
 def run_ui(strategy="sample", prompt="Hello", max_new_tokens=24, values=None, model=TINY, selection=None, chat=False):
     selection = new_selection() if selection is None else selection
     updates = list(cb.generate_run(model, strategy, prompt, max_new_tokens, 0, chat, "auto", "prob", selection,
-                                   *(values or defaults())))
+                                   **(values or defaults())))
     return updates, updates[-1]["trace"] if "trace" in updates[-1] else updates[0]["trace"], selection
 
 
@@ -169,7 +172,7 @@ def test_bad_input_raises_a_clear_gr_error(prompt, max_new_tokens, values, model
     selection = {"run": "main", "step": 3}
     with pytest.raises(gr.Error, match=message):
         next(cb.generate_run(model, "sample", prompt, max_new_tokens, 0, False, "auto", "prob", selection,
-                             *(values or defaults())))
+                             **(values or defaults())))
     assert selection == {"run": "main", "step": 3}  # nothing changed
 
 
@@ -201,7 +204,7 @@ def test_closing_the_run_stops_the_worker(monkeypatch):
     """What Stop does: Gradio closes the callback's generator; the worker thread must stop decoding."""
     calls = count_forward_passes(monkeypatch)
     run = cb.generate_run(TINY, "greedy", "Hello", MAX_NEW_TOKENS_CAP, 0, False, "auto", "prob", new_selection(),
-                          *defaults())
+                          **defaults())
     assert_closing_stops_compute(run, calls, limit=MAX_NEW_TOKENS_CAP / 4)
 
 
@@ -242,59 +245,67 @@ def count_forward_passes(monkeypatch) -> dict:
     return calls
 
 
+# Parameter values travel by name ---------------------------------------------------------------
+def test_bind_calls_by_name_and_stop_still_closes_the_generator():
+    seen, closed = [], []
+
+    def run(model, prompt, playback=None, **fields):
+        seen.append((model, prompt, playback, fields))
+        try:
+            yield {"status": "one"}
+            yield {"status": "two"}
+        finally:
+            closed.append(True)
+
+    status, model, prompt, alpha, beta = gr.Markdown(), gr.Textbox(), gr.Textbox(), gr.Number(), gr.Number()
+    wrapped = bind(run, {"status": status}, {"beta": beta, "model": model, "alpha": alpha, "prompt": prompt})
+    assert inspect.isgeneratorfunction(wrapped) and str(inspect.signature(wrapped)) == "(*values)"
+    updates = wrapped(2, "m", 1, "p")  # Gradio passes the values in the dict's order
+    assert next(updates) == {status: "one"} and seen == [("m", "p", None, {"beta": 2, "alpha": 1})]
+    updates.close()  # what Gradio does on Stop
+    assert closed == [True]
+    with pytest.raises(TypeError, match="cannot wire .*run to the inputs model, alpha: .*'prompt'"):
+        bind(run, {"status": status}, {"model": model, "alpha": alpha})
+
+    def show(model):
+        return {"status": model}
+
+    assert bind(show, {"status": status}, {"model": model})("m") == {status: "m"}
+    with pytest.raises(TypeError, match="cannot wire .*show to the inputs model, prompt: .*'prompt'"):
+        bind(show, {"status": status}, {"model": model, "prompt": prompt})
+    with pytest.raises(TypeError, match="alpha are given twice"):
+        named_inputs({"model": model, "alpha": alpha}, {"alpha": beta})
+
+
+def test_playground_parameters_travel_by_widget_key():
+    values = values_with("sample", top_p=0.9)
+    params = collect_params("sample", dict(reversed(values.items())))  # the order does not matter
+    assert params["top_p"] == 0.9 and set(params) == {p["name"] for p in param_specs("sample")}
+    own = {k: v for k, v in values.items() if k.startswith("param:sample.")}
+    assert collect_params("sample", own) == params  # other strategies' widgets are not needed
+    missing = {k: v for k, v in values.items() if k != "param:sample.top_p"}
+    with pytest.raises(ValueError, match=re.escape("no value for sample's parameter `top_p` ('param:sample.top_p')")):
+        collect_params("sample", missing)
+    with pytest.raises(ValueError, match=re.escape("unknown parameter widget 'param:sample.top_q'")):
+        collect_params("sample", values | {"param:sample.top_q": 0.5})
+    with pytest.raises(gr.Error, match="no value for sample's parameter `top_p`"):
+        next(cb.generate_run(TINY, "sample", "hi", 4, 0, False, "auto", "prob", new_selection(), **missing))
+
+
+@pytest.mark.parametrize("tab", ["playground", "speculative", "scaling", "diffusion"])
+def test_each_tabs_generate_gets_every_value_by_name(tab):
+    """What Gradio does on Generate, without a model: the widgets' values in the wired order reach
+    `generate_run` by name and pass `collect_params`; the empty prompt is then the only complaint."""
+    module = importlib.import_module(f"ui.{tab}")
+    with gr.Blocks() as blocks:
+        c = getattr(module, f"build_{tab}")()
+    (run,) = [f for f in blocks.fns.values() if getattr(f.fn, "__name__", "") == "generate_run"]
+    values = ["" if component is c["prompt"] else component.value for component in run.inputs]
+    with pytest.raises(gr.Error, match="`prompt` is empty"):
+        next(run.fn(*values))
+
+
 # The real app over HTTP ------------------------------------------------------------------------
-_SERVER: dict = {}
-_LOCK = threading.Lock()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_app_server() -> str:
-    """Launch app.py's Blocks once per test process on 127.0.0.1 (shared with the browser test)."""
-    with _LOCK:
-        if "url" not in _SERVER:
-            import app
-            from ui.common import launch_kwargs
-
-            port = free_port()
-            app.demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                            **launch_kwargs())
-            _SERVER.update(url=f"http://127.0.0.1:{port}/", demo=app.demo)
-        return _SERVER["url"]
-
-
-def stop_app_server() -> None:
-    with _LOCK:
-        if "demo" in _SERVER:
-            _SERVER.pop("demo").close()
-            _SERVER.clear()
-
-
-@pytest.fixture(scope="session")
-def app_url():
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("HF_HUB_OFFLINE", "1")  # the embedded models, as in CI, even on a machine with internet
-        yield start_app_server()
-        stop_app_server()
-
-
-@pytest.fixture(scope="session")
-def client(app_url):
-    from gradio_client import Client
-
-    return Client(app_url, verbose=False)
-
-
-def api_run(client, *args):
-    job = client.submit(*args, api_name="/generate")
-    result = job.result(timeout=300)
-    return job.outputs(), result
-
-
 def test_api_streams_events_then_the_cli_summary(client):
     outputs, result = api_run(client, TINY, "sample", "Hello", 16, 3, json.dumps({"top_k": 20}), False)
     kinds = [o.get("kind") for o in outputs[:-1]]

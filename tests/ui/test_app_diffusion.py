@@ -16,7 +16,7 @@ from decoding.diffusion.lm import DiffusionLM
 from decoding.events import Trace, stats
 from decoding.models import load_model
 from decoding.run import run_to_trace
-from test_app import api_run, app_url, client  # noqa: F401  (the shared app server)
+from conftest import api_run
 from ui import diffusion_callbacks as cb
 from ui.diffusion_views import DEFAULT_PROMPT, DEFAULT_SETTINGS, FIELDS, views
 
@@ -24,13 +24,14 @@ MODEL = "tiny-diffusion"
 LENGTH = 24
 
 
-def values(**changes) -> list:
+def values(**changes) -> dict:
+    """Every sampler field by name (what the tab's Generate passes): the defaults with `changes`."""
     settings = DEFAULT_SETTINGS | changes
-    return [settings[name] for name in FIELDS]
+    return {name: settings[name] for name in FIELDS}
 
 
 def run_ui(prompt=DEFAULT_PROMPT, length=LENGTH, compare="none", model=MODEL, seed=0, **params) -> list[dict]:
-    return list(cb.generate_run(model, prompt, length, seed, compare, *values(**params)))
+    return list(cb.generate_run(model, prompt, length, seed, compare, **values(**params)))
 
 
 def merged(updates: list[dict]) -> dict:
@@ -130,6 +131,19 @@ def test_hidden_controls_keep_their_defaults():
     assert params["radius"] == 9 and params["refresh_interval"] == 2
 
 
+def test_fields_travel_by_name():
+    from ui.diffusion_views import collect_params
+
+    fields = values(steps=4.0)
+    assert collect_params(dict(reversed(fields.items()))) == collect_params(fields)  # the order does not matter
+    with pytest.raises(ValueError, match="no value for the diffusion parameter `steps`"):
+        collect_params({k: v for k, v in fields.items() if k != "steps"})
+    with pytest.raises(ValueError, match="unknown diffusion parameter `stepz`; the known ones are steps, block_length, "):
+        collect_params(fields | {"stepz": 4})
+    with pytest.raises(gr.Error, match="unknown diffusion parameter `stepz`"):
+        next(cb.generate_run(MODEL, DEFAULT_PROMPT, LENGTH, 0, "none", **fields, stepz=4))
+
+
 def test_presets_set_every_control(tmp_path, monkeypatch):
     from decoding import presets
 
@@ -194,7 +208,7 @@ def test_bad_input_raises_a_clear_gr_error(kwargs, message):
     args = {k: kwargs.pop(k) for k in ("prompt", "length", "compare", "model") if k in kwargs}
     with pytest.raises(gr.Error, match=message):
         next(cb.generate_run(args.get("model", MODEL), args.get("prompt", DEFAULT_PROMPT), args.get("length", LENGTH),
-                             0, args.get("compare", "none"), *values(**kwargs)))
+                             0, args.get("compare", "none"), **values(**kwargs)))
 
 
 def test_closing_the_run_stops_compute(monkeypatch):
@@ -207,7 +221,7 @@ def test_closing_the_run_stops_compute(monkeypatch):
         return logits(self, *args, **kwargs)
 
     monkeypatch.setattr(DiffusionLM, "logits", counted)
-    run = cb.generate_run(MODEL, DEFAULT_PROMPT, 240, 0, "tiny-ar, greedy", *values())  # 240 steps
+    run = cb.generate_run(MODEL, DEFAULT_PROMPT, 240, 0, "tiny-ar, greedy", **values())  # 240 steps
     trace = next(run)["trace"]
     update = {}
     while "steps so far" not in update.get("status", ""):
@@ -238,7 +252,7 @@ def test_views_before_any_run_and_the_tab_alone():
 
 
 # Over real HTTP ----------------------------------------------------------------------------------
-def test_diffusion_over_the_generate_api(client):  # noqa: F811
+def test_diffusion_over_the_generate_api(client):
     outputs, result = api_run(client, MODEL, "diffusion", DEFAULT_PROMPT, 16, 0, json.dumps({"steps": 4}), False)
     kinds = [o.get("kind") for o in outputs[:-1]]
     assert kinds[0] == "start" and kinds[-1] == "finish" and kinds.count("diffusion_step") == 4
@@ -249,7 +263,8 @@ def test_diffusion_over_the_generate_api(client):  # noqa: F811
 def test_slow_motion_plays_every_step_once_in_order(monkeypatch):
     naps = []
     monkeypatch.setattr(cb, "_pause", naps.append)
-    updates = list(cb.generate_run(MODEL, DEFAULT_PROMPT, 12, 0, "none", *values(steps=12), "slow motion, 4 steps/s"))
+    updates = list(cb.generate_run(MODEL, DEFAULT_PROMPT, 12, 0, "none", playback="slow motion, 4 steps/s",
+                                   **values(steps=12)))
     frames = [u for u in updates if str(u.get("status", "")).startswith("Slow motion")]
     assert [int(u["status"].split()[3]) for u in frames] == list(range(1, 13)) and naps == [0.25] * 12
     masked = [u["canvas"].count('class="cell masked') for u in frames]
@@ -257,4 +272,4 @@ def test_slow_motion_plays_every_step_once_in_order(monkeypatch):
     assert updates[-1]["status"].startswith("**Finished**") and updates[-1]["trace"].finish is not None
     assert cb.playback_rate("live") == 0 and cb.playback_rate(None) == 0
     with pytest.raises(gr.Error, match="`playback` must be one of"):
-        list(cb.generate_run(MODEL, DEFAULT_PROMPT, 12, 0, "none", *values(), "fast forward"))
+        list(cb.generate_run(MODEL, DEFAULT_PROMPT, 12, 0, "none", playback="fast forward", **values()))

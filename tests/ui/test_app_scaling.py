@@ -15,7 +15,8 @@ import gradio as gr
 from decoding.events import Trace
 from decoding.run import run_to_trace
 from decoding.scaling.tasks import load_tasks, task_prompt
-from test_app import api_run, app_url, client, count_forward_passes  # noqa: F401  (the shared app server)
+from conftest import api_run
+from test_app import count_forward_passes
 from ui import scaling_callbacks as cb
 from ui.scaling_views import (DEFAULT_PROMPT, DEFAULT_SETTINGS, FIELDS, METHOD_FIELDS, METHODS, REWARD_FIELDS,
                               SPECIFIC, task_choices, verdict, views)
@@ -25,14 +26,15 @@ SMALL = {"n": 3, "max_step_tokens": 8}
 TASK = load_tasks()[0]
 
 
-def values(**changes) -> list:
+def values(**changes) -> dict:
+    """Every field of the tab by name (what its Generate passes): small defaults with `changes`."""
     settings = DEFAULT_SETTINGS | SMALL | changes
-    return [settings[name] for name in FIELDS]
+    return {name: settings[name] for name in FIELDS}
 
 
 def run_ui(method="particle-filter", prompt=DEFAULT_PROMPT, max_new_tokens=16, compare="none", model=MODEL,
            **params) -> list[dict]:
-    return list(cb.generate_run(model, prompt, method, max_new_tokens, 0, True, compare, *values(**params)))
+    return list(cb.generate_run(model, prompt, method, max_new_tokens, 0, True, compare, **values(**params)))
 
 
 def merged(updates: list[dict]) -> dict:
@@ -196,7 +198,22 @@ def test_bad_input_raises_a_clear_gr_error(kwargs, message):
     with pytest.raises(gr.Error, match=message):
         next(cb.generate_run(args.get("model", MODEL), args.get("prompt", DEFAULT_PROMPT),
                              args.get("method", "particle-filter"), args.get("max_new_tokens", 16), 0, True,
-                             args.get("compare", "none"), *values(**kwargs)))
+                             args.get("compare", "none"), **values(**kwargs)))
+
+
+def test_fields_travel_by_name():
+    from ui.scaling_views import collect_params
+
+    fields = values(n=4.0, pf_select="vote", bon_select="softmax")
+    params = collect_params("particle-filter", dict(reversed(fields.items())))  # the order does not matter
+    assert params == collect_params("particle-filter", fields) and params["n"] == 4 and params["select"] == "vote"
+    assert collect_params("best-of-n", fields)["select"] == "softmax"  # one name, two fields
+    with pytest.raises(ValueError, match="no value for the scaling parameter `reward`"):
+        collect_params("best-of-n", {k: v for k, v in fields.items() if k != "reward"})
+    with pytest.raises(ValueError, match="unknown scaling parameter `select`"):
+        collect_params("best-of-n", fields | {"select": "max"})
+    with pytest.raises(gr.Error, match="unknown scaling parameter `nn`"):
+        next(cb.generate_run(MODEL, DEFAULT_PROMPT, "best-of-n", 16, 0, True, "none", **fields, nn=2))
 
 
 @pytest.mark.slow  # loads SmolLM2
@@ -204,7 +221,7 @@ def test_closing_the_run_stops_compute(monkeypatch):
     """What Stop does: Gradio closes the callback's generator; the worker thread must stop decoding."""
     calls = count_forward_passes(monkeypatch)
     run = cb.generate_run(MODEL, DEFAULT_PROMPT, "particle-filter", 256, 0, True, "best-of-n",
-                          *values(n=2, max_step_tokens=4))
+                          **values(n=2, max_step_tokens=4))
     trace = next(run)["trace"]
     while not trace.of_kind("particles"):
         next(run)
@@ -227,7 +244,7 @@ def test_closing_the_run_stops_compute(monkeypatch):
 def test_stop_during_the_comparison_stops_it_and_keeps_the_main_run(monkeypatch):
     calls = count_forward_passes(monkeypatch)
     run = cb.generate_run(MODEL, DEFAULT_PROMPT, "best-of-n", 16, 0, True, "particle-filter",
-                          *values(n=2, max_step_tokens=4))
+                          **values(n=2, max_step_tokens=4))
     trace, other = next(run)["trace"], None
     while other is None or not other.of_kind("particles"):
         other = next(run).get("other") or other
@@ -253,7 +270,7 @@ def test_views_before_any_run():
 
 
 # Over real HTTP ----------------------------------------------------------------------------------
-def test_particle_filter_over_the_generate_api(client):  # noqa: F811
+def test_particle_filter_over_the_generate_api(client):
     params = {"n": 2, "max_step_tokens": 8, "reward": "final-answer", "reference": TASK["answer"]}
     outputs, result = api_run(client, MODEL, "particle-filter", DEFAULT_PROMPT, 16, 0, json.dumps(params), True)
     kinds = [o.get("kind") for o in outputs[:-1]]

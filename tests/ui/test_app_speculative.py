@@ -13,7 +13,7 @@ import gradio as gr
 
 from decoding.events import Trace
 from decoding.run import run_to_trace
-from test_app import app_url, assert_closing_stops_compute, count_forward_passes  # noqa: F401  (app_url: the shared app server)
+from test_app import assert_closing_stops_compute, count_forward_passes
 from ui import speculative_callbacks as cb
 from ui.speculative_views import DEFAULT_PROMPT, DEFAULT_SETTINGS, SPEC_FIELDS
 
@@ -21,13 +21,14 @@ MODEL = "smollm2-135m"
 SCREENSHOT = screenshot_path("screenshot-speculative.png")  # a temp folder; DECODING_LAB_SCREENSHOTS=1 retakes assets/
 
 
-def values(**changes) -> list:
+def values(**changes) -> dict:
+    """Every speculative field by name (what the tab's Generate passes): the defaults with `changes`."""
     settings = DEFAULT_SETTINGS | changes
-    return [settings[name] for name in SPEC_FIELDS]
+    return {name: settings[name] for name in SPEC_FIELDS}
 
 
 def run_ui(prompt=DEFAULT_PROMPT, max_new_tokens=16, compare=True, model=MODEL, **params) -> list[dict]:
-    return list(cb.generate_run(model, prompt, max_new_tokens, 0, True, compare, *values(**params)))
+    return list(cb.generate_run(model, prompt, max_new_tokens, 0, True, compare, **values(**params)))
 
 
 @pytest.fixture(scope="module")
@@ -98,14 +99,29 @@ def test_a_bad_or_non_speculative_upload_is_refused(tmp_path, content, message):
 def test_bad_input_raises_a_clear_gr_error(kwargs, message):
     with pytest.raises(gr.Error, match=message):
         next(cb.generate_run(kwargs.pop("model", MODEL), kwargs.pop("prompt", DEFAULT_PROMPT),
-                             kwargs.pop("max_new_tokens", 16), 0, True, True, *values(**kwargs)))
+                             kwargs.pop("max_new_tokens", 16), 0, True, True, **values(**kwargs)))
+
+
+def test_fields_travel_by_name():
+    from ui.speculative_views import collect_spec_params
+
+    fields = values(drafter="model", draft_model=" org/draft-model ", draft_length=4.0)
+    params = collect_spec_params(dict(reversed(fields.items())))  # the order does not matter
+    assert params == collect_spec_params(fields) and params["draft_model"] == "org/draft-model"
+    assert params["draft_length"] == 4 and isinstance(params["draft_length"], int)
+    with pytest.raises(ValueError, match="no value for the speculative parameter `drafter`"):
+        collect_spec_params({k: v for k, v in fields.items() if k != "drafter"})
+    with pytest.raises(ValueError, match="unknown speculative parameters `widht`, `depth`"):
+        collect_spec_params(fields | {"widht": 2, "depth": 3})
+    with pytest.raises(gr.Error, match="unknown speculative parameter `widht`"):
+        next(cb.generate_run(MODEL, DEFAULT_PROMPT, 16, 0, True, True, **fields, widht=2))
 
 
 def test_closing_the_run_stops_compute(monkeypatch):
     """What Stop does: Gradio closes the callback's generator; the worker thread must stop decoding."""
     calls = count_forward_passes(monkeypatch)
     run = cb.generate_run(MODEL, "Count from one to two hundred in words.", 256, 0, True, True,
-                          *values(drafter="prompt-lookup"))
+                          **values(drafter="prompt-lookup"))
     trace = assert_closing_stops_compute(run, calls, limit=60)
     after = cb.stop_run(trace, None)
     assert "**Stopped** the run after" in after["status"] and after["text"].count("data-round=") >= 5
@@ -124,7 +140,7 @@ def test_presets_set_every_control_and_show_the_note():
 
 
 # In a real browser -------------------------------------------------------------------------------
-def test_browser_generates_with_prompt_lookup_and_saves_a_screenshot(app_url):  # noqa: F811
+def test_browser_generates_with_prompt_lookup_and_saves_a_screenshot(app_url):
     from test_browser import TIMEOUT_MS, error_toasts, open_page
 
     with open_page(app_url, "#dl-generate", timeout_ms=TIMEOUT_MS // 2) as page:

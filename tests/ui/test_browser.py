@@ -17,7 +17,6 @@ import pytest
 
 from conftest import screenshot_path
 
-from test_app import app_url  # noqa: F401  (the shared, session-wide app server)
 
 SCREENSHOT = screenshot_path("screenshot-playground.png")  # a temp folder; DECODING_LAB_SCREENSHOTS=1 retakes assets/
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -54,7 +53,7 @@ def open_page(url: str, ready_selector: str, timeout_ms: int = TIMEOUT_MS):
 
 
 @pytest.fixture(scope="module")
-def page(app_url):  # noqa: F811
+def page(app_url):
     with open_page(app_url, "#dl-generate") as page:
         yield page
 

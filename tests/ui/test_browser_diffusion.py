@@ -7,14 +7,13 @@ from __future__ import annotations
 
 
 from conftest import screenshot_path
-from test_app import app_url  # noqa: F401  (the shared, session-wide app server)
 from test_browser import TIMEOUT_MS, error_toasts, open_page, set_number
 
 SCREENSHOT = screenshot_path("screenshot-diffusion.png")  # a temp folder; DECODING_LAB_SCREENSHOTS=1 retakes assets/
 WIDTH = 1400
 
 
-def test_threshold_decoding_and_screenshot(app_url):  # noqa: F811
+def test_threshold_decoding_and_screenshot(app_url):
     with open_page(app_url, "#dl-generate", timeout_ms=TIMEOUT_MS) as page:
         page.set_viewport_size({"width": WIDTH, "height": 900})
         page.get_by_role("tab", name="Diffusion").click()
@@ -54,7 +53,7 @@ def test_threshold_decoding_and_screenshot(app_url):  # noqa: F811
     assert SCREENSHOT.stat().st_size > 20_000
 
 
-def test_slow_motion_reaches_the_browser_step_by_step(app_url):  # noqa: F811
+def test_slow_motion_reaches_the_browser_step_by_step(app_url):
     """Playback 'slow motion' must deliver one canvas per step to the page, not just the last one."""
     with open_page(app_url, "#dl-generate", timeout_ms=TIMEOUT_MS) as page:
         page.get_by_role("tab", name="Diffusion").click()

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from decoding.scaling.tasks import load_tasks
 from conftest import screenshot_path
-from test_app import app_url  # noqa: F401  (the shared, session-wide app server)
 from test_browser import TIMEOUT_MS, choose, error_toasts, open_page, set_number
 
 SCREENSHOT = screenshot_path("screenshot-scaling.png")  # a temp folder; DECODING_LAB_SCREENSHOTS=1 retakes assets/
 WIDTH = 1400
 
 
-def test_particle_filter_on_a_task_and_screenshot(app_url):  # noqa: F811
+def test_particle_filter_on_a_task_and_screenshot(app_url):
     task = load_tasks()[4]
     with open_page(app_url, "#dl-generate", timeout_ms=TIMEOUT_MS) as page:
         page.set_viewport_size({"width": WIDTH, "height": 900})

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from test_app import app_url  # noqa: F401  (the shared, session-wide app server)
 from test_browser import TIMEOUT_MS, open_page
 from test_security import PAYLOAD, hostile_copy, traces  # noqa: F401  (traces: real traces of every lab)
 

@@ -18,12 +18,12 @@ Glossary
     NFE      number of forward passes (one per sampling step).
 
 CLI (heavy work only under `main()`):
-    python -m decoding.train corpus --out /tmp/train/data
-    python -m decoding.train tokenizer --data /tmp/train/data --out /tmp/train/tok
-    python -m decoding.train train --kind diffusion --data ... --tokenizer ... --out ... --minutes 75
+    python -m decoding.training.train corpus --out /tmp/train/data
+    python -m decoding.training.train tokenizer --data /tmp/train/data --out /tmp/train/tok
+    python -m decoding.training.train train --kind diffusion --data ... --tokenizer ... --out ... --minutes 75
         [--init assets/tiny-diffusion]  (continue from a trained model; the schedule restarts)
         [--autocast bf16]  (bfloat16 matmuls: ~1.35x faster steps on CPUs with avx512_bf16)
-    python -m decoding.train sample --model assets/tiny-diffusion --prompt "In the beginning"
+    python -m decoding.training.train sample --model assets/tiny-diffusion --prompt "In the beginning"
 """
 
 from __future__ import annotations
@@ -459,7 +459,7 @@ def sample_text(path: str, prompt: str, gen_length: int = 32, steps: int = 32, t
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m decoding.train", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m decoding.training.train", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("corpus", help="KJV (Debian `bible`) -> train.txt / val.txt, one verse per line")
     p.add_argument("--out", required=True)

@@ -1,4 +1,4 @@
-"""Tests of decoding.train: MDLM objective, tiny trainings, tokenizer, shipped tiny models."""
+"""Tests of decoding.training.train: MDLM objective, tiny trainings, tokenizer, shipped tiny models."""
 
 import json
 import math
@@ -8,10 +8,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from decoding import train as T
+from decoding.training import train as T
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURE = Path(__file__).parent / "data" / "genesis1.txt"
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = ROOT / "tests" / "data" / "genesis1.txt"
 ASSETS = {"diffusion": ROOT / "assets" / "tiny-diffusion", "ar": ROOT / "assets" / "tiny-ar"}
 TINY = T.ModelShape(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, max_positions=64)
 
