@@ -37,7 +37,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     loaded = load_model("smollm2-135m", dtype="float32", progress=None)
-    defaults = [w.default for w in param_widgets()]
+    defaults = {w.key: w.default for w in param_widgets()}
 
     def engine() -> float:
         trace = run_to_trace(loaded, PROMPT, strategy="greedy", max_new_tokens=args.tokens, chat=True)
@@ -46,7 +46,7 @@ def main() -> None:
     def app() -> float:
         t0, updates, trace = time.perf_counter(), 0, None
         for update in cb.generate_run("smollm2-135m", "greedy", PROMPT, args.tokens, 0, True, "float32", "prob",
-                                      new_selection(), *defaults):
+                                      new_selection(), **defaults):
             updates += 1
             trace = update.get("trace", trace)
         app.updates = updates

@@ -245,7 +245,7 @@ def make_splits(seed: int = SEED, sizes: dict = SPLIT_SIZES) -> dict[str, list[E
 
 
 def write_splits(out: Path, seed: int = SEED, sizes: dict = SPLIT_SIZES) -> dict:
-    """train.txt / val.txt (documents separated by a blank line, for `decoding.train --docs pairs`)
+    """train.txt / val.txt (documents separated by a blank line, for `decoding.training.train --docs pairs`)
     and {train,val,test}.jsonl (task, prompt, reference)."""
     splits = make_splits(seed, sizes)
     out.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from decoding import run_to_trace
-from decoding import models, tiny
+from decoding import models
+from decoding.training import tiny
 from decoding.diffusion import learn2pd
 from decoding.diffusion.samplers import DiffusionParams, schedule_of
 from decoding.models import load_model
