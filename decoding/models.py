@@ -138,6 +138,17 @@ REGISTRY: dict[str, ModelSpec] = {
         description="the project's own small causal LM (Llama, 2.7M) for multi-step arithmetic word problems (scaling lab)",
         local_dir="tiny-math",
     ),
+    "tiny-parallel": ModelSpec(
+        name="tiny-parallel",
+        description="the project's own small masked diffusion LM (ModernBERT, 3.5M) for ParallelBench-style list "
+                    "tasks (diffusion lab: where parallel decoding works and where it breaks)",
+        local_dir="tiny-parallel", kind="diffusion", auto_class="AutoModelForMaskedLM",
+    ),
+    "tiny-parallel-ar": ModelSpec(
+        name="tiny-parallel-ar",
+        description="tiny-parallel's causal twin (Llama) trained on the same tasks: the left-to-right reference",
+        local_dir="tiny-parallel-ar",
+    ),
     "llada-8b-instruct": ModelSpec(
         name="llada-8b-instruct",
         description="LLaDA-8B-Instruct masked diffusion LM (GPU, hub; remote code)",
