@@ -16,6 +16,7 @@ import json
 import sys
 
 from decoding.embedded import EmbeddedModelError
+from decoding.errors import short_repr
 from decoding.events import ParticleStep, RunFinished, TokenStep, Trace, stats
 from decoding.models import DEFAULT_MODEL, QUANTIZATIONS, REGISTRY, SUGGESTED_HUB_IDS, ModelLoadError, load_model
 from decoding.run import MAX_NEW_TOKENS_CAP, generate, validate_request
@@ -58,8 +59,45 @@ def _particles(finish) -> dict:
             "particles": [{k: p[k] for k in ("text", "weight", "score", "answer", "finished")} for p in extra["particles"]]}
 
 
+RUN_DEFAULTS = {"model": DEFAULT_MODEL, "strategy": "greedy", "max_new_tokens": 64, "seed": 0, "chat": True}
+
+
+def resolve_run(args) -> dict:
+    """The run's settings: the preset's (with `--preset NAME`), overridden by every option given on
+    the command line (`--set` per parameter), else the defaults. ValueError for an unknown preset
+    or a run without a prompt."""
+    settings: dict = dict(RUN_DEFAULTS, params={})
+    if args.preset:
+        from decoding.presets import load_presets
+
+        presets = {p.name: p for p in load_presets()}
+        if args.preset not in presets:
+            raise ValueError(f"no preset named {short_repr(args.preset, 80)}; `python -m decoding presets` lists them "
+                             f"({', '.join(list(presets)[:4])}, ...)")
+        p = presets[args.preset]
+        settings.update(model=p.model, strategy=p.strategy, prompt=p.prompt, max_new_tokens=p.max_new_tokens,
+                        seed=p.seed, chat=p.chat, params=dict(p.params))
+    if args.strategy is not None and args.strategy != settings["strategy"]:
+        settings["params"] = {}  # the preset's parameters belong to its own strategy
+    for name in ("model", "strategy", "prompt", "max_new_tokens", "seed"):
+        if getattr(args, name) is not None:
+            settings[name] = getattr(args, name)
+    if args.no_chat:
+        settings["chat"] = False
+    if args.set:
+        settings["params"] = {**settings["params"], **parse_sets(args.set)}
+    if "prompt" not in settings:
+        raise ValueError("give --prompt TEXT, or --preset NAME (`python -m decoding presets` lists them)")
+    if settings["strategy"] not in STRATEGIES:
+        raise ValueError(f"unknown strategy {short_repr(settings['strategy'], 80)}; choose from {', '.join(STRATEGIES)}")
+    return settings
+
+
 def cmd_run(args) -> int:
-    params = parse_sets(args.set)
+    run = resolve_run(args)
+    args.model, args.strategy, args.prompt = run["model"], run["strategy"], run["prompt"]
+    args.max_new_tokens, args.seed, args.no_chat = run["max_new_tokens"], run["seed"], not run["chat"]
+    params = run["params"]
     validate_request(args.prompt, args.strategy, params, args.max_new_tokens, args.seed)
     say = (lambda message: None) if args.quiet else None
     loaded = load_model(args.model, device=args.device, dtype=args.dtype, quantization=args.quantization,
@@ -128,6 +166,21 @@ def cmd_list(args) -> int:
     return 0
 
 
+def cmd_presets(args) -> int:
+    from decoding.presets import load_presets
+
+    presets = load_presets()
+    if args.json:
+        print(json.dumps([{"name": p.name, "lab": p.lab, "title": p.title, "model": p.model, "strategy": p.strategy}
+                          for p in presets], indent=2))
+        return 0
+    width = max(len(p.name) for p in presets)
+    for p in presets:
+        print(f"{p.name:<{width}}  {p.lab:<11} {p.title}")
+    print("\nRun one with: python -m decoding run --preset NAME  (options given as well override it)")
+    return 0
+
+
 def cmd_show(args) -> int:
     trace = Trace.load(args.file)
     print(json.dumps(summary(trace), ensure_ascii=False, indent=None if args.json else 2))
@@ -138,11 +191,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m decoding", description="Decoding Lab command line")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="generate text with one strategy")
-    run.add_argument("--model", default=DEFAULT_MODEL, help=f"registry name or hub id (default {DEFAULT_MODEL})")
-    run.add_argument("--strategy", default="greedy", choices=list(STRATEGIES))
-    run.add_argument("--prompt", required=True)
-    run.add_argument("--max-new-tokens", type=int, default=64, help=f"1..{MAX_NEW_TOKENS_CAP} (default 64)")
-    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--preset", metavar="NAME", help="start from a preset (file name without .yaml; see `presets`); "
+                                                     "the other options given override it")
+    run.add_argument("--model", default=None, help=f"registry name or hub id (default {DEFAULT_MODEL})")
+    run.add_argument("--strategy", default=None, choices=list(STRATEGIES), help="default greedy")
+    run.add_argument("--prompt", default=None, help="the prompt (required unless --preset gives one)")
+    run.add_argument("--max-new-tokens", type=int, default=None, help=f"1..{MAX_NEW_TOKENS_CAP} (default 64)")
+    run.add_argument("--seed", type=int, default=None, help="default 0")
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="strategy parameter")
     run.add_argument("--no-chat", action="store_true", help="feed the prompt as plain text (no chat template)")
     run.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
@@ -160,6 +215,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("file")
     show.add_argument("--json", action="store_true")
     show.set_defaults(fn=cmd_show)
+    presets = sub.add_parser("presets", help="the named classroom demos: name, lab, title")
+    presets.add_argument("--json", action="store_true")
+    presets.set_defaults(fn=cmd_presets)
     return parser
 
 
