@@ -22,7 +22,7 @@ import time
 import torch
 
 from decoding import run_to_trace
-from decoding.diffusion.parallel_tasks import TASKS, make_splits
+from decoding.diffusion.parallel_tasks import SPLIT_SIZES, TASKS, make_splits
 from decoding.events import DiffusionStep
 from decoding.run import as_lm
 
@@ -59,7 +59,8 @@ def run_tasks(model: str, twin: str | None, per_task: int, length: int, rounds: 
     lm = as_lm(model)
     ar = as_lm(twin) if twin else None
     table = task_configs(length)
-    problems = make_splits(sizes={"train": 0, "val": 0, "test": per_task})["test"]
+    # the first `per_task` problems per task of the held-out test split (the same ones the tab's picker shows)
+    problems = make_splits(sizes={**SPLIT_SIZES, "train": 0, "test": per_task})["test"]
     run_to_trace(lm, problems[0].prompt, strategy="diffusion", params={"steps": 4}, max_new_tokens=8)  # warm-up
     rows: dict = {task: {name: {"right": [], "nfe": [], "tps": [], "seconds": []} for name in [*table, TWIN]}
                   for task in TASKS}

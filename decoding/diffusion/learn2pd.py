@@ -158,10 +158,15 @@ def precision_recall(f: Filter, x: torch.Tensor, y: torch.Tensor, threshold: flo
 
 
 def _prompts(split: str, count: int) -> list[str]:
-    from decoding.diffusion.parallel_tasks import TASKS, make_splits
+    """The first `count` prompts of tiny-parallel's training or test split (the splits as the
+    model's training data had them: held-out prompts are drawn first, with the same seed)."""
+    from decoding.diffusion.parallel_tasks import SPLIT_SIZES, TASKS, make_splits
 
-    rows = make_splits(sizes={"train": count // len(TASKS) + 1, "val": 1, "test": count // len(TASKS) + 1})[split]
-    return [e.prompt for e in rows[:count]]
+    per_task = count // len(TASKS) + 1
+    sizes = {**SPLIT_SIZES, "train": per_task if split == "train" else 0}
+    if split == "test":
+        sizes["test"] = per_task
+    return [e.prompt for e in make_splits(sizes=sizes)[split][:count]]
 
 
 def main(argv=None) -> int:
