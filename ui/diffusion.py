@@ -1,7 +1,9 @@
 """The Diffusion tab: a masked diffusion LM starts from a canvas of masks and unmasks it over a few
 steps, many positions at a time and in any order. Watch the canvas fill in, when each position was
 committed, how sure the model was, and how many model calls (NFE) the whole text cost; compare
-samplers (fixed schedule, Fast-dLLM threshold, LocalLeap) or the autoregressive tiny-ar.
+samplers (fixed schedule, Fast-dLLM threshold, LocalLeap, FreeDave, Learn2PD) or the autoregressive
+tiny-ar. With tiny-parallel, a task picker fills the prompt with a held-out ParallelBench-style problem
+and the task's checker gives its verdict on the answer; an accordion shows what the benchmark found.
 
     build_diffusion()   lays the tab out inside the current Blocks and wires it (used by app.py)
     demo()              the tab as a Blocks of its own:  python -m ui.diffusion
@@ -16,6 +18,7 @@ import decoding  # noqa: F401  (switches telemetry off before gradio is imported
 import gradio as gr
 
 from ui import diffusion_callbacks as cb
+from ui.diffusion_tasks import FREE_PROMPT, benchmark_views, num_problems, shows_tasks, task_choices
 from ui.common import (QUIET, bind, lab_columns, model_choices, named_inputs, serve, spec_widget, standalone,
                        wire_lab)
 from ui.diffusion_views import (CHOICES, COMPARISONS, CONTROLS, DEFAULT_LENGTH, DEFAULT_MODEL, DEFAULT_PROMPT,
@@ -29,13 +32,17 @@ INTRO = ("A **masked diffusion LM** does not write left to right. It starts from
          "schedule of `steps` = length the model commits one token per call, like an autoregressive model; a "
          "**threshold** (Fast-dLLM) or **LocalLeap** commits every position it is sure enough about, so several "
          "tokens share one call and the NFE drops. **Blocks** make it semi-autoregressive: blocks are filled left "
-         "to right, positions inside a block in any order.")
+         "to right, positions inside a block in any order. **FreeDave** drafts several scheduled steps from one "
+         "call and verifies them in the next: the canvas of one token per step, in fewer calls. **Learn2PD** "
+         "commits what a small learned filter predicts is already final.")
 CSS = """<style>
 #df-stats .dl-stats .dl-cards { grid-template-columns: repeat(6, minmax(0, 1fr)); }
 #df-generate, #df-stop { font-size: 1.05rem; }
 #df-status p { font-size: 0.95rem; margin: 0.2rem 0; }
 #df-note:empty, #df-css { display: none; }
 #df-canvas { min-height: 4em; }
+#df-verdict:empty { display: none; }
+#df-verdict code { font-size: 13px; }
 #df-order, #df-confidence, #df-tokens, #df-compare-plot { padding-top: 2.1rem !important; }
 @media (max-width: 900px) { #df-stats .dl-stats .dl-cards { grid-template-columns: repeat(3, minmax(0, 1fr)); } }
 </style>"""
@@ -66,10 +73,19 @@ def _controls(c: dict) -> None:
                               if presets else "No diffusion presets ship yet.")
     c["note"] = gr.Markdown("", elem_classes="dl-help", elem_id="df-note")
     c["model"] = gr.Dropdown(model_choices("diffusion"), value=DEFAULT_MODEL, label="Model", allow_custom_value=True,
-                             info="A masked diffusion LM (tiny-diffusion: 4.4M parameters, trained on the KJV "
-                                  "Bible, offline).", elem_id="df-model")
+                             info="A masked diffusion LM, offline: tiny-diffusion (4.4M parameters, the KJV Bible) or "
+                                  "tiny-parallel (3.5M, ParallelBench-style list tasks with checkers).",
+                             elem_id="df-model")
+    with gr.Group(visible=shows_tasks(DEFAULT_MODEL), elem_id="df-tasks") as c["tasks"]:
+        c["task"] = gr.Dropdown(task_choices(), value=FREE_PROMPT, label="Task", elem_id="df-task",
+                                info="A held-out problem of one of the tasks fills the prompt (and sets the length to "
+                                     "32); after the run the task's checker says whether the answer is right.")
+        c["problem"] = gr.Slider(1, max(num_problems(n) for _, n in task_choices() if n), value=1, step=1,
+                                 label="Problem", info="a held-out test problem of the task", elem_id="df-problem")
+        c["another"] = gr.Button("Another problem", size="sm", elem_id="df-another")
     c["prompt"] = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=2, max_lines=8, elem_id="df-prompt",
-                             info="Plain text (no chat template), e.g. KJV-style for tiny-diffusion.")
+                             info="KJV-style text for tiny-diffusion; a task prompt for tiny-parallel. A model with a "
+                                  "chat template gets it applied (tiny-parallel's adds a newline), as in the CLI.")
     with gr.Row():
         c["generate"] = gr.Button("Generate", variant="primary", elem_id="df-generate")
         c["stop"] = gr.Button("Stop", variant="stop", elem_id="df-stop")
@@ -87,6 +103,8 @@ def _controls(c: dict) -> None:
     with gr.Row():
         _slider(c, "radius", 0, 64, 1, "Radius")
         _slider(c, "anchor_threshold", 0.01, 1, 0.01, "Anchor threshold")
+    _slider(c, "draft_steps", 1, 16, 1, "Draft steps (FreeDave)")
+    _slider(c, "filter_threshold", 0.01, 1, 0.01, "Filter threshold (Learn2PD)")
     _slider(c, "temperature", 0, 5, 0.05, "Temperature")
     with gr.Row():
         _radio(c, "cache", "Cache")
@@ -98,8 +116,8 @@ def _controls(c: dict) -> None:
                              info="Slow motion shows every step for a moment (the model still runs at full speed; "
                                   "statistics are the real ones).")
     c["compare"] = gr.Dropdown(list(COMPARISONS), value=NO_COMPARISON, label="Compare with", elem_id="df-compare",
-                               info="After the run: the same prompt, length and seed with another sampler, or the "
-                                    "autoregressive tiny-ar.")
+                               info="After the run: the same prompt, length and seed with another sampler (FreeDave "
+                                    "against steps = length: same canvas?), or the autoregressive tiny-ar.")
     with gr.Accordion("Export & replay", open=False, elem_id="df-export"):
         c["dl_json"] = gr.DownloadButton("Trace (JSON)", size="sm", elem_id="df-download-json")
         c["upload"] = gr.File(label="Replay a saved diffusion trace (.json)", file_types=[".json"],
@@ -112,6 +130,7 @@ def _views(c: dict) -> None:
     c["stats"] = gr.HTML(initial["stats"], elem_id="df-stats")
     gr.Markdown("### The canvas")
     c["canvas"] = gr.HTML(initial["canvas"], elem_id="df-canvas", elem_classes="dl-panel")
+    c["verdict"] = gr.HTML(initial["verdict"], elem_id="df-verdict")
     c["step"] = gr.Slider(0, 1, value=0, step=1, label="Step", interactive=False, elem_id="df-step",
                           info="After the run: step back to see the canvas after an earlier step.")
     with gr.Row(equal_height=False):
@@ -131,6 +150,11 @@ def _views(c: dict) -> None:
         with gr.Column(scale=3):
             c["compare_plot"] = gr.Plot(initial["compare_plot"], label="Tokens committed against NFE",
                                         elem_id="df-compare-plot")
+    with gr.Accordion("What the benchmark found on tiny-parallel", open=False, elem_id="df-bench"):
+        text, figure = benchmark_views()
+        gr.Markdown(text, elem_classes="dl-help", elem_id="df-bench-text")
+        if figure is not None:
+            gr.Plot(figure, label="Accuracy against tokens per step, per task", elem_id="df-bench-plot")
 
 
 def build_diffusion() -> dict:
@@ -152,8 +176,23 @@ def _wire(c: dict) -> None:
     run_inputs = named_inputs({k: c[k] for k in ("model", "prompt", "length", "seed", "compare", "playback")},
                               {name: c[f"df:{name}"] for name in FIELDS})
     wire_lab(c, cb, outputs, state, run_inputs, CONTROLS)
+    _wire_tasks(c)
     c["step"].input(bind(cb.choose_step, outputs), [c["step"]] + state, list(outputs.values()),
                     trigger_mode="always_last", **QUIET)
+
+
+def _wire_tasks(c: dict) -> None:
+    """The task picker: shown for the task models; a task or problem fills the prompt; typing follows."""
+    c["model"].change(bind(cb.task_picker_shown, {"tasks": c["tasks"]}), c["model"], c["tasks"], **QUIET)
+    filled = {k: c[k] for k in ("task", "problem", "prompt", "length")}
+    c["model"].input(bind(cb.model_picked, filled), [c["model"], c["prompt"]], list(filled.values()), **QUIET)
+    c["task"].input(bind(cb.task_chosen, filled), [c["task"], c["problem"]], list(filled.values()), **QUIET)
+    c["problem"].input(bind(cb.problem_chosen, filled), [c["task"], c["problem"]], list(filled.values()),
+                       trigger_mode="always_last", **QUIET)
+    c["another"].click(bind(cb.another_problem, filled), [c["task"], c["problem"]], list(filled.values()), **QUIET)
+    menu = {k: c[k] for k in ("task", "problem")}
+    c["prompt"].input(bind(cb.prompt_edited, menu), [c["prompt"], c["task"]], list(menu.values()),
+                      trigger_mode="always_last", **QUIET)
 
 
 def demo() -> gr.Blocks:

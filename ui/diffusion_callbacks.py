@@ -4,7 +4,12 @@ Each one validates its inputs (a bad one raises `gr.Error` with the engine's mes
 nothing) and renders with `ui.diffusion_views.views`. `generate_run` is a generator that streams
 while the worker thread unmasks the canvas, then (with "Compare with") runs the same prompt, length
 and seed with another sampler setting or the autoregressive tiny-ar; closing it (Stop) stops
-whichever run is going.
+whichever run is going. Runs apply the model's chat template when it has one (`chat=True`, as the
+CLI and the API do by default): tiny-parallel's adds the newline its prompts end with; tiny-diffusion
+has none and gets the plain prompt.
+
+The task picker (shown for tiny-parallel): `task_picker_shown`, `model_picked`, `task_chosen`,
+`problem_chosen`, `another_problem`, `prompt_edited`.
 """
 
 from __future__ import annotations
@@ -20,16 +25,80 @@ from decoding.presets import find_preset, preset_menu
 from decoding.run import validate_request
 from ui.common import (USER_ERRORS, as_int, check_model, load_replay, run_work, stream_views, user_error,
                        wait_for_finish)
-from ui.diffusion_views import (COMPARISONS, DEFAULT_SETTINGS, FIELDS, NO_COMPARISON, PLAYBACK, UI_MAX_LENGTH,
-                                collect_params, export_json, fields_from_params, run_label, stats_line, steps_of, views,
-                                visible_fields)
+from ui.diffusion_tasks import (FREE_PROMPT, TASK_LENGTH, num_problems, problem, problem_number, shows_tasks,
+                                task_choices, verdict_mark)
+from ui.diffusion_views import (COMPARISONS, DEFAULT_SETTINGS, FIELDS, NO_COMPARISON, PLAYBACK, SPECIFIC,
+                                UI_MAX_LENGTH, collect_params, export_json, fields_from_params, other_label, stats_line,
+                                steps_of, views, visible_fields)
 from visualizers._common import esc
+
+CHAT = True  # apply the model's chat template when it has one (decoding.lm: `lm.has_chat_template`)
 
 
 def shown_controls(sampler: str, cache: str) -> dict:
-    """Show radius / anchor threshold only for localleap, the refresh interval only for the delayed cache."""
+    """Show each sampler's or cache's own fields only when it is chosen (see `SPECIFIC`): radius and anchor
+    threshold for localleap, draft steps for freedave, the filter threshold for learn2pd, the refresh
+    interval for the delayed and greedy caches."""
     shown = visible_fields(sampler, cache)
-    return {f"df:{f}": gr.update(visible=f in shown) for f in ("radius", "anchor_threshold", "refresh_interval")}
+    return {f"df:{f}": gr.update(visible=f in shown) for f in SPECIFIC}
+
+
+# The task picker ---------------------------------------------------------------------------------
+def task_picker_shown(model) -> dict:
+    """The picker is shown for a model trained on the tasks (tiny-parallel) only."""
+    return {"tasks": gr.update(visible=shows_tasks(model))}
+
+
+def _problem_slider(task: str, number: int | None = None) -> dict:
+    count = max(1, num_problems(task))
+    update = dict(maximum=count, interactive=count > 1, info=f"one of {count} held-out {task} problems")
+    return gr.update(**update, value=(number - 1) % count + 1) if number else gr.update(**update)
+
+
+def task_controls(prompt) -> dict:
+    """The picker's task and problem number for a prompt (presets, replay, a prompt typed by hand)."""
+    task, number = problem_number(prompt)
+    if task is None:
+        return {"task": FREE_PROMPT}
+    return {"task": task, "problem": _problem_slider(task, number)}
+
+
+def task_chosen(task, number) -> dict:
+    """A task fills the prompt with its held-out problem `number` and sets the benchmark's canvas length;
+    "free prompt" leaves the prompt as it is."""
+    if task in (None, FREE_PROMPT):
+        return {}
+    number = min(max(1, as_int(number) or 1), num_problems(task))
+    return {"prompt": problem(task, number).prompt, "problem": _problem_slider(task, number), "length": TASK_LENGTH}
+
+
+def problem_chosen(task, number) -> dict:
+    """The problem slider: that held-out problem of the chosen task."""
+    if task in (None, FREE_PROMPT):
+        return {}
+    return {"prompt": problem(task, as_int(number)).prompt}
+
+
+def another_problem(task, number) -> dict:
+    """The next held-out problem of the task (after the last, the first again)."""
+    if task in (None, FREE_PROMPT):
+        return {}
+    following = as_int(number or 0) % num_problems(task) + 1
+    return {"prompt": problem(task, following).prompt, "problem": _problem_slider(task, following)}
+
+
+def model_picked(model, prompt) -> dict:
+    """Choosing a task model while the prompt is no task's: start with the first task's first problem."""
+    if not shows_tasks(model) or problem_number(prompt)[0] is not None:
+        return {}
+    first = next(name for _, name in task_choices() if name != FREE_PROMPT)
+    return {"task": first} | task_chosen(first, 1)
+
+
+def prompt_edited(prompt, task) -> dict:
+    """A prompt typed by hand: the menu follows it (its task, and its number when it is a held-out problem)."""
+    out = task_controls(prompt)
+    return {} if out["task"] == task and "problem" not in out else out
 
 
 def check_diffusion_model(model: str) -> None:
@@ -114,7 +183,7 @@ def generate_run(model, prompt, length, seed, compare, playback=None, **fields) 
         raise user_error(err) from None
     trace = Trace()
     yield views(trace) | {"trace": trace, "other": None, "dl_json": None, "status": f"Starting {model}…"}
-    work = run_work(model, prompt, strategy="diffusion", params=params, max_new_tokens=length, seed=seed, chat=False)
+    work = run_work(model, prompt, strategy="diffusion", params=params, max_new_tokens=length, seed=seed, chat=CHAT)
     shown = -1
     live = (lambda: {}) if rate else (lambda: views(trace, live=True))  # slow motion draws its own frames
     for update in stream_views(work, trace, live, "steps"):
@@ -135,7 +204,7 @@ def generate_run(model, prompt, length, seed, compare, playback=None, **fields) 
     other = Trace()
     yield done | {"other": other, "status": f"Finished; now **{compare}** on the same prompt, length and seed…"}
     work = run_work(other_model, prompt, strategy=strategy, params=other_params, max_new_tokens=length, seed=seed,
-                    chat=False)
+                    chat=CHAT)
     render = lambda: {k: v for k, v in views(trace, other).items() if k.startswith("compare")}  # noqa: E731
     for update in stream_views(work, other, render, "tokens"):
         yield _steps_status(update, other, f"Comparing ({compare})")
@@ -145,9 +214,9 @@ def generate_run(model, prompt, length, seed, compare, playback=None, **fields) 
 def comparison_status(trace: Trace, other: Trace) -> str:
     s = stats(other)
     passes = s.get("nfe", s["forward_passes"])
-    how = run_label(other) if other.start.strategy == "diffusion" else f"{other.start.model}, {other.start.strategy}"
-    how = esc(how)
-    return f"**Finished**: {stats_line(trace)}. Compared ({how}): {s['num_tokens']} tokens with {passes} model calls."
+    how = esc(other_label(other))
+    return (f"**Finished**: {stats_line(trace)}. Compared ({how}): {s['num_tokens']} tokens with {passes} model "
+            f"calls{verdict_mark(other)}.")
 
 
 def stop_run(trace, other, wait_s: float = 3.0) -> dict:
@@ -183,6 +252,7 @@ def replay(path, trace, other) -> dict:
     start = loaded.start
     controls = {"model": start.model, "prompt": start.prompt, "seed": start.seed,
                 "length": min(max(1, start.max_new_tokens), UI_MAX_LENGTH)} | fields_from_params(start.params)
+    controls |= task_controls(start.prompt)
     return shown | controls | {"trace": loaded, "other": None, "dl_json": export_json(loaded),
                                "status": f"**Replaying** {esc(name)}: {stats_line(loaded)}. Its settings are back in "
                                          "the controls."}
@@ -199,9 +269,10 @@ def preset_chosen(name) -> dict:
     if preset is None or preset.strategy != "diffusion":
         return {"note": ""}
     out = {"model": preset.model, "prompt": preset.prompt, "length": min(preset.max_new_tokens, UI_MAX_LENGTH),
-           "seed": preset.seed, "note": f"**{preset.title}.** {preset.note.strip()}"}
+           "seed": preset.seed, "note": f"**{preset.title}.** {preset.note.strip()}"} | task_controls(preset.prompt)
     return out | fields_from_params(preset.params)  # .change shows the right controls
 
 
-__all__ = ["DEFAULT_SETTINGS", "FIELDS", "NO_COMPARISON", "choose_step", "generate_run", "preset_chosen", "replay",
-           "shown_controls", "stop_run"]
+__all__ = ["DEFAULT_SETTINGS", "FIELDS", "NO_COMPARISON", "another_problem", "choose_step", "generate_run",
+           "model_picked", "preset_chosen", "problem_chosen", "prompt_edited", "replay", "shown_controls", "stop_run",
+           "task_chosen", "task_picker_shown"]

@@ -5,6 +5,8 @@ step) rendered into {output name: value} (see `OUTPUTS`), and the tab's control 
     other      the "Compare with" run: another sampler setting or the autoregressive tiny-ar (or None)
     step       which step's canvas is shown (None = the latest)
 
+The task picker and the checker's verdict (tiny-parallel's tasks) live in `ui/diffusion_tasks.py`.
+
 Glossary: mask / unmask / remask / block / NFE: see `decoding/diffusion/samplers.py`.
     field      a control of the tab, named like the `DiffusionParams` field it sets ("df:steps" -> `steps`).
     length     the canvas size: `max_new_tokens`, every position starts as a mask.
@@ -19,6 +21,7 @@ from decoding.registry import param_specs
 from decoding.diffusion.samplers import CACHES, REMASKING, SAMPLERS
 from ui.common import (EMPTY_STATS_HTML, check_names, export_json,  # noqa: F401  (export_json: for the callbacks)
                        fmt, stat_cards_html)
+from ui.diffusion_tasks import verdict_html, verdict_mark
 from visualizers._common import esc
 from visualizers.diffusion import (ar_vs_diffusion_html, canvas_html, compare_samplers_figure, confidence_figure,
                                    diffusion_summary_html, tokens_per_step_figure, unmask_order_figure)
@@ -34,8 +37,10 @@ FIELDS = tuple(_SPECS)  # the tab's parameter fields (DiffusionParams', in field
 DEFAULT_SETTINGS = {f: _SPECS[f]["default"] for f in FIELDS}
 INT_FIELDS = {f for f in FIELDS if _SPECS[f]["type"] == "int"}
 FLOAT_FIELDS = {f for f in FIELDS if _SPECS[f]["type"] == "float"}
-SPECIFIC = {"radius": ("sampler", "localleap"), "anchor_threshold": ("sampler", "localleap"),
-            "refresh_interval": ("cache", "delayed")}  # field -> (control, value) that shows it
+# field -> (control, the values of that control that show it); every other field is always shown
+SPECIFIC = {"radius": ("sampler", ("localleap",)), "anchor_threshold": ("sampler", ("localleap",)),
+            "draft_steps": ("sampler", ("freedave",)), "filter_threshold": ("sampler", ("learn2pd",)),
+            "refresh_interval": ("cache", ("delayed", "greedy"))}
 CHOICES = {"remasking": lambda: REMASKING, "sampler": SAMPLERS.names, "cache": lambda: CACHES}  # read when a tab is built
 
 # "Compare with": label -> (model, strategy, parameter overrides); None model = the tab's model
@@ -49,6 +54,9 @@ COMPARISONS = {
     "localleap (0.95 anchors, 0.5 relaxed)": (None, "diffusion", {"sampler": "localleap", "threshold": 0.5,
                                                                   "anchor_threshold": 0.95,
                                                                   "remasking": "low-confidence"}),
+    "FreeDave, 4 drafted steps per call (the canvas of steps = length)": (
+        None, "diffusion", {"sampler": "freedave", "steps": 0, "threshold": 0.0, "draft_steps": 4, "temperature": 0.0,
+                            "cache": "none"}),
     "tiny-ar, greedy": (AR_MODEL, "greedy", {}),
     "tiny-ar, sampling": (AR_MODEL, "sample", {}),
 }
@@ -56,9 +64,9 @@ NO_COMPARISON = "none"
 # Playback: steps shown per second (0 = each frame as soon as it is computed, throttled to ~5 redraws a second)
 PLAYBACK = {"live": 0.0, "slow motion, 4 steps/s": 4.0, "slow motion, 1 step/s": 1.0}
 
-OUTPUTS = ("status", "stats", "canvas", "step", "order", "confidence", "tokens", "summary", "compare_plot",
-           "compare_html", "trace", "other", "dl_json")
-CONTROLS = ("model", "prompt", "length", "seed") + tuple(f"df:{f}" for f in FIELDS)
+OUTPUTS = ("status", "stats", "canvas", "verdict", "step", "order", "confidence", "tokens", "summary",
+           "compare_plot", "compare_html", "trace", "other", "dl_json")
+CONTROLS = ("model", "task", "problem", "prompt", "length", "seed") + tuple(f"df:{f}" for f in FIELDS)
 
 
 # Controls <-> parameters ------------------------------------------------------------------------------
@@ -73,7 +81,7 @@ def help_of(field: str) -> str:
 def visible_fields(sampler: str, cache: str) -> set[str]:
     """The sampler- and cache-specific fields shown for this choice (every other one is hidden)."""
     chosen = {"sampler": sampler, "cache": cache}
-    return {f for f, (control, value) in SPECIFIC.items() if chosen[control] == value}
+    return {f for f, (control, values) in SPECIFIC.items() if chosen[control] in values}
 
 
 def collect_params(fields: dict) -> dict:
@@ -114,6 +122,7 @@ def views(trace: Trace | None, other: Trace | None = None, step: int | None = No
     block = trace.start.params.get("block_length") if trace.start else None
     return {"stats": stats_html(trace),
             "canvas": canvas_html(steps, steps[index].step if steps and step is not None else None),
+            "verdict": "" if live else verdict_html(trace, other, other_label=f"compared: {other_label(other)}"),
             "step": gr.update(minimum=0, maximum=max(1, len(steps) - 1), value=max(index, 0),
                               interactive=len(steps) > 1 and not live,
                               label=f"Step ({len(steps)} played)" if steps else "Step"),
@@ -135,7 +144,7 @@ def comparison_views(trace: Trace, other: Trace | None) -> dict:
         label = run_label(other)
         if label in main:
             label += " (compared)"
-        return {"summary": diffusion_summary_html(s), "compare_html": "",
+        return {"summary": diffusion_summary_html(s), "compare_html": same_canvas_html(trace, other),
                 "compare_plot": compare_samplers_figure(main | {label: steps_of(other)})}
     ar_text = other.finish.text if other.finish else "".join(e.token_text for e in other.of_kind("token"))
     main_text = trace.finish.text if trace.finish else ""
@@ -146,19 +155,48 @@ def comparison_views(trace: Trace, other: Trace | None) -> dict:
             "compare_html": head + ar_vs_diffusion_html(stats(other), s, ar_text, main_text)}
 
 
+def same_canvas_html(trace: Trace, other: Trace) -> str:
+    """Whether two finished diffusion runs ended with the same canvas (FreeDave's promise against
+    steps = length); "" while either is unfinished."""
+    a, b = steps_of(trace), steps_of(other)
+    if not a or not b or trace.finish is None or other.finish is None or "cancelled" in (
+            trace.finish.stop_reason, other.finish.stop_reason):
+        return ""
+    x, y = a[-1].canvas, b[-1].canvas
+    differ = sum(p != q for p, q in zip(x, y)) + abs(len(x) - len(y))
+    same = ("<b>the same final canvas</b>" if not differ else
+            f"final canvases that differ at <b>{differ}</b> of {max(len(x), len(y))} positions")
+    return (f'<p class="df-same-canvas" data-differ="{differ}">{esc(run_label(trace))} and {esc(run_label(other))}: '
+            f"{same}, with NFE {a[-1].nfe} and {b[-1].nfe}.</p>")
+
+
+def other_label(other: Trace | None) -> str:
+    if other is None or other.start is None:
+        return ""
+    return run_label(other) if other.start.strategy == "diffusion" else f"{other.start.model}, {other.start.strategy}"
+
+
 def run_label(trace: Trace) -> str:
     """A diffusion run's sampler setting in a few words (legend entries, captions)."""
     p, length = trace.start.params, trace.start.max_new_tokens
     if p.get("sampler") == "localleap":
         text = f"localleap r={p.get('radius')} anchor {p.get('anchor_threshold'):g} relaxed {p.get('threshold'):g}"
+    elif p.get("sampler") == "freedave":
+        text = f"freedave, {p.get('steps') or length} steps, {p.get('draft_steps')} drafted per call"
+    elif p.get("sampler") == "learn2pd":
+        text = f"learn2pd filter {p.get('filter_threshold'):g}"
+    elif p.get("sampler") not in (None, "fixed"):
+        text = str(p.get("sampler"))
     elif p.get("threshold", 0) > 0:
         text = f"threshold {p['threshold']:g}"
     else:
         text = f"fixed, {p.get('steps') or length} steps"
     if p.get("block_length"):
         text += f", blocks of {p['block_length']}"
-    if p.get("cache") == "delayed":
-        text += f", delayed cache /{p.get('refresh_interval')}"
+    if p.get("cache") in ("delayed", "greedy"):
+        text += f", {p['cache']} cache /{p.get('refresh_interval')}"
+    elif p.get("cache") == "prefill":
+        text += ", prefill cache"
     return text
 
 
@@ -175,15 +213,16 @@ def stats_html(trace: Trace) -> str:
              ("NFE (model calls)", s.get("nfe", 0)), ("tokens per step", fmt(s.get("tokens_per_step"))),
              ("NFE per token", fmt(s.get("nfe_per_token"))), ("elapsed (s)", fmt(s.get("elapsed_s"), 1))]
     p = start.params
+    chat = " · chat template" if start.chat else ""
     return stat_cards_html(cards, f"{start.model} · {run_label(trace)} · remasking {p.get('remasking')}, "
-                  f"temperature {p.get('temperature', 0):g} · {start.dtype} on {start.device}")
+                  f"temperature {p.get('temperature', 0):g}{chat} · {start.dtype} on {start.device}")
 
 
 def stats_line(trace: Trace) -> str:
     """The run in one sentence (status bar, tests)."""
     s = stats(trace)
     return (f"{s['num_tokens']} tokens in {s.get('diffusion_steps', 0)} steps, NFE {s.get('nfe', 0)} "
-            f"({fmt(s.get('tokens_per_step'))} tokens per step), {s['elapsed_s']:.1f} s")
+            f"({fmt(s.get('tokens_per_step'))} tokens per step), {s['elapsed_s']:.1f} s{verdict_mark(trace)}")
 
 
 __all__ = ["COMPARISONS", "CONTROLS", "DEFAULT_LENGTH", "DEFAULT_MODEL", "DEFAULT_PROMPT", "DEFAULT_SETTINGS",

@@ -1,9 +1,12 @@
 """Masked-diffusion LM pictures: the live canvas, the order positions were unmasked in, confidence over
-steps, tokens per step against NFE, samplers compared, autoregressive versus diffusion, and a summary.
+steps, tokens per step against NFE, samplers compared, autoregressive versus diffusion, a summary, and
+the per-task benchmark's accuracy against tokens per step (ParallelBench's picture).
 
 Papers followed: Sahoo et al. 2024 "MDLM" and Nie et al. 2025 "LLaDA" (masked diffusion, low-confidence
 remasking, semi-autoregressive blocks), Wu et al. 2025 "Fast-dLLM" (confidence-threshold parallel
-unmasking, NFE counting). The events are `DiffusionStep`, one per denoising step (decoding/events.py).
+unmasking, NFE counting), Kim et al. 2025 "ParallelBench" (accuracy against tokens per step, per task).
+The events are `DiffusionStep`, one per denoising step (decoding/events.py); the benchmark chart reads the
+JSON object `bench/bench_diffusion.py --model tiny-parallel --json` prints.
 
 Glossary
     canvas      the L generated positions after the prompt; each holds a token or [MASK].
@@ -385,3 +388,63 @@ def diffusion_summary_html(stats: dict | None) -> str:
     cells = "".join(f"<tr><th>{esc(a)}</th><td>{esc(_num(b))}</td>"
                     f'<td class="dl-hint">{esc(c)}</td></tr>' for a, b, c in rows)
     return f'<div class="dl-diff-table dl-diff-summary"><style>{_TABLE_CSS}</style><table>{cells}</table></div>'
+
+
+# ---------------------------------------------------------------- the per-task benchmark (ParallelBench)
+
+FIXED_SCHEDULES = ("steps=length", "fixed 2/step", "fixed 4/step", "fixed 8/step")  # bench_diffusion's names
+TASK_COLORS = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#eeca3b", "#9d755d", "#ff9da6",
+               "#79706e"]  # one per task (Tableau 10)
+
+
+def _bench_tasks(bench) -> dict:
+    if not isinstance(bench, dict) or not isinstance(bench.get("tasks"), dict):
+        raise ValueError("`bench` must be the JSON object of `bench/bench_diffusion.py --model tiny-parallel --json` "
+                         f"(a dict with a \"tasks\" mapping), got {type(bench).__name__}"
+                         + (f" with keys {', '.join(map(str, bench))}" if isinstance(bench, dict) else ""))
+    for task, row in bench["tasks"].items():
+        if not isinstance(row, dict) or not isinstance(row.get("samplers"), dict):
+            raise ValueError(f"`bench` task {task!r} must hold \"determined\" and a \"samplers\" mapping")
+    return bench["tasks"]
+
+
+def accuracy_vs_tokens_per_step_figure(bench: dict, *, schedules: tuple[str, ...] = FIXED_SCHEDULES) -> go.Figure:
+    """Per task, checker accuracy (y, %) against tokens committed per model call (x, log scale) for the
+    fixed schedules (one token per step, then 2, 4 and 8): one colour per task, solid lines for
+    determined tasks (one right answer), dashed for dependent ones (many right answers whose tokens
+    depend on each other). ParallelBench's finding is that the dashed lines fall as x grows while the
+    solid ones can stay level. `bench` is the benchmark's JSON object; samplers it lacks are skipped."""
+    tasks = _bench_tasks(bench)
+    x_title, y_title = "tokens per step (fixed schedule)", "accuracy (%)"
+    fig = go.Figure()
+    xs_all = []
+    for k, (task, row) in enumerate(tasks.items()):
+        points = [(name, row["samplers"][name]) for name in schedules if isinstance(row["samplers"].get(name), dict)]
+        points = [(name, r) for name, r in points
+                  if isinstance(r.get("tokens_per_step"), (int, float)) and isinstance(r.get("accuracy"), (int, float))]
+        if not points:
+            continue
+        determined = bool(row.get("determined"))
+        group = "determined" if determined else "dependent"
+        xs = [r["tokens_per_step"] for _, r in points]
+        xs_all += xs
+        fig.add_trace(go.Scatter(
+            x=xs, y=[100 * r["accuracy"] for _, r in points], mode="lines+markers", name=plotly_safe(str(task)),
+            legendgroup=group, legendgrouptitle_text=("determined: one right answer" if determined
+                                                      else "dependent: many right answers"),
+            line=dict(color=TASK_COLORS[k % len(TASK_COLORS)], width=2.5, dash="solid" if determined else "dash"),
+            marker=dict(size=7, symbol="circle" if determined else "diamond"),
+            customdata=[[plotly_safe(name), _fmt(r.get("nfe"), ".3g")] for name, r in points],
+            hovertemplate=f"{plotly_safe(str(task))} ({group})<br>%{{customdata[0]}}: %{{x:.3g}} tokens per step, "
+                          "NFE %{customdata[1]}<br>accuracy %{y:.1f}%<extra></extra>"))
+    if not fig.data:
+        return empty_figure("no fixed-schedule results in this benchmark", x_title=x_title, y_title=y_title)
+    ticks = sorted({2 ** round(math.log2(x)) for x in xs_all if x > 0})
+    length = bench.get("length")
+    fig.update_layout(template=TEMPLATE, height=420, margin=dict(l=55, r=20, t=40, b=50),
+                      title=dict(text=plotly_safe(f"{bench.get('model', 'the model')}, canvas of {length} positions"
+                                                  if length else str(bench.get("model", ""))), font=dict(size=13)),
+                      legend=dict(groupclick="toggleitem", tracegroupgap=12),
+                      xaxis=dict(title=dict(text=x_title), type="log", tickvals=ticks, ticktext=[str(t) for t in ticks]),
+                      yaxis=dict(title=dict(text=y_title), range=[-3, 103]))
+    return fig

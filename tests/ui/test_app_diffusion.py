@@ -7,18 +7,22 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 
 import pytest
 
 import gradio as gr
 
 from decoding.diffusion.lm import DiffusionLM
+from decoding.diffusion.parallel_tasks import TASKS, check, make_splits
 from decoding.events import Trace, stats
 from decoding.models import load_model
 from decoding.run import run_to_trace
 from conftest import api_run
 from ui import diffusion_callbacks as cb
+from ui import diffusion_tasks as tasks
 from ui.diffusion_views import DEFAULT_PROMPT, DEFAULT_SETTINGS, FIELDS, views
+from visualizers._common import esc
 
 MODEL = "tiny-diffusion"
 LENGTH = 24
@@ -56,7 +60,8 @@ def run() -> tuple[list[dict], Trace, Trace]:
 def test_generate_streams_steps_and_ends_unmasked(run):
     updates, trace, _ = run
     steps = trace.of_kind("diffusion_step")
-    assert trace.start.strategy == "diffusion" and trace.start.params["steps"] == 8 and trace.start.chat is False
+    assert trace.start.strategy == "diffusion" and trace.start.params["steps"] == 8
+    assert trace.start.chat is False and trace.start.prompt_text == DEFAULT_PROMPT  # tiny-diffusion has no template
     assert len(steps) == 8 and trace.finish.stop_reason in ("eos", "max_new_tokens")
     main = updates[: updates.index(next(u for u in updates if u.get("other"))) + 1]
     live = [u for u in main[1:-1] if "canvas" in u]  # while the main run streams (a fast run may show no step)
@@ -94,7 +99,7 @@ def test_compare_samplers_draws_one_line_each():
     trace, other = final["trace"], final["other"]
     assert stats(trace)["nfe"] == 16 and stats(other)["nfe"] == 4 and other.start.params["steps"] == 4
     names = [t.name for t in final["compare_plot"].data]
-    assert names == ["fixed, 16 steps", "fixed, 4 steps"] and final["compare_html"] == ""
+    assert names == ["fixed, 16 steps", "fixed, 4 steps"] and 'class="df-same-canvas"' in final["compare_html"]
     assert "fixed, 4 steps): 16 tokens with 4 model calls" in final["status"]
 
 
@@ -112,23 +117,35 @@ def test_step_slider_shows_an_earlier_canvas(run):
 @pytest.mark.parametrize("sampler, cache, shown", [
     ("fixed", "none", set()),
     ("localleap", "none", {"radius", "anchor_threshold"}),
+    ("freedave", "none", {"draft_steps"}),
+    ("learn2pd", "none", {"filter_threshold"}),
     ("fixed", "delayed", {"refresh_interval"}),
+    ("fixed", "greedy", {"refresh_interval"}),
+    ("fixed", "prefill", set()),
     ("localleap", "delayed", {"radius", "anchor_threshold", "refresh_interval"}),
+    ("learn2pd", "greedy", {"filter_threshold", "refresh_interval"}),
 ])
 def test_only_the_relevant_controls_are_shown(sampler, cache, shown):
     out = cb.shown_controls(sampler, cache)
-    assert set(out) == {"df:radius", "df:anchor_threshold", "df:refresh_interval"}
+    assert set(out) == {"df:radius", "df:anchor_threshold", "df:draft_steps", "df:filter_threshold",
+                        "df:refresh_interval"}
     assert {k.removeprefix("df:") for k, v in out.items() if v["visible"]} == shown
 
 
 def test_hidden_controls_keep_their_defaults():
     from ui.diffusion_views import collect_params
 
-    params = collect_params(values(radius=9.0, refresh_interval=2.0, steps=4.0, threshold=1))
+    params = collect_params(values(radius=9.0, refresh_interval=2.0, steps=4.0, threshold=1, draft_steps=8.0,
+                                   filter_threshold=0.5))
     assert params["radius"] == 4 and params["refresh_interval"] == 4 and params["steps"] == 4
+    assert params["draft_steps"] == DEFAULT_SETTINGS["draft_steps"]
+    assert params["filter_threshold"] == DEFAULT_SETTINGS["filter_threshold"]
     assert isinstance(params["steps"], int) and params["threshold"] == 1.0 and isinstance(params["threshold"], float)
     params = collect_params(values(sampler="localleap", radius=9.0, threshold=0.5, cache="delayed", refresh_interval=2))
     assert params["radius"] == 9 and params["refresh_interval"] == 2
+    assert collect_params(values(sampler="freedave", draft_steps=8.0))["draft_steps"] == 8
+    assert collect_params(values(sampler="learn2pd", filter_threshold=0.5))["filter_threshold"] == 0.5
+    assert collect_params(values(cache="greedy", refresh_interval=2.0))["refresh_interval"] == 2
 
 
 def test_fields_travel_by_name():
@@ -148,7 +165,7 @@ def test_presets_set_every_control(tmp_path, monkeypatch):
     from decoding import presets
 
     for _, name in cb.preset_choices():  # the shipped diffusion presets run this strategy
-        assert cb.preset_chosen(name)["df:sampler"] in ("fixed", "localleap")
+        assert cb.preset_chosen(name)["df:sampler"] in ("fixed", "localleap", "freedave", "learn2pd")
     preset = ("title: Threshold decoding\nmodel: tiny-diffusion\nstrategy: diffusion\nlab: diffusion\n"
               "prompt: In the beginning\nmax_new_tokens: 400\nchat: false\n"
               "params: {threshold: 0.7, block_length: 8}\nnote: Count the model calls.\n")
@@ -260,6 +277,13 @@ def test_diffusion_over_the_generate_api(client):
     assert result["stats"]["nfe"] == 4 and result["stats"]["tokens_per_step"] == 4.0
 
 
+def test_the_generate_api_applies_tiny_parallels_chat_template_like_the_tab(client):
+    prompt = tasks.problem("copy", 4).prompt
+    outputs, result = api_run(client, "tiny-parallel", "diffusion", prompt, 8, 0, json.dumps({"steps": 4}), True)
+    assert outputs[0]["kind"] == "start" and outputs[0]["chat"] is True and outputs[0]["prompt_text"] == prompt + "\n"
+    assert result["stats"]["nfe"] == 4
+
+
 def test_slow_motion_plays_every_step_once_in_order(monkeypatch):
     naps = []
     monkeypatch.setattr(cb, "_pause", naps.append)
@@ -273,3 +297,184 @@ def test_slow_motion_plays_every_step_once_in_order(monkeypatch):
     assert cb.playback_rate("live") == 0 and cb.playback_rate(None) == 0
     with pytest.raises(gr.Error, match="`playback` must be one of"):
         list(cb.generate_run(MODEL, DEFAULT_PROMPT, 12, 0, "none", playback="fast forward", **values()))
+
+
+# tiny-parallel: the task picker, the chat template, the checker's verdict, the new samplers -------------
+# The shipped checkpoint is replaced as training goes on and its answers may be poor: these tests assert the
+# structure and that the checker judges what the model wrote, never that an answer is right.
+TASK_MODEL = "tiny-parallel"
+FREEDAVE = "FreeDave, 4 drafted steps per call (the canvas of steps = length)"
+
+
+def test_the_task_menu_lists_free_prompt_then_every_task_with_its_help_and_kind():
+    choices = tasks.task_choices()
+    assert choices[0] == ("free prompt", tasks.FREE_PROMPT) and [v for _, v in choices[1:]] == list(TASKS)
+    labels = {value: label for label, value in choices}
+    assert labels["copy"] == "copy · repeat the list (determined: one right answer)"
+    assert labels["shuffle"] == "shuffle · the same words in any other order (dependent: many right answers)"
+
+
+def test_the_picker_draws_held_out_test_problems_deterministically():
+    splits = make_splits()  # the training run's own split: the picker's problems are its test prompts
+    train = {e.prompt for e in splits["train"]}
+    reverse = list(dict.fromkeys(e.prompt for e in splits["test"] if e.task == "reverse"))
+    assert [e.prompt for e in tasks.held_out()["reverse"]] == reverse and not train & set(reverse)
+    out = cb.task_chosen("reverse", 3.0)
+    assert out["prompt"] == reverse[2] and out["length"] == 32 and out["problem"]["value"] == 3
+    assert out["problem"]["maximum"] == len(reverse) == tasks.num_problems("reverse")
+    assert cb.task_chosen(tasks.FREE_PROMPT, 3) == {} and cb.task_chosen(None, 3) == {}
+    following = cb.another_problem("reverse", 3)  # the next one, the same every time, wrapping after the last
+    assert following["prompt"] == reverse[3] and following["problem"]["value"] == 4
+    assert cb.another_problem("reverse", 3) == following and cb.another_problem(tasks.FREE_PROMPT, 3) == {}
+    assert cb.another_problem("reverse", len(reverse))["prompt"] == reverse[0]
+    assert cb.problem_chosen("reverse", 5.0) == {"prompt": reverse[4]}
+    assert tasks.num_problems("distinct") == 6  # "list k different animals": six prompts, many right answers
+    assert cb.task_chosen("distinct", 150)["problem"]["value"] == 6  # clamped to the task's problems
+    with pytest.raises(ValueError, match="`task` must be one of copy, reverse"):
+        tasks.problem("juggle", 1)
+
+
+def test_the_picker_follows_the_model_and_the_prompt():
+    assert cb.task_picker_shown(TASK_MODEL)["tasks"]["visible"] is True
+    assert cb.task_picker_shown(MODEL)["tasks"]["visible"] is False
+    picked = cb.model_picked(TASK_MODEL, DEFAULT_PROMPT)  # a KJV prompt: start with copy's first problem
+    assert picked["task"] == "copy" and picked["prompt"] == tasks.problem("copy", 1).prompt and picked["length"] == 32
+    assert cb.model_picked(TASK_MODEL, "sort: ox ant") == {} and cb.model_picked(MODEL, DEFAULT_PROMPT) == {}
+    typed = cb.prompt_edited("pick 2: owl cat ram", tasks.FREE_PROMPT)  # typed by hand: the menu follows
+    assert typed["task"] == "pick" and "value" not in typed["problem"]
+    assert cb.prompt_edited(tasks.problem("sort", 7).prompt, "copy")["problem"]["value"] == 7
+    assert cb.prompt_edited("And God said", "copy") == {"task": tasks.FREE_PROMPT}
+    assert cb.prompt_edited("And God said", tasks.FREE_PROMPT) == {}
+
+
+def test_the_reference_answer_is_the_generators_and_passes_the_checker():
+    for name, rows in tasks.held_out().items():
+        for example in rows[:40]:
+            reference = tasks.reference_answer(name, example.prompt)
+            if TASKS[name].determined:
+                assert reference == example.reference and check(name, example.prompt, reference), example
+            else:
+                assert reference is None
+    assert tasks.reference_answer("add", "add: 12 + x") is None and tasks.reference_answer("date", "date: soon") is None
+
+
+@pytest.fixture(scope="module")
+def parallel() -> tuple[list[dict], Trace, Trace]:
+    """tiny-parallel on a held-out reverse problem, one token per step over 16 positions, then FreeDave."""
+    prompt = tasks.problem("reverse", 2).prompt
+    updates = run_ui(prompt=prompt, length=16, model=TASK_MODEL, compare=FREEDAVE)
+    final = merged(updates)
+    return updates, final["trace"], final["other"]
+
+
+def test_a_model_with_a_chat_template_gets_it(parallel):
+    """tiny-parallel's template adds the newline its prompts end with (tiny-diffusion has none: see the first test)."""
+    _, trace, other = parallel
+    assert trace.start.chat is True and trace.start.prompt_text == trace.start.prompt + "\n"
+    assert other.start.chat is True and other.start.prompt_text == trace.start.prompt_text
+
+
+def test_the_verdict_is_the_checker_on_what_the_model_wrote(parallel):
+    updates, trace, other = parallel
+    final = merged(updates)
+    prompt, answer = trace.start.prompt, trace.finish.text
+    right = check("reverse", prompt, answer)
+    verdict = final["verdict"]
+    assert verdict.count('class="dl-verdict"') == 2  # the run's and the compared run's
+    assert f'data-task="reverse" data-correct="{str(right).lower()}"' in verdict
+    assert "this run" in verdict and "compared: freedave" in verdict
+    reference = tasks.reference_answer("reverse", prompt)
+    assert f"the answer: <code>{reference}</code>" in verdict and ("✓ right" if right else "✗ wrong") in verdict
+    assert (f"<code>{esc(answer.strip())}</code>" if answer.strip() else "nothing (end-of-text at once)") in verdict
+    assert ("; reverse ✓ right" if right else "; reverse ✗ wrong") in final["status"]
+    live = [u for u in updates if "verdict" in u and u.get("trace") is None and u["status"].startswith("Unmasking")]
+    assert all(u["verdict"] == "" for u in live)  # no verdict before the answer is finished
+    assert "chat template" in final["stats"]
+
+
+def test_freedave_against_one_per_step_gives_the_same_canvas_in_fewer_or_as_many_calls(parallel):
+    updates, trace, other = parallel
+    final = merged(updates)
+    assert other.start.params["sampler"] == "freedave" and other.start.params["draft_steps"] == 4
+    assert other.of_kind("diffusion_step")[-1].canvas == trace.of_kind("diffusion_step")[-1].canvas
+    assert 'data-differ="0"' in final["compare_html"] and "the same final canvas" in final["compare_html"]
+    assert stats(other)["nfe"] <= stats(trace)["nfe"] == 16
+    assert [t.name for t in final["compare_plot"].data] == ["fixed, 16 steps", "freedave, 16 steps, 4 drafted per call"]
+
+
+def _with(trace: Trace, prompt: str, text: str) -> Trace:
+    return Trace([replace(trace.start, prompt=prompt), replace(trace.finish, text=text)])
+
+
+def test_verdicts_for_determined_dependent_and_free_prompts(parallel):
+    from ui.diffusion_views import views as render
+
+    _, trace, _ = parallel
+    copy = "copy: ox bat newt rat eel"  # typed by hand (not a held-out problem): still judged
+    assert tasks.verdict(_with(trace, copy, "ox bat newt rat eel"))["right"] is True
+    wrong = tasks.verdict_html(_with(trace, copy, "ox bat bat rat eel"))
+    assert 'data-correct="false"' in wrong and "the answer: <code>ox bat newt rat eel</code>" in wrong
+    assert "repeated: bat ×2" in wrong
+    shuffle = tasks.problem("shuffle", 4).prompt
+    dependent = tasks.verdict_html(_with(trace, shuffle, "fox fox"))
+    assert "dependent: many answers are right" in dependent and "the checker requires every word" in dependent
+    assert "one right answer: <code>" in dependent and "the answer:" not in dependent
+    assert 'data-correct="true"' in tasks.verdict_html(_with(trace, "pick 2: owl cat ram", "ram owl"))
+    assert tasks.verdict_html(_with(trace, "And God said", "unto them")) == ""  # not a task: nothing
+    assert tasks.verdict(Trace([trace.start])) is None  # not finished
+    cancelled = Trace([trace.start, replace(trace.finish, stop_reason="cancelled")])
+    assert tasks.verdict(cancelled) is None and render(cancelled)["verdict"] == ""
+    assert "<script>" not in tasks.verdict_html(_with(trace, copy, "<script>x</script>"))  # escaped
+
+
+def test_replay_and_presets_put_the_task_back_in_the_picker(parallel, tmp_path):
+    _, trace, _ = parallel
+    path = tmp_path / "parallel.json"
+    trace.save(path)
+    out = cb.replay(str(path), None, None)
+    assert out["task"] == "reverse" and out["problem"]["value"] == 2 and out["model"] == TASK_MODEL
+    assert 'data-task="reverse"' in out["verdict"] and "Replaying" in out["status"]
+    shuffle = cb.preset_chosen("35-parallel-shuffle-breaks")
+    assert shuffle["model"] == TASK_MODEL and shuffle["task"] == "shuffle" and shuffle["problem"]["value"] == 6
+    assert shuffle["df:steps"] == 4 and shuffle["length"] == 32  # 8 tokens per step
+    assert cb.preset_chosen("36-parallel-freedave")["df:sampler"] == "freedave"
+    learn2pd = cb.preset_chosen("37-parallel-learn2pd")
+    assert learn2pd["df:sampler"] == "learn2pd" and learn2pd["df:filter_threshold"] == 0.9
+    assert cb.preset_chosen("34-parallel-threshold-copy")["task"] == "copy"
+    assert cb.preset_chosen("33-diffusion-threshold")["task"] == tasks.FREE_PROMPT
+
+
+def test_learn2pd_without_a_filter_says_how_to_train_one():
+    with pytest.raises(gr.Error, match="needs a filter trained for 'tiny-random-diffusion'.*learn2pd train"):
+        list(cb.generate_run("tiny-random-diffusion", "abc", 8, 0, "none", **values(sampler="learn2pd")))
+
+
+def test_the_benchmark_accordion_reads_the_file_or_says_how_to_make_it(tmp_path):
+    text, figure = tasks.benchmark_views(tmp_path / "bench.json")
+    assert figure is None and "python bench/bench_diffusion.py --model tiny-parallel --quick --json" in text
+    row = {"accuracy": 0.5, "nfe": 32, "nfe_fraction": 1.0, "tokens_per_step": 1.0, "seconds": 0.1}
+    bench = {"model": "tiny-parallel", "length": 32, "problems_per_task": 20, "tasks": {
+        "copy": {"determined": True, "samplers": {"steps=length": row, "fixed 8/step": row | {"tokens_per_step": 8}}},
+        "shuffle": {"determined": False, "samplers": {"steps=length": row}}}}
+    (tmp_path / "bench.json").write_text(json.dumps(bench))
+    text, figure = tasks.benchmark_views(tmp_path / "bench.json")
+    assert [t.name for t in figure.data] == ["copy", "shuffle"] and "20 per task" in text and "dashed" in text
+    (tmp_path / "bench.json").write_text('{"rows": []}')
+    text, figure = tasks.benchmark_views(tmp_path / "bench.json")
+    assert figure is None and "cannot be read" in text and "--quick --json" in text
+
+
+@pytest.mark.slow
+def test_preset_33_continues_a_verse_as_its_note_says():
+    """The note's numbers for its prompt: 55 calls instead of 64, at most 2 tokens per step, the answer of
+    one token per step (20 tokens, end-of-text included)."""
+    preset = cb.preset_chosen("33-diffusion-threshold")
+    fields = {f: preset[f"df:{f}"] for f in FIELDS}
+    trace = merged(list(cb.generate_run(preset["model"], preset["prompt"], preset["length"], 0, "none", **fields)))["trace"]
+    one_per_step = run_to_trace(preset["model"], preset["prompt"], strategy="diffusion", params={"steps": 64},
+                                max_new_tokens=64, chat=False)
+    steps = trace.of_kind("diffusion_step")
+    assert stats(trace)["nfe"] == 55 and max(len(s.unmasked) for s in steps) == 2
+    assert trace.finish.text.strip() and trace.finish.text == one_per_step.finish.text
+    assert stats(trace)["num_tokens"] == 20 and trace.finish.stop_reason == "eos"
+    assert "55 model" in preset["note"] and "up to 2 tokens" in preset["note"] and "(20 tokens" in preset["note"]

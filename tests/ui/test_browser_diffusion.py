@@ -1,15 +1,21 @@
 """The Diffusion tab in a real headless Chromium against the real app over HTTP: unmask 48 positions with
 the embedded tiny-diffusion at confidence threshold 0.5, wait for the finished canvas, step back through
-it, and save the screenshot the README shows (assets/screenshot-diffusion.png, 1400 px wide).
+it, and save the screenshot the README shows (assets/screenshot-diffusion.png, 1400 px wide); then
+tiny-parallel's task picker: choose a task and another problem, generate, and read the checker's verdict
+(screenshot-diffusion-task.png, in the temp folder unless DECODING_LAB_SCREENSHOTS=1).
 """
 
 from __future__ import annotations
 
+import html
 
 from conftest import screenshot_path
-from test_browser import TIMEOUT_MS, error_toasts, open_page, set_number
+from decoding.diffusion.parallel_tasks import check
+from test_browser import TIMEOUT_MS, choose, error_toasts, open_page, set_number
+from ui.diffusion_tasks import problem, reference_answer
 
 SCREENSHOT = screenshot_path("screenshot-diffusion.png")  # a temp folder; DECODING_LAB_SCREENSHOTS=1 retakes assets/
+TASK_SCREENSHOT = screenshot_path("screenshot-diffusion-task.png")
 WIDTH = 1400
 
 
@@ -74,3 +80,51 @@ def test_slow_motion_reaches_the_browser_step_by_step(app_url):
         assert "Finished" in state[0] and seen[-1] == 0
         assert len(seen) >= 8 and seen == sorted(seen, reverse=True)  # most of the 12 steps, in order
         assert error_toasts(page) == []
+
+
+def test_task_picker_generate_and_verdict(app_url):
+    """tiny-parallel: the picker appears with the model, fills the prompt with held-out problems, and after
+    the run the verdict is the task's checker on what the model wrote (its answers may be poor: no assertion
+    on being right)."""
+    with open_page(app_url, "#dl-generate", timeout_ms=TIMEOUT_MS) as page:
+        page.set_viewport_size({"width": WIDTH, "height": 900})
+        page.get_by_role("tab", name="Diffusion").click()
+        page.wait_for_selector("#df-generate")
+        assert page.locator("#df-tasks").is_hidden()  # tiny-diffusion: no tasks
+        choose(page, "df-model", "tiny-parallel")
+        page.wait_for_selector("#df-tasks", state="visible")
+        prompt = page.locator("#df-prompt textarea")
+        page.wait_for_function("p => document.querySelector('#df-prompt textarea').value === p",
+                               arg=problem("copy", 1).prompt)  # a task model starts on a task
+        assert page.locator("#df-length input[type=number]").input_value() == "32"
+        choose(page, "df-task", "reverse · the list backwards (determined: one right answer)")
+        page.wait_for_function("p => document.querySelector('#df-prompt textarea').value === p",
+                               arg=problem("reverse", 1).prompt)
+        page.locator("#df-another").click()
+        chosen = problem("reverse", 2).prompt
+        page.wait_for_function("p => document.querySelector('#df-prompt textarea').value === p", arg=chosen)
+        assert page.locator("#df-problem input[type=number]").input_value() == "2"
+        assert prompt.input_value() == chosen
+        page.locator("#df-sampler input[value='freedave']").check()  # its own field appears
+        page.wait_for_selector("#df-draft-steps", state="visible")
+        assert page.locator("#df-filter-threshold").is_hidden() and page.locator("#df-radius").is_hidden()
+        page.locator("#df-generate").click()
+
+        page.wait_for_function("() => (document.querySelector('#df-status') || {}).innerText?.includes('Finished')")
+        verdict = page.locator("#df-verdict .dl-verdict")
+        verdict.wait_for()
+        assert verdict.get_attribute("data-task") == "reverse"
+        wrote = html.unescape(verdict.locator("code").first.inner_html()) if "wrote: <code>" in verdict.inner_html() else ""
+        assert verdict.get_attribute("data-correct") == str(check("reverse", chosen, wrote)).lower()
+        assert f"the answer: {reference_answer('reverse', chosen)}" in verdict.inner_text()
+        assert "chat template" in page.locator("#df-stats").inner_text()
+        assert page.locator("#df-canvas .cell").count() == 32 and page.locator("#df-canvas .cell.masked").count() == 0
+        assert error_toasts(page) == []
+        page.evaluate("document.activeElement && document.activeElement.blur()")
+        page.wait_for_timeout(600)
+        page.evaluate("window.scrollTo(0, 0)")
+        box = page.locator("#df-verdict").bounding_box()
+        height = min(int(box["y"] + box["height"]) + 40, page.evaluate("document.documentElement.scrollHeight"))
+        page.screenshot(path=str(TASK_SCREENSHOT), full_page=True,
+                        clip={"x": 0, "y": 0, "width": WIDTH, "height": max(height, 900)})
+    assert TASK_SCREENSHOT.stat().st_size > 20_000

@@ -297,3 +297,57 @@ def test_diffusion_summary_shows_keys_present(steps):
     assert "no diffusion statistics yet" in diffusion_summary_html({})
     assert "no diffusion statistics yet" in diffusion_summary_html(None)
     assert "no diffusion statistics yet" in diffusion_summary_html({"num_tokens": 8, "forward_passes": 8})
+
+
+# The per-task benchmark chart: a hand-written object of the shape `bench_diffusion.py --model tiny-parallel
+# --json` prints (not model output)
+def _row(accuracy, tokens_per_step, length=32):
+    return {"accuracy": accuracy, "nfe": length / tokens_per_step, "nfe_fraction": 1 / tokens_per_step,
+            "tokens_per_step": tokens_per_step, "seconds": 0.1}
+
+
+BENCH = {
+    "model": "tiny-parallel", "length": 32, "problems_per_task": 20,
+    "tasks": {
+        "copy": {"determined": True, "samplers": {
+            "steps=length": _row(1.0, 1), "fixed 2/step": _row(1.0, 2), "fixed 4/step": _row(0.95, 4),
+            "fixed 8/step": _row(0.9, 8), "threshold 0.9": _row(1.0, 5.3), "freedave d4": _row(1.0, 2.1),
+            "causal twin greedy": _row(1.0, 1)}},
+        "shuffle": {"determined": False, "samplers": {
+            "steps=length": _row(0.8, 1), "fixed 2/step": _row(0.55, 2), "fixed 4/step": _row(0.3, 4),
+            "fixed 8/step": _row(0.05, 8), "learn2pd 0.9": _row(0.6, 3.0)}},
+        "add": {"determined": True, "samplers": {"steps=length": _row(0.5, 1), "fixed 8/step": _row(0.25, 8)}},
+        "pick": {"determined": False, "samplers": {"threshold 0.9": _row(0.7, 4.0)}},  # no fixed schedule: no line
+    },
+}
+
+
+def test_accuracy_vs_tokens_per_step_one_line_per_task_fixed_schedules_only():
+    from visualizers.diffusion import accuracy_vs_tokens_per_step_figure
+
+    fig = accuracy_vs_tokens_per_step_figure(BENCH)
+    assert [t.name for t in fig.data] == ["copy", "shuffle", "add"]  # pick has no fixed-schedule result
+    copy, shuffle, add = fig.data
+    assert list(copy.x) == [1, 2, 4, 8] and list(copy.y) == [100.0, 100.0, 95.0, 90.0]  # threshold, FreeDave: left out
+    assert list(shuffle.x) == [1, 2, 4, 8] and list(shuffle.y) == pytest.approx([80, 55, 30, 5])
+    assert list(add.x) == [1, 8] and list(add.y) == [50.0, 25.0]
+    assert copy.line.dash == "solid" and add.line.dash == "solid" and shuffle.line.dash == "dash"  # determined / dependent
+    assert len({copy.line.color, shuffle.line.color, add.line.color}) == 3  # one colour per task
+    assert copy.legendgroup == "determined" and shuffle.legendgroup == "dependent"
+    assert "many right answers" in shuffle.legendgrouptitle.text
+    assert fig.layout.xaxis.type == "log" and list(fig.layout.xaxis.tickvals) == [1, 2, 4, 8]
+    assert fig.layout.xaxis.title.text == "tokens per step (fixed schedule)"
+    assert fig.layout.yaxis.title.text == "accuracy (%)" and "canvas of 32 positions" in fig.layout.title.text
+    assert "fixed 8/step" in [c[0] for c in shuffle.customdata]  # the hover names the sampler
+
+
+def test_accuracy_vs_tokens_per_step_refuses_other_objects_and_draws_an_empty_hint():
+    from visualizers.diffusion import accuracy_vs_tokens_per_step_figure
+
+    for bad in (None, [], {"rows": []}, {"tasks": {"copy": {"determined": True}}}):
+        with pytest.raises(ValueError, match="`bench`"):
+            accuracy_vs_tokens_per_step_figure(bad)
+    empty = accuracy_vs_tokens_per_step_figure({"tasks": {"pick": BENCH["tasks"]["pick"]}})
+    assert not [t for t in empty.data if getattr(t, "x", None)] and "no fixed-schedule" in str(empty.layout.annotations)
+    weird = {"tasks": {"<b>x</b>": {"determined": True, "samplers": {"steps=length": _row(1, 1)}}}}
+    assert accuracy_vs_tokens_per_step_figure(weird).data[0].name == "&lt;b&gt;x&lt;/b&gt;"  # plotly-safe names
