@@ -28,6 +28,7 @@ import torch
 from transformers import DynamicCache
 
 from decoding.contracts import Drafter, Feedback, Outcome, RunContext
+from decoding.errors import short_repr
 from decoding.events import Event, SpecRound
 from decoding.lm import LM, crop_cache
 from decoding.speculative.drafters import TOP_RECORDED, EarlyExitDrafter, ModelDrafter, TreePlan
@@ -35,6 +36,7 @@ from decoding.speculative.retrieval import PromptLookupDrafter, TokenRecyclingDr
 from decoding.speculative.verify import ROOT, verify_tree
 from decoding.params import Params, param
 from decoding.registry import Registry, register_strategy
+from decoding.sampling import tempered
 from decoding.autoregressive import point_mass, token_event
 
 DRAFTERS: Registry[Callable[[LM, "SpeculativeParams"], Drafter]] = Registry("drafter")  # name -> factory(target, params)
@@ -62,13 +64,27 @@ class SpeculativeParams(Params):
         super().__post_init__()
         if self.drafter == "model" and not self.draft_model:
             raise ValueError("`draft_model` is required with drafter=model (e.g. draft_model=smollm2-135m)")
+        if self.drafter == "model":
+            from decoding.models import REGISTRY
+
+            spec = REGISTRY.get(self.draft_model.strip()) if isinstance(self.draft_model, str) else None
+            if spec is not None and spec.kind != "causal":  # hub ids are checked when they load
+                raise _not_causal(self.draft_model.strip())
+
+
+def _not_causal(name: str) -> ValueError:
+    return ValueError(f"`draft_model` {short_repr(name, 80)} is a masked diffusion model; the draft model must be a "
+                      "causal (autoregressive) model sharing the target's tokenizer (e.g. tiny-ar-draft for tiny-ar)")
 
 
 @DRAFTERS.register("model", help="a smaller model sharing the target's tokenizer (draft_model=NAME)")
 def _model_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
-    from decoding.models import load_model
+    from decoding.models import load_model, model_kind
 
-    draft = LM(load_model(params.draft_model, device=str(lm.loaded.device), dtype=str(lm.loaded.dtype).removeprefix("torch.")))
+    loaded = load_model(params.draft_model, device=str(lm.loaded.device), dtype=str(lm.loaded.dtype).removeprefix("torch."))
+    if model_kind(loaded) != "causal":
+        raise _not_causal(params.draft_model)
+    draft = LM(loaded)
     if draft.vocab_size != lm.vocab_size or draft.tokenizer.get_vocab() != lm.tokenizer.get_vocab():
         raise ValueError(f"`draft_model` {params.draft_model!r} does not share the target's tokenizer "
                          f"({draft.vocab_size} vs {lm.vocab_size} vocabulary rows); pick a model of the same family")
@@ -116,7 +132,7 @@ def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) ->
         hidden = drafter.needs_hidden_states
         out = lm.forward_tree(pending, tree.parents, tree.tokens, cache, output_hidden_states=hidden)
         row_logits = out.logits[0, num_pending - 1:]  # (1 + n, V): root, then one row per node
-        probs = torch.softmax(row_logits / (temperature if not greedy else 1.0), -1)  # (1 + n, V)
+        probs = torch.softmax(row_logits if greedy else tempered(row_logits, temperature), -1)  # (1 + n, V)
         verdict = verify_tree(tree, probs, ctx.generator, greedy)
         verify_s = time.perf_counter() - t0
         produced = [tree.tokens[i] for i in verdict.accepted] + [verdict.extra_token]
@@ -153,7 +169,7 @@ def _prefill(lm: LM, drafter, ids: list[int], cache, greedy: bool, temperature: 
                      logits_to_keep=0 if rows < 0 else min(rows, len(ids)), output_hidden_states=hidden)
     if rows:
         kept = out.logits.shape[1]
-        probs = torch.softmax(out.logits[0] / (temperature if not greedy else 1.0), -1)
+        probs = torch.softmax(out.logits[0] if greedy else tempered(out.logits[0], temperature), -1)
         drafter.observe(Feedback(row_tokens=ids[-kept:], row_logits=out.logits[0], target_probs=probs, greedy=greedy,
                                  rows=list(range(len(ids) - kept, len(ids))), hidden_states=out.hidden_states))
     return out
