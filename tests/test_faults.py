@@ -23,7 +23,7 @@ import gradio as gr
 import decoding.__main__ as cli
 from decoding.params import Params, param, specs
 from decoding.registry import STRATEGIES
-from decoding.run import run_to_trace
+from decoding.run import MAX_NEW_TOKENS_CAP, run_to_trace
 from ui import playground_callbacks, scaling_callbacks, speculative_callbacks
 from ui.api import api_generate
 from ui.playground_views import new_selection, param_widgets
@@ -218,3 +218,47 @@ def test_the_real_diffusion_model_as_draft_model_is_refused():
     params = {"drafter": "model", "draft_model": "tiny-diffusion"}
     assert "`draft_model` 'tiny-diffusion' is a masked diffusion model" in api_error(
         model="tiny-ar", strategy="speculative", params=json.dumps(params))
+
+
+# ---------------------------------------------------------------- context length of causal models
+
+
+def test_a_prompt_beyond_the_context_is_refused_with_the_numbers(capsys):
+    """tiny-random has 4096 positions; its byte tokenizer makes one token per character (plus <s>)."""
+    prompt = "a" * 5000
+    expected = r"the prompt's 500\d tokens plus `max_new_tokens` 3 exceed tiny-random's context of 4096 positions"
+    with pytest.raises(gr.Error, match=expected):
+        run_api(prompt=prompt)
+    with pytest.raises(gr.Error, match=expected):
+        playground(prompt=prompt)
+    with pytest.raises(gr.Error, match=expected.replace("3 exceed", "3 and 4 draft positions exceed")):
+        speculative_tab(prompt=prompt)
+    with pytest.raises(gr.Error, match=expected):
+        scaling_tab(prompt=prompt)
+    code, err = run_cli(capsys, "--prompt", prompt)
+    assert code == 2 and "exceed tiny-random's context of 4096 positions" in err
+
+
+def test_the_longest_run_fits_the_tiny_model():
+    """The Stop tests start runs of MAX_NEW_TOKENS_CAP tokens on tiny-random."""
+    from decoding.lm import LM
+    from decoding.models import load_model
+
+    LM(load_model(TINY, progress=None)).check_fits(100, MAX_NEW_TOKENS_CAP)
+
+
+def test_a_long_prompt_on_tiny_ar_is_refused(capsys):
+    """The issue's case: 20,000 characters on tiny-ar (256 positions) were accepted and produced garbage."""
+    prompt = "word " * 4000
+    message = api_error(model="tiny-ar", prompt=prompt)
+    assert "plus `max_new_tokens` 3 exceed tiny-ar's context of 256 positions; shorten the prompt" in message
+    assert "tiny-ar's context of 256 positions" in tab_error(playground, model="tiny-ar", prompt=prompt)
+    code, err = cli.main(["run", "--model", "tiny-ar", "--quiet", "--prompt", prompt]), capsys.readouterr().err
+    assert code == 2 and "exceed tiny-ar's context of 256 positions" in err
+
+
+def test_too_many_new_tokens_for_tiny_ar_say_how_many_fit():
+    message = api_error(model="tiny-ar", prompt="Once", max_new_tokens=300)
+    assert "plus `max_new_tokens` 300 exceed tiny-ar's context of 256 positions; ask for at most" in message
+    trace = run_to_trace("tiny-ar", "Once", strategy="greedy", max_new_tokens=8, chat=False)
+    assert len(trace.finish.token_ids) <= 8

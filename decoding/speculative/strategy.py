@@ -35,12 +35,13 @@ from decoding.speculative.drafters import TOP_RECORDED, EarlyExitDrafter, ModelD
 from decoding.speculative.retrieval import PromptLookupDrafter, TokenRecyclingDrafter
 from decoding.speculative.verify import ROOT, verify_tree
 from decoding.params import Params, param
-from decoding.registry import Registry, register_strategy
+from decoding.registry import Registry, family_check, register_strategy
 from decoding.sampling import tempered
 from decoding.autoregressive import point_mass, token_event
 
 DRAFTERS: Registry[Callable[[LM, "SpeculativeParams"], Drafter]] = Registry("drafter")  # name -> factory(target, params)
 TREES = ("chain", "static", "dynamic")
+MAX_DRAFT_LENGTH = 16  # the longest chain / deepest tree (adaptive chains grow up to it)
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ class SpeculativeParams(Params):
                              help="drafter=model: a smaller model with the target's tokenizer.")
     tree: str = param("chain", choices=TREES,
                       help="Shape of the draft: one chain, a full tree, or best-first by draft probability.")
-    draft_length: int = param(4, low=1, high=16, help="Draft tokens per chain / maximum tree depth.")
+    draft_length: int = param(4, low=1, high=MAX_DRAFT_LENGTH, help="Draft tokens per chain / maximum tree depth.")
     width: int = param(2, low=1, high=8, help="Children per node (static) or nodes kept per level (dynamic).")
     node_budget: int = param(16, low=1, high=64, help="At most this many draft tokens per round.")
     adaptive: bool = param(False, help="Chains: lengthen after a fully accepted round, shorten otherwise.")
@@ -106,6 +107,14 @@ def _token_recycling_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
     return TokenRecyclingDrafter(lm.vocab_size)
 
 
+@family_check("speculative")
+def check_run(lm: LM, params: SpeculativeParams, prompt_ids: list[int], max_new_tokens: int,
+              prefix_ids: list[int]) -> None:
+    """Before a run: the prompt, the new tokens and the deepest draft a round verifies fit the target's context."""
+    lookahead = MAX_DRAFT_LENGTH if params.adaptive and params.tree == "chain" else params.draft_length
+    lm.check_fits(len(prompt_ids) + len(prefix_ids), max_new_tokens, lookahead)
+
+
 def make_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
     return DRAFTERS.get(params.drafter)(lm, params)
 
@@ -157,7 +166,8 @@ def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) ->
         if done or step - ctx.step_offset >= ctx.max_new_tokens:
             return
         if params.adaptive and params.tree == "chain":
-            length = min(16, length + 2) if len(verdict.accepted) == len(tree) and len(tree) else max(1, length - 1)
+            grown = len(verdict.accepted) == len(tree) and len(tree)
+            length = min(MAX_DRAFT_LENGTH, length + 2) if grown else max(1, length - 1)
 
 
 def _prefill(lm: LM, drafter, ids: list[int], cache, greedy: bool, temperature: float):
