@@ -26,7 +26,7 @@ import torch
 from decoding import sampling
 from decoding.contracts import Outcome, RunContext
 from decoding.params import Params, param
-from decoding.registry import register_strategy
+from decoding.registry import family_check, register_strategy
 from decoding.events import BeamStep, Event, TokenStep
 from decoding.lm import reorder_cache
 
@@ -103,6 +103,12 @@ def token_loop(ctx: RunContext, outcome: Outcome,
             return
         if step + 1 < ctx.max_new_tokens:
             out = lm.forward(torch.tensor([[token_id]], device=lm.device), out.cache)
+
+
+@family_check("token", "beam")
+def check_causal_run(lm, params, prompt_ids: list[int], max_new_tokens: int, prefix_ids: list[int]) -> None:
+    """Before a causal run: the prompt, a branch's prefix and the new tokens fit the model's context."""
+    lm.check_fits(len(prompt_ids) + len(prefix_ids), max_new_tokens)
 
 
 @register_strategy("greedy", params=GreedyParams, help="always the most probable token")

@@ -18,6 +18,21 @@ PROBE_TIMEOUT_S = 2.0  # one TCP connect; DNS failure on a closed network answer
 _probe_result: bool | None = None
 
 
+def env_int(name: str, default: int, low: int = 1) -> int:
+    """An integer setting from the environment: `default` when unset or blank; ValueError naming the
+    variable when it is not an integer >= `low`."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"environment variable {name} must be an integer, got {raw[:40]!r}") from None
+    if value < low:
+        raise ValueError(f"environment variable {name} must be >= {low}, got {value}")
+    return value
+
+
 def configure_offline_env() -> None:
     """Switch off telemetry and analytics; keep any value the user has set."""
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")

@@ -13,7 +13,9 @@ Glossary
 
 Loading a trace checks every field against its annotation (`decoding.schema`): the aliases below
 (`Count`, `Prob`, ...) carry the ranges, and the records inside list fields (draft-tree nodes,
-beams, particles) are TypedDicts, so the annotations are the trace format's one schema.
+beams, particles) are TypedDicts, so the annotations are the trace format's one schema. What types
+cannot say (a file's size, how many events, canvas positions and particles, lists whose lengths or
+indices must agree) `decoding/trace_checks.py` checks on the same load.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Annotated, ClassVar, TypedDict
 
 from decoding.errors import short_repr
 from decoding.schema import Range, check_fields
+from decoding.trace_checks import UPLOAD_MB, TraceChecker, upload_bytes
 
 TRACE_FORMAT = "decoding-lab-trace"
 TRACE_VERSION = 1
@@ -35,6 +39,7 @@ Count = Annotated[int, Range(0)]  # steps, counts, token ids, indices
 Parent = Annotated[int, Range(-1)]  # an index, or -1 for the context / prompt / a masked position
 Prob = Annotated[float, Range(0, 1, slack=1e-4)]  # slack: float32 sums may end at 1.00001
 Nats = Annotated[float, Range(0, slack=1e-6)]
+LogProb = Annotated[float, Range(high=0, slack=1e-4)]  # a (sum of) natural-log probabilities: <= 0
 Seconds = Annotated[float, Range(0)]
 Seed = Annotated[int, Range(0, 2**63 - 1)]
 
@@ -44,11 +49,11 @@ class Beam(TypedDict):
 
     token_ids: list[Count]
     text: str
-    score: float  # sum of log-probabilities
+    score: LogProb  # sum of log-probabilities
     parent: Count  # index of the beam it extends among the previous step's beams
     token_id: Count
     token_text: str
-    logprob: float
+    logprob: LogProb
 
 
 class Hypothesis(TypedDict):
@@ -56,7 +61,7 @@ class Hypothesis(TypedDict):
 
     token_ids: list[Count]
     text: str
-    score: float  # length-normalised
+    score: LogProb  # length-normalised
 
 
 class _DraftNodeKeys(TypedDict):
@@ -72,7 +77,7 @@ class DraftNode(_DraftNodeKeys, total=False):
     """A node of a speculative round's draft tree (SpecRound.nodes)."""
 
     q: Prob
-    logq_cum: float
+    logq_cum: LogProb
     p: Prob
     u: Prob | None
     accept_prob: Prob | None
@@ -337,16 +342,20 @@ class Trace:
         events = data.get("events")
         if not isinstance(events, list) or not events:
             raise ValueError("malformed trace: 'events' must be a non-empty list")
+        checker = TraceChecker()  # the bounds (events, canvas, particles, items per list) and links
+        checker.check_count(len(events))
         trace = cls()
         for i, item in enumerate(events):
             kind = item.get("kind") if isinstance(item, dict) else None
             where = f"event {i} ({kind!r})" if isinstance(kind, str) and kind in EVENT_TYPES else f"event {i}"
             try:
                 kind, fields = _kind_and_fields(item)
-                check_fields(EVENT_TYPES[kind], fields)
+                check_fields(EVENT_TYPES[kind], fields, max_items=checker.max_items)
+                event = EVENT_TYPES[kind](**fields)
+                checker.check(event)
             except ValueError as err:
                 raise ValueError(f"malformed trace: {where}: {err}") from None
-            trace.append(EVENT_TYPES[kind](**fields))
+            trace.append(event)
         if not isinstance(trace.events[0], RunStarted):
             raise ValueError("malformed trace: the first event must be a 'start' event")
         return trace
@@ -363,8 +372,14 @@ class Trace:
 
     @classmethod
     def load(cls, path) -> Trace:
+        """The trace in a JSON file, refused (ValueError) beyond DECODING_LAB_MAX_UPLOAD_MB or the bounds
+        of `decoding.trace_checks`."""
+        limit = upload_bytes()
         with open(path, "rb") as f:
-            raw = f.read()
+            raw = f.read(limit + 1)
+        if len(raw) > limit:
+            size = os.path.getsize(path)
+            raise UPLOAD_MB.refuse("the file is", math.ceil(size / 2**20 * 10) / 10, limit // 2**20)
         try:
             return cls.from_json(raw.decode("utf-8"))
         except UnicodeDecodeError:

@@ -46,6 +46,25 @@ class LM:
     def name(self) -> str:
         return self.loaded.name
 
+    @property
+    def max_length(self) -> int | None:
+        """The most positions the model attends over (prompt + generated), if its config says."""
+        value = getattr(self.config, "max_position_embeddings", None)
+        return value if isinstance(value, int) and value > 0 else None
+
+    def check_fits(self, num_prompt: int, max_new_tokens: int, lookahead: int = 0) -> None:
+        """ValueError with the numbers unless `num_prompt` tokens, `max_new_tokens` generated ones and
+        `lookahead` positions a round may look past them (speculative drafts) fit `max_length`."""
+        limit = self.max_length
+        if limit is None or num_prompt + max_new_tokens + lookahead <= limit:
+            return
+        room = limit - num_prompt - lookahead
+        extra = f" and {lookahead} draft positions" if lookahead else ""
+        advice = (f"ask for at most {room} new tokens or shorten the prompt" if room >= 1 else
+                  f"shorten the prompt to under {limit - lookahead} tokens")
+        raise ValueError(f"the prompt's {num_prompt} tokens plus `max_new_tokens` {max_new_tokens}{extra} exceed "
+                         f"{self.name}'s context of {limit} positions; {advice}")
+
     @torch.inference_mode()
     def forward(
         self,

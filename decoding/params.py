@@ -12,7 +12,8 @@ lives in a second table.
 
 Glossary
     spec      a `ParamSpec`: type, default, allowed values, help.
-    range     an interval [low, high] (ends open or closed) for int / float fields.
+    range     an interval [low, high] (ends open or closed) for int / float fields; an int field's ends
+              are finite (checked at import).
     choices   the allowed strings of a str field (a tuple, or a function returning one when the
               names come from a registry filled at import time, e.g. rewards or drafters).
     note      how the allowed values read when neither a range nor choices say it ("name or hub
@@ -137,6 +138,11 @@ def specs(cls) -> list[ParamSpec]:
         bounded = meta["low"] != -math.inf or meta["high"] != math.inf
         if kind in (int, float) and not bounded and not meta["note"]:
             raise TypeError(f"{cls.__name__}.{f.name} has no range: give param(..., low=..., high=...)")
+        if kind is int and not (math.isfinite(meta["low"]) and math.isfinite(meta["high"])):
+            # an unbounded integer passes validation as 10**30, then breaks the trace (64-bit fields), the
+            # JSON the app streams and every loop sized by it
+            raise TypeError(f"{cls.__name__}.{f.name} is an integer without a finite range: give "
+                            f"param(..., low=..., high=...) with finite ends, got {range_text(meta['low'], meta['high'])}")
         out.append(ParamSpec(name=f.name, type=kind, **meta))
     return out
 

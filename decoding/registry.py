@@ -73,11 +73,15 @@ def unregister_strategy(name: str) -> None:
     STRATEGIES.pop(name, None)
 
 
-def family_check(family: str) -> Callable:
-    """Decorator registering the check a family runs before any of its strategies starts."""
+def family_check(*families: str) -> Callable:
+    """Decorator registering the check these families run before any of their strategies starts."""
+    unknown = [f for f in families if f not in FAMILIES]
+    if not families or unknown:
+        raise TypeError(f"family_check needs families among {', '.join(FAMILIES)}, got {families!r}")
 
     def decorate(fn: Callable) -> Callable:
-        FAMILY_CHECKS[family] = fn
+        for family in families:
+            FAMILY_CHECKS[family] = fn
         return fn
 
     return decorate

@@ -59,7 +59,7 @@ def _convert(name: str, value, kind):
             return int(value) if not isinstance(value, str) else int(value.strip())
         if kind is float:
             return float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: float(10**400)
         raise ValueError(f"`{name}` must be {'an integer' if kind is int else 'a number'}, got {short_repr(value)}") from None
     return value
 
@@ -72,12 +72,25 @@ def as_lm(model: str | LoadedModel | LM | DiffusionLM, **load_kwargs) -> LM | Di
     return DiffusionLM(loaded) if model_kind(loaded) == "diffusion" else LM(loaded)
 
 
-def validate_request(prompt, strategy, params, max_new_tokens, seed):
-    """Check a run's inputs before any model work; returns (strategy info, params dataclass)."""
-    if not isinstance(prompt, str) or not prompt.strip():
+def check_prompt(prompt) -> None:
+    """ValueError naming the problem unless `prompt` is non-empty text within MAX_PROMPT_CHARS that
+    encodes as UTF-8 (a lone surrogate such as "\\ud800", which JSON can carry, cannot)."""
+    if not isinstance(prompt, str):
+        raise ValueError(f"`prompt` must be text, got {type(prompt).__name__} {short_repr(prompt, 80)}")
+    if not prompt.strip():
         raise ValueError("`prompt` is empty; type something for the model to continue")
     if len(prompt) > MAX_PROMPT_CHARS:
         raise ValueError(f"`prompt` is {len(prompt)} characters; the limit is {MAX_PROMPT_CHARS}")
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError(f"`prompt` is not valid Unicode text: character {err.start} is a lone surrogate "
+                         f"(U+{ord(prompt[err.start]):04X}); remove it") from None
+
+
+def validate_request(prompt, strategy, params, max_new_tokens, seed):
+    """Check a run's inputs before any model work; returns (strategy info, params dataclass)."""
+    check_prompt(prompt)
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or not 1 <= max_new_tokens <= MAX_NEW_TOKENS_CAP:
         raise ValueError(f"`max_new_tokens` must be an integer in [1, {MAX_NEW_TOKENS_CAP}], got {short_repr(max_new_tokens)}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):

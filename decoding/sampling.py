@@ -31,6 +31,7 @@ Glossary
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import ClassVar, Iterable, Protocol
@@ -39,6 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from decoding.errors import short_repr
 from decoding.params import ParamSpec, Params, param
 
 NEG_INF = float("-inf")
@@ -85,12 +87,13 @@ def _check(name: str, value, kind: type, low: float, high: float, low_inc: bool,
 
 
 _INF = math.inf
+MAX_TOP_K = 1 << 20  # more tokens than any vocabulary (gemma3's has 262,144): every int parameter is bounded
 PARAMETERS: dict[str, ParamSpec] = {  # the sampling knobs, shared by `sample`, mirostat and the transforms
     s.name: s
     for s in [
         ParamSpec("temperature", float, 1.0, "Divides the logits: below 1 sharpens the distribution, above 1 flattens it.",
                   0.0, _INF, False, False),
-        ParamSpec("top_k", int, 0, "Keep only the k most likely tokens (0 = off).", 0, _INF, True, False),
+        ParamSpec("top_k", int, 0, "Keep only the k most likely tokens (0 = off).", 0, MAX_TOP_K),
         ParamSpec("top_p", float, 1.0, "Keep the most likely tokens until their probabilities add up to p (1 = off).",
                   0.0, 1.0, False, True),
         ParamSpec("min_p", float, 0.0, "Drop tokens less likely than min_p times the top token's probability (0 = off).",
@@ -357,10 +360,40 @@ def build_transforms(params: SamplingParams) -> list[LogitsTransform]:
 
 
 def apply_transforms(transforms: Iterable[LogitsTransform], logits: Tensor, input_ids: Tensor) -> Tensor:
-    """Run the chain left to right; returns a new (B, V) tensor even for an empty chain."""
+    """Run the chain left to right; returns a new (B, V) tensor even for an empty chain.
+
+    A transform whose parameter is so extreme that the logits stop being usable (a temperature of
+    1e-320 or a repetition penalty of 1e-300 overflow them to infinity, and softmax gives NaN) is a
+    ValueError naming that parameter, not a NaN that fails later inside the sampler.
+    """
     out = logits.clone()
     for transform in transforms:
-        out = transform(out, input_ids)
+        new = transform(out, input_ids)
+        if not finite_rows(new) and finite_rows(out):
+            fields = dataclasses.fields(transform) if dataclasses.is_dataclass(transform) else ()
+            raise non_finite(transform.name, getattr(transform, fields[0].name) if fields else None)
+        out = new
+    return out
+
+
+def finite_rows(logits: Tensor) -> bool:
+    """Whether softmax can be taken of every row (..., V): no NaN, no +inf, and a finite logit in each row."""
+    return not (torch.isnan(logits).any() or torch.isposinf(logits).any()
+                or (logits.amax(dim=-1) == NEG_INF).any())
+
+
+def non_finite(name: str, value) -> ValueError:
+    """The error for a parameter value that made the probabilities non-finite."""
+    shown = f" = {short_repr(value, 40)}" if value is not None else ""
+    return ValueError(f"`{name}`{shown} makes the probabilities non-finite (the logits overflow to infinity or "
+                      f"NaN); choose a less extreme `{name}`")
+
+
+def tempered(logits: Tensor, temperature: float) -> Tensor:
+    """logits / temperature (a new tensor), or ValueError naming `temperature` when that overflows."""
+    out = logits / temperature
+    if not finite_rows(out) and finite_rows(logits):
+        raise non_finite("temperature", temperature)
     return out
 
 

@@ -11,6 +11,8 @@ Glossary
                 Annotated[int | float, Range(...)] for a number with a range.
     JSON value  text, a finite number, true / false, null, or an array / object of JSON values,
                 nested at most MAX_DEPTH deep (objects have text keys).
+    max_items   the most items any list may hold (`check_fields(..., max_items=)`; None: no bound): a
+                trace's bound on tokens per list (decoding/trace_checks.py).
     record      a TypedDict: its required keys must be there and its annotated keys typed; other
                 keys may be any JSON value (visualizers never read them).
 """
@@ -60,9 +62,10 @@ class SchemaError(ValueError):
         super().__init__(f"`{path}` must be {allowed}, got {self.got}")
 
 
-def check_fields(cls, data: dict) -> dict:
+def check_fields(cls, data: dict, max_items: int | None = None) -> dict:
     """`data` checked against the dataclass `cls`: no unknown or missing fields, every value of its
-    annotated type. Returns `data` (values are not converted); SchemaError otherwise."""
+    annotated type, no list longer than `max_items`. Returns `data` (values are not converted);
+    SchemaError otherwise."""
     fields = dataclasses.fields(cls)
     required = {f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
     missing, unknown = required - data.keys(), data.keys() - {f.name for f in fields}
@@ -71,17 +74,17 @@ def check_fields(cls, data: dict) -> dict:
                          f"unknown fields {short_repr(sorted(map(str, unknown)), QUOTE_CHARS)}")
     hints = _hints(cls)
     for name, value in data.items():
-        check(value, hints[name], name)
+        check(value, hints[name], name, max_items=max_items)
     return data
 
 
-def check(value, hint, path: str, depth: int = 0):
-    """`value` if it fits `hint`, else SchemaError naming `path`."""
+def check(value, hint, path: str, depth: int = 0, *, max_items: int | None = None):
+    """`value` if it fits `hint` (and its lists hold at most `max_items`), else SchemaError naming `path`."""
     origin = typing.get_origin(hint)
     if origin is Annotated:
         base, *meta = typing.get_args(hint)
         try:
-            check(value, base, path, depth)
+            check(value, base, path, depth, max_items=max_items)
         except SchemaError as err:
             if err.path != path:
                 raise
@@ -97,19 +100,19 @@ def check(value, hint, path: str, depth: int = 0):
         others = [o for o in options if o is not type(None)]
         if len(others) == 1:  # X | None: a problem inside X is reported where it is
             try:
-                return check(value, others[0], path, depth)
+                return check(value, others[0], path, depth, max_items=max_items)
             except SchemaError as err:
                 if err.path != path:
                     raise
                 raise SchemaError(path, value, describe(hint)) from None
         for option in others:
             try:
-                return check(value, option, path, depth)
+                return check(value, option, path, depth, max_items=max_items)
             except SchemaError:
                 continue
         raise SchemaError(path, value, describe(hint))
     if hint is typing.Any or hint is object:
-        return check_json(value, path, depth)
+        return check_json(value, path, depth, max_items=max_items)
     if hint in _SCALARS:
         if not _SCALARS[hint][0](value):
             too_big = isinstance(value, int) and not isinstance(value, bool) and hint in (int, float)
@@ -120,23 +123,25 @@ def check(value, hint, path: str, depth: int = 0):
         if not isinstance(value, list):
             raise SchemaError(path, value, describe(hint))
         _deeper(path, depth)
+        _not_longer(path, value, max_items)
         item = (typing.get_args(hint) or (typing.Any,))[0]
         fits = _scalar_test(item) or _never
         for i, x in enumerate(value):
             if not fits(x):  # lists of numbers or texts: a quick test first, the full check for a misfit
-                check(x, item, f"{path}[{i}]", depth + 1)
+                check(x, item, f"{path}[{i}]", depth + 1, max_items=max_items)
         return value
     if hint is dict or origin is dict:
         if not isinstance(value, dict):
             raise SchemaError(path, value, describe(hint))
-        return check_json(value, path, depth)
+        return check_json(value, path, depth, max_items=max_items)
     if typing.is_typeddict(hint):
-        return _check_record(value, hint, path, depth)
+        return _check_record(value, hint, path, depth, max_items)
     raise TypeError(f"no schema rule for the annotation {hint!r} of `{path}`")  # a programming error
 
 
-def check_json(value, path: str, depth: int = 0):
-    """`value` if it is a JSON value nested at most MAX_DEPTH deep, else SchemaError."""
+def check_json(value, path: str, depth: int = 0, *, max_items: int | None = None):
+    """`value` if it is a JSON value nested at most MAX_DEPTH deep (lists of at most `max_items`), else
+    SchemaError."""
     if value is None or isinstance(value, (str, bool)):
         return value
     if isinstance(value, int):
@@ -145,15 +150,17 @@ def check_json(value, path: str, depth: int = 0):
         return check(value, float, path, depth)
     if isinstance(value, list):
         _deeper(path, depth)
+        _not_longer(path, value, max_items)
         for i, x in enumerate(value):
-            check_json(x, f"{path}[{i}]", depth + 1)
+            check_json(x, f"{path}[{i}]", depth + 1, max_items=max_items)
         return value
     if isinstance(value, dict):
         _deeper(path, depth)
+        _not_longer(path, value, max_items)
         for k, x in value.items():
             if not isinstance(k, str):
                 raise SchemaError(path, value, "an object with text keys")
-            check_json(x, f"{path}.{k}", depth + 1)
+            check_json(x, f"{path}.{k}", depth + 1, max_items=max_items)
         return value
     raise SchemaError(path, value, "a JSON value")
 
@@ -213,10 +220,17 @@ def _deeper(path: str, depth: int) -> None:
         raise SchemaError(path, None, f"nested at most {MAX_DEPTH} containers deep", got="deeper nesting")
 
 
-def _check_record(value, hint, path: str, depth: int):
+def _not_longer(path: str, value, max_items: int | None) -> None:
+    if max_items is not None and len(value) > max_items:
+        what = "a list" if isinstance(value, list) else "an object"
+        raise SchemaError(path, None, f"{what} of at most {max_items} items", got=f"{len(value)} items")
+
+
+def _check_record(value, hint, path: str, depth: int, max_items: int | None = None):
     if not isinstance(value, dict):
         raise SchemaError(path, value, describe(hint))
     _deeper(path, depth)
+    _not_longer(path, value, max_items)
     missing = hint.__required_keys__ - value.keys()
     if missing:
         raise SchemaError(path, value, f"{describe(hint)} (missing {', '.join(sorted(missing))})")
@@ -225,9 +239,9 @@ def _check_record(value, hint, path: str, depth: int):
         if not isinstance(key, str):
             raise SchemaError(path, value, "an object with text keys")
         if key in hints:
-            check(x, hints[key], f"{path}.{key}", depth + 1)
+            check(x, hints[key], f"{path}.{key}", depth + 1, max_items=max_items)
         else:
-            check_json(x, f"{path}.{key}", depth + 1)
+            check_json(x, f"{path}.{key}", depth + 1, max_items=max_items)
     return value
 
 

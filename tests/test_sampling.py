@@ -370,8 +370,8 @@ BAD_VALUES = [
     (lambda: TopH(1.2), "alpha", "(0, 1]", "1.2"),
     (lambda: TopH(0.5, top_n=0), "top_n", "an integer in [1, inf)", "0"),
     (lambda: SamplingParams(temperature=-1.0), "temperature", "(0, inf)", "-1.0"),
-    (lambda: SamplingParams(top_k=-1), "top_k", "an integer in [0, inf)", "-1"),
-    (lambda: SamplingParams(top_k=True), "top_k", "an integer in [0, inf)", "True"),
+    (lambda: SamplingParams(top_k=-1), "top_k", "an integer in [0, 1048576]", "-1"),
+    (lambda: SamplingParams(top_k=True), "top_k", "an integer in [0, 1048576]", "True"),
     (lambda: SamplingParams(top_p=1.5), "top_p", "(0, 1]", "1.5"),
     (lambda: SamplingParams(min_p=2.0), "min_p", "[0, 1]", "2.0"),
     (lambda: SamplingParams(typical_p=0.0), "typical_p", "(0, 1]", "0.0"),
@@ -424,7 +424,7 @@ def test_parameters_cover_every_sampling_field_and_mirostat():
         spec.check(spec.default)  # every default is allowed
         assert spec.help.endswith(".") and len(spec.help) <= 100
     assert PARAMETERS["top_p"].range_text() == "(0, 1]"
-    assert PARAMETERS["top_k"].range_text() == "[0, inf)"
+    assert PARAMETERS["top_k"].range_text() == "[0, 1048576]"
 
 
 def test_defaults_build_no_transforms_and_leave_logits_unchanged():

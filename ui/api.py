@@ -19,6 +19,7 @@ from typing import Iterator
 import gradio as gr
 
 from decoding.__main__ import summary
+from decoding.errors import short_repr
 from decoding.events import Event, Trace
 from decoding.models import DEFAULT_MODEL
 from decoding.run import validate_request
@@ -36,8 +37,11 @@ def parse_params(params) -> dict:
         except json.JSONDecodeError as err:
             raise ValueError(f"`params` must be a JSON object such as {{\"top_p\": 0.9}}, got {params[:80]!r} "
                              f"({err})") from None
+        except RecursionError:
+            raise ValueError("`params` is nested too deeply: it must be a JSON object of parameter values "
+                             "such as {\"top_p\": 0.9}") from None
     if not isinstance(params, dict):
-        raise ValueError(f"`params` must be a JSON object such as {{\"top_p\": 0.9}}, got {json.dumps(params)[:80]}")
+        raise ValueError(f"`params` must be a JSON object such as {{\"top_p\": 0.9}}, got {short_repr(params, 80)}")
     return params
 
 

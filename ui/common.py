@@ -31,10 +31,12 @@ import decoding  # noqa: F401  (switches telemetry off before gradio is imported
 import gradio as gr
 
 from decoding.embedded import EmbeddedModelError
+from decoding.env import env_int
 from decoding.events import BeamStep, DiffusionStep, Event, ParticleStep, TokenStep, Trace, stats
 from decoding.errors import short_repr
 from decoding.models import DEFAULT_MODEL, REGISTRY, TINY_MODEL, ModelLoadError, load_model, resolve_spec
 from decoding.run import generate
+from decoding.trace_checks import upload_bytes
 from visualizers._common import esc
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
@@ -42,19 +44,6 @@ REDRAWS_PER_S = 5.0  # upper bound on live redraws
 REDRAW_BUDGET = 0.08  # share of wall time redraws may take (slow redraws are spaced out further): drawing
 # shares the GIL with the decoding thread, so this is roughly what live views cost in speed
 MODEL_CONCURRENCY_ID = "model"  # every model-bound event shares this queue slot
-
-
-def env_int(name: str, default: int, low: int = 1) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"environment variable {name} must be an integer, got {raw!r}") from None
-    if value < low:
-        raise ValueError(f"environment variable {name} must be >= {low}, got {value}")
-    return value
 
 
 def model_concurrency() -> int:
@@ -307,8 +296,9 @@ def theme() -> gr.themes.Base:
 
 
 def launch_kwargs() -> dict:
-    """Theme and CSS: Gradio 6 takes them in `launch()`."""
-    return {"theme": theme(), "css_paths": [ASSETS / "app.css"]}
+    """Theme and CSS (Gradio 6 takes them in `launch()`), and the upload size limit: a replayed trace may
+    have at most DECODING_LAB_MAX_UPLOAD_MB (default 5); Gradio refuses a larger file before it is stored."""
+    return {"theme": theme(), "css_paths": [ASSETS / "app.css"], "max_file_size": upload_bytes()}
 
 
 def preload_default_model() -> threading.Thread | None:
@@ -425,10 +415,13 @@ def load_replay(path, lab: str, what: str, accepts: Callable, render: Callable,
                           f"{what}; {hint}", f"Not a {lab} trace")
     try:
         shown = render(loaded)
-    except (ValueError, TypeError, KeyError, AttributeError, IndexError) as err:
-        raise error_toast(f"Cannot replay {name}: malformed {what} ({str(err)[:300]})",
+    except RENDER_ERRORS as err:  # a consistent trace never gets here (decoding/trace_checks.py); a last guard
+        raise error_toast(f"Cannot replay {name}: malformed {what} ({type(err).__name__}: {str(err)[:300]})",
                           "Not a Decoding Lab trace") from None
     return loaded, shown, name
+
+
+RENDER_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError, ArithmeticError, RecursionError)
 
 
 # The tabs' shared skeleton: number formatting, stat cards, streaming a run into views --------------

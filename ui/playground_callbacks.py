@@ -8,7 +8,6 @@ closing them (Stop) stops the run.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Iterator
 
 import gradio as gr
@@ -16,7 +15,7 @@ import gradio as gr
 from decoding.events import Trace, TokenStep, stats
 from decoding.run import validate_request
 from decoding.registry import STRATEGIES
-from ui.common import (USER_ERRORS, as_int, check_model, error_toast, finished_status, run_work, stream_views,
+from ui.common import (USER_ERRORS, as_int, check_model, finished_status, load_replay, run_work, stream_views,
                        user_error, wait_for_finish)
 from ui.playground_views import (UI_MAX_NEW_TOKENS, collect_params, export_files, focused, new_selection, param_widgets,
                                  playground_strategies, token_at, views)
@@ -181,16 +180,12 @@ def branch_run(alternative, trace, branch, selection, color_by) -> Iterator[dict
 
 def replay(path, trace, branch, selection, color_by) -> dict:
     """Load a saved trace into the views (and its settings into the controls); a bad file changes nothing."""
-    if not path:
+    fresh = new_selection()
+    got = load_replay(path, "Playground", "token steps", lambda t: True,
+                      lambda t: views(t, None, fresh, color_by) | export_files(t))
+    if got is None:
         return {}
-    name = Path(path).name
-    try:
-        loaded = Trace.load(path)
-        fresh = new_selection()
-        shown = views(loaded, None, fresh, color_by)
-        exports = export_files(loaded)
-    except (ValueError, OSError, TypeError, KeyError, AttributeError) as err:
-        raise error_toast(f"Cannot replay {name}: {err}", "Not a Decoding Lab trace") from None
+    loaded, shown, name = got
     start = loaded.start
     selection.clear()
     selection.update(fresh)
@@ -204,6 +199,6 @@ def replay(path, trace, branch, selection, color_by) -> dict:
     status = (f"**Replaying** {esc(name)}: {esc(start.model)}, {esc(start.strategy)}, {s['num_tokens']} tokens "
               f"(recorded at {s['tokens_per_s'] or '–'} tokens/s)."
               + (" Its settings are back in the controls." if controls else ""))
-    return shown | exports | controls | {"trace": loaded, "branch": None, "selection": selection,
+    return shown | controls | {"trace": loaded, "branch": None, "selection": selection,
                                      "status": status}
 

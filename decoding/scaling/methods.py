@@ -47,11 +47,14 @@ import torch
 
 from decoding.contracts import Outcome, RunContext
 from decoding.events import Event
-from decoding.registry import register_strategy
+from decoding.autoregressive import check_causal_run
+from decoding.registry import family_check, register_strategy
 from decoding.scaling import particles as pf
 from decoding.scaling.params import (BestOfNParams, FirstFinishParams, ParticleFilterParams, RewardBeamParams,
                                      ScalingParams, VoteParams)
 from decoding.scaling.run import ScalingRun, _identity, _score_weights
+
+family_check("scaling")(check_causal_run)  # every particle's prompt + tokens fit the policy's context
 
 
 def _independent(ctx: RunContext, params: ScalingParams, outcome: Outcome, method: str,

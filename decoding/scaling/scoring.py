@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Callable
 
 import torch
 
+from decoding.errors import short_repr
 from decoding.registry import Registry
 from decoding.scaling import rewards as rw
 
@@ -62,9 +63,13 @@ def _required_words(params: ScalingParams, policy=None):
 
 @REWARDS.register("lm-judge", help="LM as judge: P(Yes) / (P(Yes) + P(No)) of `judge_model` asked whether the step is correct")
 def _lm_judge(params: ScalingParams, policy):
+    from decoding.diffusion.lm import DiffusionLM
     from decoding.run import as_lm
 
     judge_lm = policy if not params.judge_model.strip() else as_lm(params.judge_model.strip())
+    if isinstance(judge_lm, DiffusionLM):
+        raise ValueError(f"`judge_model` {short_repr(params.judge_model.strip(), 80)} is a masked diffusion model; "
+                         "the judge must be a causal (autoregressive) model")
     return rw.LMJudgeReward(lm_judge(judge_lm)), [] if judge_lm is policy else [judge_lm]
 
 

@@ -32,6 +32,7 @@ import torch
 from decoding.contracts import Drafter, Feedback
 from decoding.lm import LM, crop_cache
 from decoding.models import LoadedModel
+from decoding.sampling import tempered
 from decoding.speculative.verify import ROOT, DraftTree
 
 TOP_RECORDED = 8  # top tokens of p and q recorded per expanded position
@@ -149,7 +150,7 @@ def grow_tree(expand: Expand, plan: TreePlan, temperature: float, generator: tor
             break
         logits = expand(tree, frontier)  # (F, V)
         draft.forward_passes += 1
-        logqs = torch.log_softmax(logits.float() / (temperature if not greedy else 1.0), -1)  # (F, V)
+        logqs = torch.log_softmax(logits.float() if greedy else tempered(logits.float(), temperature), -1)  # (F, V)
         counts = allot_children(logqs, [scores[n] for n in frontier], plan, budget=plan.budget - len(tree))
         next_frontier = []
         for logq, parent, count in zip(logqs, frontier, counts):

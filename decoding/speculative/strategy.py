@@ -28,17 +28,20 @@ import torch
 from transformers import DynamicCache
 
 from decoding.contracts import Drafter, Feedback, Outcome, RunContext
+from decoding.errors import short_repr
 from decoding.events import Event, SpecRound
 from decoding.lm import LM, crop_cache
 from decoding.speculative.drafters import TOP_RECORDED, EarlyExitDrafter, ModelDrafter, TreePlan
 from decoding.speculative.retrieval import PromptLookupDrafter, TokenRecyclingDrafter
 from decoding.speculative.verify import ROOT, verify_tree
 from decoding.params import Params, param
-from decoding.registry import Registry, register_strategy
+from decoding.registry import Registry, family_check, register_strategy
+from decoding.sampling import tempered
 from decoding.autoregressive import point_mass, token_event
 
 DRAFTERS: Registry[Callable[[LM, "SpeculativeParams"], Drafter]] = Registry("drafter")  # name -> factory(target, params)
 TREES = ("chain", "static", "dynamic")
+MAX_DRAFT_LENGTH = 16  # the longest chain / deepest tree (adaptive chains grow up to it)
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,7 @@ class SpeculativeParams(Params):
                              help="drafter=model: a smaller model with the target's tokenizer.")
     tree: str = param("chain", choices=TREES,
                       help="Shape of the draft: one chain, a full tree, or best-first by draft probability.")
-    draft_length: int = param(4, low=1, high=16, help="Draft tokens per chain / maximum tree depth.")
+    draft_length: int = param(4, low=1, high=MAX_DRAFT_LENGTH, help="Draft tokens per chain / maximum tree depth.")
     width: int = param(2, low=1, high=8, help="Children per node (static) or nodes kept per level (dynamic).")
     node_budget: int = param(16, low=1, high=64, help="At most this many draft tokens per round.")
     adaptive: bool = param(False, help="Chains: lengthen after a fully accepted round, shorten otherwise.")
@@ -62,13 +65,27 @@ class SpeculativeParams(Params):
         super().__post_init__()
         if self.drafter == "model" and not self.draft_model:
             raise ValueError("`draft_model` is required with drafter=model (e.g. draft_model=smollm2-135m)")
+        if self.drafter == "model":
+            from decoding.models import REGISTRY
+
+            spec = REGISTRY.get(self.draft_model.strip()) if isinstance(self.draft_model, str) else None
+            if spec is not None and spec.kind != "causal":  # hub ids are checked when they load
+                raise _not_causal(self.draft_model.strip())
+
+
+def _not_causal(name: str) -> ValueError:
+    return ValueError(f"`draft_model` {short_repr(name, 80)} is a masked diffusion model; the draft model must be a "
+                      "causal (autoregressive) model sharing the target's tokenizer (e.g. tiny-ar-draft for tiny-ar)")
 
 
 @DRAFTERS.register("model", help="a smaller model sharing the target's tokenizer (draft_model=NAME)")
 def _model_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
-    from decoding.models import load_model
+    from decoding.models import load_model, model_kind
 
-    draft = LM(load_model(params.draft_model, device=str(lm.loaded.device), dtype=str(lm.loaded.dtype).removeprefix("torch.")))
+    loaded = load_model(params.draft_model, device=str(lm.loaded.device), dtype=str(lm.loaded.dtype).removeprefix("torch."))
+    if model_kind(loaded) != "causal":
+        raise _not_causal(params.draft_model)
+    draft = LM(loaded)
     if draft.vocab_size != lm.vocab_size or draft.tokenizer.get_vocab() != lm.tokenizer.get_vocab():
         raise ValueError(f"`draft_model` {params.draft_model!r} does not share the target's tokenizer "
                          f"({draft.vocab_size} vs {lm.vocab_size} vocabulary rows); pick a model of the same family")
@@ -88,6 +105,14 @@ def _prompt_lookup_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
 @DRAFTERS.register("token-recycling", help="the target's own top candidates after each token, from earlier passes")
 def _token_recycling_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
     return TokenRecyclingDrafter(lm.vocab_size)
+
+
+@family_check("speculative")
+def check_run(lm: LM, params: SpeculativeParams, prompt_ids: list[int], max_new_tokens: int,
+              prefix_ids: list[int]) -> None:
+    """Before a run: the prompt, the new tokens and the deepest draft a round verifies fit the target's context."""
+    lookahead = MAX_DRAFT_LENGTH if params.adaptive and params.tree == "chain" else params.draft_length
+    lm.check_fits(len(prompt_ids) + len(prefix_ids), max_new_tokens, lookahead)
 
 
 def make_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
@@ -116,7 +141,7 @@ def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) ->
         hidden = drafter.needs_hidden_states
         out = lm.forward_tree(pending, tree.parents, tree.tokens, cache, output_hidden_states=hidden)
         row_logits = out.logits[0, num_pending - 1:]  # (1 + n, V): root, then one row per node
-        probs = torch.softmax(row_logits / (temperature if not greedy else 1.0), -1)  # (1 + n, V)
+        probs = torch.softmax(row_logits if greedy else tempered(row_logits, temperature), -1)  # (1 + n, V)
         verdict = verify_tree(tree, probs, ctx.generator, greedy)
         verify_s = time.perf_counter() - t0
         produced = [tree.tokens[i] for i in verdict.accepted] + [verdict.extra_token]
@@ -141,7 +166,8 @@ def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) ->
         if done or step - ctx.step_offset >= ctx.max_new_tokens:
             return
         if params.adaptive and params.tree == "chain":
-            length = min(16, length + 2) if len(verdict.accepted) == len(tree) and len(tree) else max(1, length - 1)
+            grown = len(verdict.accepted) == len(tree) and len(tree)
+            length = min(MAX_DRAFT_LENGTH, length + 2) if grown else max(1, length - 1)
 
 
 def _prefill(lm: LM, drafter, ids: list[int], cache, greedy: bool, temperature: float):
@@ -153,7 +179,7 @@ def _prefill(lm: LM, drafter, ids: list[int], cache, greedy: bool, temperature: 
                      logits_to_keep=0 if rows < 0 else min(rows, len(ids)), output_hidden_states=hidden)
     if rows:
         kept = out.logits.shape[1]
-        probs = torch.softmax(out.logits[0] / (temperature if not greedy else 1.0), -1)
+        probs = torch.softmax(out.logits[0] if greedy else tempered(out.logits[0], temperature), -1)
         drafter.observe(Feedback(row_tokens=ids[-kept:], row_logits=out.logits[0], target_probs=probs, greedy=greedy,
                                  rows=list(range(len(ids) - kept, len(ids))), hidden_states=out.hidden_states))
     return out
