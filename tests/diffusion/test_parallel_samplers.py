@@ -145,3 +145,31 @@ def test_learn2pd_needs_a_filter_then_commits_what_it_predicts_final(folder_mode
     finally:
         (folder / learn2pd.FILTER_FILE).unlink()
     assert learn2pd.precision_recall(f, x, y, 0.5)["examples"] == len(y)
+
+
+def test_on_tiny_parallel_freedave_equals_one_per_step_with_fewer_counted_calls():
+    """The real task model: FreeDave's answer is the sequential one on held-out problems of every
+    task, with NFE equal to the model calls made and fewer of them; Learn2PD (its shipped filter)
+    and the threshold rule leave no mask and need far fewer calls on a determined task."""
+    from decoding.diffusion.parallel_tasks import SPLIT_SIZES, make_splits
+
+    lm = as_lm(load_model("tiny-parallel", progress=None))
+    problems = make_splits(sizes={**SPLIT_SIZES, "train": 0, "test": 2})["test"]
+    saved = []
+    for problem in problems:
+        sequential = run_to_trace(lm, problem.prompt, strategy="diffusion", params={"steps": 32}, max_new_tokens=32)
+        calls, handle = model_calls(lm)
+        try:
+            fd = run_to_trace(lm, problem.prompt, strategy="diffusion", max_new_tokens=32,
+                              params={"sampler": "freedave", "steps": 32, "draft_steps": 4})
+        finally:
+            handle.remove()
+        assert fd.finish.token_ids == sequential.finish.token_ids, problem
+        assert steps(fd)[-1].nfe == len(calls) and -1 not in steps(fd)[-1].canvas
+        saved.append(len(calls) / steps(sequential)[-1].nfe)
+        for params in ({"sampler": "learn2pd"}, {"threshold": 0.9}):
+            trace = run_to_trace(lm, problem.prompt, strategy="diffusion", params=params, max_new_tokens=32)
+            assert -1 not in steps(trace)[-1].canvas
+            if problem.task == "copy":
+                assert steps(trace)[-1].nfe <= 4
+    assert max(saved) < 0.7 and sum(saved) / len(saved) < 0.5
