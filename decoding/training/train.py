@@ -249,6 +249,11 @@ def batch_loss(model, kind: str, ids: torch.Tensor, mask_id: int, generator: tor
                region: torch.Tensor | None = None):
     """Training loss of one batch of token rows `ids` (B, T); `region` as in `forward_mask`."""
     if kind == "ar":
+        if region is not None:  # supervised pairs: the answer and its first end-of-text only
+            repeat_eos = torch.zeros_like(region)
+            eos = model.config.eos_token_id
+            repeat_eos[:, 1:] = (ids[:, 1:] == eos) & (ids[:, :-1] == eos) & region[:, :-1]  # the fill after the first
+            return model(input_ids=ids, labels=ids.masked_fill(~region | repeat_eos, -100)).loss
         return model(input_ids=ids, labels=ids).loss
     noisy, masked, t = forward_mask(ids, mask_id, generator, t=t, region=region)
     return mdlm_loss(model(input_ids=noisy).logits, ids, masked, t)
@@ -360,7 +365,7 @@ def train(model, tokenizer, train_ids, val_batches: list, cfg: TrainConfig, out:
             group["lr"] = lr_at(cfg, step, elapsed / budget)
         if isinstance(train_ids, list):  # prompt-answer pairs
             rows = torch.randint(0, len(train_ids), (cfg.batch_size,), generator=generator).tolist()
-            extra = int(torch.randint(0, PAIR_EXTRA_POSITIONS + 1, (1,), generator=generator))
+            extra = int(torch.randint(0, PAIR_EXTRA_POSITIONS + 1, (1,), generator=generator)) if cfg.kind == "diffusion" else 0
             ids, region = pair_batch([train_ids[r] for r in rows], tokenizer.eos_token_id, extra)
         else:
             offsets = torch.randint(0, len(train_ids) - cfg.seq_len, (cfg.batch_size,), generator=generator)
@@ -522,12 +527,12 @@ def main(argv: list[str] | None = None) -> int:
         tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
         train_docs = read_documents(Path(args.data, "train.txt"), args.docs)
         val_docs = read_documents(Path(args.data, "val.txt"), args.docs)
-        if args.docs == "pairs" and cfg.kind == "diffusion":  # supervised: only answers are masked
+        if args.docs == "pairs":  # supervised: only answers are masked (diffusion) or scored (ar)
             train_ids = encode_pairs(tokenizer, train_docs)
             val_pairs = encode_pairs(tokenizer, val_docs)
             val_batches = [pair_batch(val_pairs[i : i + cfg.batch_size], tokenizer.eos_token_id, PAIR_EXTRA_POSITIONS // 2)
                            for i in range(0, len(val_pairs), cfg.batch_size)]
-        else:  # a causal model learns the prompt-answer documents as a stream, like any text
+        else:
             train_ids = encode_stream(tokenizer, train_docs)
             val_batches = window_batches(encode_stream(tokenizer, val_docs), cfg.seq_len, cfg.batch_size)
         model = initial_model(cfg, tokenizer, shape)
