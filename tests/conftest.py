@@ -124,3 +124,18 @@ def screenshot_path(name: str) -> Path:
     folder = Path(os.environ.get("DECODING_LAB_SCREENSHOT_DIR", Path(tempfile.gettempdir()) / "decoding-lab-screenshots"))
     folder.mkdir(parents=True, exist_ok=True)
     return folder / name
+
+
+def tab_replayers(monkeypatch) -> dict:
+    """{tab: replay(path)}: each lab tab's real Replay callback, with exports skipped (they write
+    files and draw the same figures)."""
+    from ui import diffusion_callbacks, playground_callbacks, scaling_callbacks, speculative_callbacks
+    from ui.playground_views import new_selection
+
+    monkeypatch.setattr(playground_callbacks, "export_files", lambda trace: {})
+    for module in (speculative_callbacks, scaling_callbacks, diffusion_callbacks):
+        monkeypatch.setattr(module, "export_json", lambda trace: None)
+    return {"playground": lambda p: playground_callbacks.replay(p, None, None, new_selection(), "prob"),
+            "speculative": lambda p: speculative_callbacks.replay(p, None, None),
+            "scaling": lambda p: scaling_callbacks.replay(p, None, None),
+            "diffusion": lambda p: diffusion_callbacks.replay(p, None, None)}

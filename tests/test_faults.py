@@ -29,7 +29,8 @@ from decoding.params import Params, param, specs
 from decoding.registry import STRATEGIES
 from decoding.run import MAX_NEW_TOKENS_CAP, run_to_trace
 from decoding import trace_checks
-from ui import diffusion_callbacks, playground_callbacks, scaling_callbacks, speculative_callbacks
+from conftest import tab_replayers
+from ui import playground_callbacks, scaling_callbacks, speculative_callbacks
 from ui.api import api_generate
 from ui.common import launch_kwargs
 from ui.playground_views import new_selection, param_widgets
@@ -297,13 +298,7 @@ REPLAYS = {"sample": "playground", "beam": "playground", "speculative": "specula
 @pytest.fixture
 def replay(monkeypatch, tmp_path):
     """replay(tab, data) -> the message of the gr.Error the tab's Replay raised (fails if none)."""
-    monkeypatch.setattr(playground_callbacks, "export_files", lambda trace: {})
-    for module in (speculative_callbacks, scaling_callbacks, diffusion_callbacks):
-        monkeypatch.setattr(module, "export_json", lambda trace: None)
-    calls = {"playground": lambda p: playground_callbacks.replay(p, None, None, new_selection(), "prob"),
-             "speculative": lambda p: speculative_callbacks.replay(p, None, None),
-             "scaling": lambda p: scaling_callbacks.replay(p, None, None),
-             "diffusion": lambda p: diffusion_callbacks.replay(p, None, None)}
+    calls = tab_replayers(monkeypatch)
 
     def run(tab: str, data) -> str:
         path = tmp_path / "shared.json"

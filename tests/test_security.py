@@ -24,9 +24,8 @@ from decoding.models import LOCAL_MODELS_ENV, check_model_id, load_hub_auxiliary
 from decoding.training.tiny import build_tiny_model
 from decoding.presets import parse_preset
 from decoding.run import run_to_trace, validate_request
-from ui import diffusion_callbacks, playground_callbacks, scaling_callbacks, speculative_callbacks
+from conftest import tab_replayers
 from ui.common import error_toast, user_error
-from ui.playground_views import new_selection
 from visualizers import (acceptance_figure, ar_vs_diffusion_html, beams_figure, budget_figure, canvas_html, choice_html,
                          compare_samplers_figure, confidence_figure, diffusion_summary_html, distribution_figure,
                          draft_tree_figure, entropy_figure, lineage_figure, overlap_figure, particles_html,
@@ -135,13 +134,7 @@ def traces() -> dict[str, Trace]:
 def replay(monkeypatch, tmp_path):
     """replay(tab, data, name) -> outputs: the tab's real Replay callback on `data` saved as `name`
     (exports are skipped: they write files and draw the same figures)."""
-    monkeypatch.setattr(playground_callbacks, "export_files", lambda trace: {})
-    for module in (speculative_callbacks, scaling_callbacks, diffusion_callbacks):
-        monkeypatch.setattr(module, "export_json", lambda trace: None)
-    calls = {"playground": lambda p: playground_callbacks.replay(p, None, None, new_selection(), "prob"),
-             "speculative": lambda p: speculative_callbacks.replay(p, None, None),
-             "scaling": lambda p: scaling_callbacks.replay(p, None, None),
-             "diffusion": lambda p: diffusion_callbacks.replay(p, None, None)}
+    calls = tab_replayers(monkeypatch)
 
     def run(tab: str, data, name: str = "shared.json") -> dict:
         path = tmp_path / name
