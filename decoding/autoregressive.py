@@ -2,6 +2,7 @@
 
 Each strategy is a generator over one model: it calls `LM.forward`, decides with a pure helper
 from `decoding.sampling`, and yields an event after every model call. Nothing is precomputed.
+Stop is asked before every model call (`outcome.add` asks it after each token).
 
 Papers followed
     Holtzman et al. 2020 (top-p), Fan et al. 2018 (top-k), Nguyen et al. 2024 (min-p),
@@ -164,6 +165,8 @@ def contrastive(ctx: RunContext, params: ContrastiveParams, outcome: Outcome) ->
     cache = out.cache
     forward_passes = 1
     for step in range(ctx.max_new_tokens):
+        if step == 0 and outcome.cancelled(ctx):  # after the prefill (later steps ask in `outcome.add`)
+            return
         top_probs, top_ids = torch.softmax(logits, -1).topk(k)  # (k,), (k,)
         cache = reorder_cache(cache, torch.zeros(k, dtype=torch.long))  # (k rows of the context)
         cand = lm.forward(top_ids.view(k, 1), cache, output_hidden_states=True)

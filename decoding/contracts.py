@@ -4,6 +4,11 @@ A strategy is a generator function  fn(ctx: RunContext, params, outcome: Outcome
 It reads the model, prompt, limits, randomness and stop check from `ctx`, fills `outcome` with
 the generated ids and the stop reason, and yields an event after every model call.
 
+Stop: a strategy asks `ctx.should_stop()` before EVERY model call (drafts, verifications,
+particle steps, reward and judge calls included), so a cancelled run ends within one model
+call. Where the call sits deep inside a step (a particle batch), the helper raises `Cancelled`
+and the strategy, or `decoding.run.generate`, ends the run there with stop reason "cancelled".
+
 A drafter (speculative decoding) subclasses `Drafter`: `propose` a draft tree for a context,
 then `observe` the target's verification pass as a typed `Feedback` record. What a drafter
 needs from that pass is declared as class attributes, not probed with getattr.
@@ -22,6 +27,15 @@ if TYPE_CHECKING:  # imported for annotations only: the core must not import a f
     from decoding.speculative.drafters import Draft, TreePlan
 
 
+class Cancelled(Exception):
+    """The run's stop flag was found set before a model call inside a step; the step is dropped."""
+
+
+def never() -> bool:
+    """The stop check of a run nobody can cancel."""
+    return False
+
+
 @dataclass
 class RunContext:
     """What every strategy gets: the model, the prompt, limits, randomness and a stop check."""
@@ -30,7 +44,7 @@ class RunContext:
     prompt_ids: list[int]  # what the model is fed first (prompt, plus a branch's prefix)
     max_new_tokens: int
     generator: torch.Generator
-    should_stop: Callable[[], bool]
+    should_stop: Callable[[], bool]  # True once the user pressed Stop: ask before every model call
     started: float  # perf_counter() at the start of the run
     step_offset: int = 0  # index of the first generated step (a branch continues numbering)
     prompt: str = ""  # what the user typed (rewards and judges read the question from it)
@@ -52,11 +66,15 @@ class Outcome:
         self.token_ids.append(token_id)
         if token_id in ctx.lm.stop_ids:
             self.stop_reason = "eos"
-        elif ctx.should_stop():
+            return True
+        return self.cancelled(ctx)
+
+    def cancelled(self, ctx: RunContext) -> bool:
+        """True, with stop reason "cancelled", when the run's stop flag is set (ask before a model call)."""
+        if ctx.should_stop():
             self.stop_reason = "cancelled"
-        else:
-            return False
-        return True
+            return True
+        return False
 
 
 class Strategy(Protocol):
@@ -93,6 +111,8 @@ class Drafter:
     prefill_rows: ClassVar[int] = 0  # trailing prompt rows to observe after the prefill (-1 = all)
 
     def propose(self, context: list[int], plan: TreePlan, temperature: float, generator: torch.Generator) -> Draft:
+        """A draft tree for `context`. A drafter that calls a model asks `plan.should_stop()` before each
+        call and, once it is True, returns the draft it has (the strategy then ends the run)."""
         raise NotImplementedError
 
     def observe(self, feedback: Feedback) -> None:

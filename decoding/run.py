@@ -18,7 +18,7 @@ from decoding.events import Event, RunFinished, RunStarted, Trace
 from decoding.lm import LM
 from decoding.errors import short_repr
 from decoding.models import LoadedModel, check_kind, check_model_id, load_model, model_kind
-from decoding.contracts import Outcome, RunContext
+from decoding.contracts import Cancelled, Outcome, RunContext, never
 from decoding.registry import FAMILY_CHECKS, get_strategy
 
 MAX_NEW_TOKENS_CAP = 2048  # upper bound a user may ask for
@@ -119,6 +119,9 @@ def generate(
 ) -> Iterator[Event]:
     """Yield a RunStarted, the strategy's events as they happen, then a RunFinished.
 
+    `should_stop` is asked before every model call; once it returns True the run ends within one
+    model call with stop reason "cancelled" (and still yields its RunFinished).
+
     `prefix_ids` branches a run: generation continues after these already generated ids (for
     example an earlier run's first tokens plus a chosen alternative); steps are numbered after
     them and RunFinished.token_ids includes them.
@@ -136,7 +139,7 @@ def generate(
     generator = torch.Generator(device="cpu")
     generator.manual_seed(seed if seed is not None else torch.seed())
     ctx = RunContext(lm=lm, prompt_ids=prompt_ids + prefix_ids, max_new_tokens=max_new_tokens, generator=generator,
-                     should_stop=should_stop or (lambda: False), started=time.perf_counter(),
+                     should_stop=should_stop or never, started=time.perf_counter(),
                      step_offset=len(prefix_ids), prompt=prompt)
     yield RunStarted(
         model=lm.name, strategy=info.name, params=dataclasses.asdict(config), prompt=prompt,
@@ -145,7 +148,11 @@ def generate(
         vocab_size=lm.vocab_size, prefix_ids=prefix_ids,
     )
     outcome = Outcome()
-    yield from info.fn(ctx, config, outcome)
+    try:
+        if not outcome.cancelled(ctx):  # Stop during loading: no model call at all
+            yield from info.fn(ctx, config, outcome)
+    except Cancelled:  # a helper found the flag set before a model call, inside a step
+        outcome.stop_reason = "cancelled"
     token_ids = prefix_ids + outcome.token_ids
     yield RunFinished(text=lm.decode(token_ids), token_ids=token_ids, stop_reason=outcome.stop_reason,
                       elapsed_s=ctx.elapsed(), extra=outcome.extra)

@@ -9,10 +9,13 @@
 
 Every output but the last is one event (`Event.to_dict()`); the last has no "kind": it is
 `decoding.__main__.summary(trace)`, exactly what `python -m decoding run --json` prints.
+`job.cancel()` (`POST /cancel`) answers once the run has stopped, within one model call
+(`ui.common.model_event`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Iterator
 
@@ -23,7 +26,7 @@ from decoding.errors import short_repr
 from decoding.events import Event, Trace
 from decoding.models import DEFAULT_MODEL
 from decoding.run import validate_request
-from ui.common import (MODEL_CONCURRENCY_ID, USER_ERRORS, check_model, gpu, model_concurrency, run_work,
+from ui.common import (MODEL_CONCURRENCY_ID, USER_ERRORS, check_model, model_concurrency, model_event, run_work,
                        stream_in_thread, user_error)
 
 
@@ -69,11 +72,12 @@ def api_generate(model: str = DEFAULT_MODEL, strategy: str = "greedy", prompt: s
     work = run_work(model, prompt, strategy=strategy, params=params, max_new_tokens=max_new_tokens, seed=seed,
                     chat=chat)
     try:
-        for batch in stream_in_thread(work):
-            for item in batch:
-                if isinstance(item, Event):
-                    trace.append(item)
-                    yield item.to_dict()
+        with contextlib.closing(stream_in_thread(work)) as pump:  # on cancel: the worker is waited for
+            for batch in pump:
+                for item in batch:
+                    if isinstance(item, Event):
+                        trace.append(item)
+                        yield item.to_dict()
     except USER_ERRORS as err:
         raise user_error(err) from None
     yield summary(trace)
@@ -81,5 +85,5 @@ def api_generate(model: str = DEFAULT_MODEL, strategy: str = "greedy", prompt: s
 
 def register_api() -> None:
     """Add the hidden-from-the-UI, client-callable `/generate` endpoint to the current Blocks."""
-    gr.api(gpu(api_generate), api_name="generate", concurrency_id=MODEL_CONCURRENCY_ID,
+    gr.api(model_event(api_generate), api_name="generate", concurrency_id=MODEL_CONCURRENCY_ID,
            concurrency_limit=model_concurrency())

@@ -5,16 +5,29 @@ Glossary
     work      `work(emit, should_stop)`: loads a model and iterates `decoding.run.generate` in a
               worker thread, `emit`ting each event (and `Status` lines while a model loads).
     pump      `stream_in_thread(work)`: a generator over batches of what `work` emitted. Closing
-              it (Gradio closes a callback's generator on Stop / cancel) sets `should_stop`, and
-              the strategy ends after its current step: no compute continues behind the user.
-              Its last events (RunFinished "cancelled") still reach the trace via `on_late`.
+              it sets `should_stop`, which every strategy asks before each model call, and then
+              WAITS for the worker to end (within one model call; at most STOP_WAIT_S). Its last
+              events (RunFinished "cancelled") still reach the trace via `on_late`.
+    stop      how Stop (or `POST /cancel`, or a lost client) reaches the worker: Gradio cancels the
+              event's task. Model-bound events run through `model_event`, an async generator that
+              drives the callback's generator in threads; the cancel lands in it at once, sets the
+              request's cancel flag (the worker's `should_stop` and the pump both watch it), lets
+              the callback's step under way return, closes the callback (so the pump, which waits
+              for its worker) and only then lets the cancel go on. Gradio frees the queue's model
+              slot after that: the slot is released when the compute has stopped, and `/cancel`
+              answers within one model call.
+    slot      one of `model_concurrency()` places for a computing run. Besides Gradio's queue
+              slot (`MODEL_CONCURRENCY_ID`), each worker holds a process-wide one (`model_slot`)
+              while it computes, so a run whose worker outlived STOP_WAIT_S still blocks the next.
     redraw    rebuilding the figures from the growing Trace; `Redraw` decides by wall clock when
               (at most ~8 per second, and never more than a fifth of the time).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import contextvars
 import functools
 import inspect
 import os
@@ -44,11 +57,32 @@ REDRAWS_PER_S = 5.0  # upper bound on live redraws
 REDRAW_BUDGET = 0.08  # share of wall time redraws may take (slow redraws are spaced out further): drawing
 # shares the GIL with the decoding thread, so this is roughly what live views cost in speed
 MODEL_CONCURRENCY_ID = "model"  # every model-bound event shares this queue slot
+STOP_WAIT_S = 30.0  # closing a run waits at most this long for its worker (which stops within one model call)
 
 
 def model_concurrency() -> int:
     """How many model-bound runs execute at once (DECODING_LAB_CONCURRENCY, default 1)."""
     return env_int("DECODING_LAB_CONCURRENCY", 1)
+
+
+_SLOTS = threading.BoundedSemaphore(model_concurrency())  # workers computing at once (the queue's limit)
+
+
+@contextlib.contextmanager
+def model_slot(should_stop: Callable[[], bool] = lambda: False, waiting: Callable[[], None] = lambda: None):
+    """Hold one of the process's `model_concurrency()` compute slots; yields False (holding none) when
+    `should_stop` turns True while waiting. `waiting()` is called once if the slot is not free at once
+    (a cancelled run is still finishing its model call)."""
+    acquired = _SLOTS.acquire(blocking=False)
+    if not acquired:
+        waiting()
+        while not acquired and not should_stop():
+            acquired = _SLOTS.acquire(timeout=0.05)
+    try:
+        yield acquired
+    finally:
+        if acquired:
+            _SLOTS.release()
 
 
 def queue_size() -> int:
@@ -128,19 +162,33 @@ class _Failed:
 
 
 _DONE = object()
+WORKER_NAME = "decoding-run"  # the worker threads' name (tests count the live ones)
+_CANCEL: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("decoding_lab_cancel", default=None)
+
+
+class RequestCancelled(Exception):
+    """Gradio cancelled the request (Stop, `POST /cancel`, a lost client): raised out of the pump so the
+    callback ends at once; `model_event` expects it."""
 
 
 def stream_in_thread(work: Callable[[Callable, Callable[[], bool]], None], *, wait_s: float = 0.1,
-                     on_late: Callable[[object], None] | None = None) -> Iterator[list]:
+                     on_late: Callable[[object], None] | None = None,
+                     stop_wait_s: float | None = None) -> Iterator[list]:
     """Run `work(emit, should_stop)` in a worker thread; yield lists of emitted items as they arrive.
 
     Yields an empty list when nothing arrived within `wait_s` (so callers can keep time) and re-raises
-    the worker's exception. Closing the generator sets `should_stop`; whatever the worker emits after
-    that (the strategy's last step and its RunFinished "cancelled") goes to `on_late`, so the caller's
-    trace still ends properly.
+    the worker's exception; raises RequestCancelled once the request's cancel flag is set (the worker
+    stops at its next model call). The worker computes holding a `model_slot`. Closing the generator sets
+    `should_stop` and waits up to `stop_wait_s` (default STOP_WAIT_S) for the worker to end; whatever
+    the worker emits after Stop (its RunFinished "cancelled") goes to `on_late`, so the caller's trace
+    still ends properly, and is there when the close returns.
     """
     items: queue.SimpleQueue = queue.SimpleQueue()
     stop, lock = threading.Event(), threading.Lock()
+    cancel = _CANCEL.get() or threading.Event()  # the request's cancel flag (`model_event`), if any
+
+    def should_stop() -> bool:
+        return stop.is_set() or cancel.is_set()
 
     def emit(item) -> None:
         with lock:
@@ -151,15 +199,20 @@ def stream_in_thread(work: Callable[[Callable, Callable[[], bool]], None], *, wa
 
     def target():
         try:
-            work(emit, stop.is_set)
+            with model_slot(should_stop, lambda: emit(Status("Waiting for the previous run to stop…"))) as held:
+                if held:
+                    work(emit, should_stop)
         except BaseException as err:  # noqa: BLE001 - handed to the consumer, which re-raises it
             emit(_Failed(err))
         finally:
             emit(_DONE)
 
-    threading.Thread(target=target, name="decoding-run", daemon=True).start()
+    worker = threading.Thread(target=target, name=WORKER_NAME, daemon=True)
+    worker.start()
     try:
         while True:
+            if cancel.is_set():
+                raise RequestCancelled("the request was cancelled")
             batch = []
             with contextlib.suppress(queue.Empty):
                 item = items.get(timeout=wait_s)
@@ -183,6 +236,64 @@ def stream_in_thread(work: Callable[[Callable, Callable[[], bool]], None], *, wa
                     break
                 if item is not _DONE and not isinstance(item, _Failed):
                     on_late(item)
+        # Stop is asked before every model call: the worker ends within one. Under `model_event`, Gradio
+        # frees the queue slot only after this close returns, so the next run never starts beside this one.
+        worker.join(STOP_WAIT_S if stop_wait_s is None else stop_wait_s)
+
+
+_END = object()
+
+
+def model_event(fn: Callable) -> Callable:
+    """What a model-bound event runs: `fn`, a generator function (with ZeroGPU's decorator), as an async
+    generator function that drives it one `next` per thread hop, so the event loop never waits on it.
+
+    When Gradio cancels the event (Stop, `POST /cancel`), the cancel reaches this at once: the request's
+    cancel flag is set (the worker stops before its next model call, the pump raises RequestCancelled),
+    the `next` under way is let finish, `fn`'s generator is closed in a thread (closing a pump waits for
+    its worker), and only then does the cancel go on, so Gradio frees the model slot after the compute
+    has stopped. Items are passed through unchanged; `fn`'s signature is kept for Gradio to read."""
+    if not inspect.isgeneratorfunction(fn):
+        raise TypeError(f"model_event needs a generator function, got {fn!r}")
+    fn = gpu(fn)
+
+    @functools.wraps(fn)
+    async def event(*args, **kwargs):
+        cancel = threading.Event()
+        context = contextvars.copy_context()  # Gradio's request context, plus this request's cancel flag
+        context.run(_CANCEL.set, cancel)
+        updates = context.run(fn, *args, **kwargs)  # a generator: none of its code runs yet
+        loop = asyncio.get_running_loop()
+        step, done = None, False
+        try:
+            while True:
+                step = loop.run_in_executor(None, context.run, next, updates, _END)
+                update = await asyncio.shield(step)  # a cancel interrupts the wait, not the thread
+                step = None
+                if update is _END:
+                    done = True
+                    return
+                yield update
+        finally:
+            if not done:  # cancelled, closed by Gradio, or `fn` raised
+                cancel.set()  # the worker stops before its next model call; the pump raises RequestCancelled
+                if step is not None:
+                    await _settled(step)
+                await _settled(loop.run_in_executor(None, context.run, updates.close), check=True)
+
+    return event
+
+
+async def _settled(future: asyncio.Future, check: bool = False) -> None:
+    """Wait for a thread's future to finish, also while this task is being cancelled (the wait is one
+    model call at most); its outcome is re-raised only with `check` (a failing close is a bug)."""
+    while not future.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait({future})
+    if check:
+        future.result()
+    elif not future.cancelled():
+        future.exception()  # retrieved: its error (RequestCancelled, or one already raised) is not news
 
 
 def run_work(model: str, prompt: str, *, dtype: str = "auto", **generate_kwargs) -> Callable:
@@ -311,8 +422,9 @@ def preload_default_model() -> threading.Thread | None:
     def warm() -> None:
         try:
             loaded = load_model(DEFAULT_MODEL)
-            for _ in generate(loaded, "Hello", max_new_tokens=1):  # first forward pays one-off kernel set-up
-                pass
+            with model_slot():  # a request arriving now waits for this one forward
+                for _ in generate(loaded, "Hello", max_new_tokens=1):  # first forward pays one-off kernel set-up
+                    pass
         except Exception as err:  # noqa: BLE001 - a failed preload is reported; requests will show the error
             print(f"preload of {DEFAULT_MODEL} failed: {err}", flush=True)
 
@@ -350,9 +462,9 @@ def serve(blocks: gr.Blocks) -> None:
 
 
 __all__ = ["DEFAULT_MODEL", "USER_ERRORS", "Redraw", "Status", "bind", "check_model", "configure_torch_threads",
-           "error_toast", "gpu", "launch_kwargs", "model_choices", "model_concurrency", "named_inputs",
-           "preload_default_model", "queue_size", "queued", "run_work", "serve", "standalone", "stream_in_thread",
-           "user_error", "wait_for_finish"]
+           "error_toast", "gpu", "launch_kwargs", "model_choices", "model_concurrency", "model_event", "model_slot",
+           "named_inputs", "preload_default_model", "queue_size", "queued", "run_work", "serve", "standalone",
+           "stream_in_thread", "user_error", "wait_for_finish"]
 
 
 def export_json(trace) -> str | None:
@@ -385,11 +497,11 @@ def wire_lab(c: dict, cb, outputs: dict, state: list, run_inputs: dict, controls
     {parameter name of `cb.generate_run`: component}, passed by name (see `bind`)."""
     preset_outputs = {k: c[k] for k in controls + ("note",)}
     c["preset"].input(bind(cb.preset_chosen, preset_outputs), c["preset"], list(preset_outputs.values()), **QUIET)
-    run = c["generate"].click(gpu(bind(cb.generate_run, outputs, run_inputs)), list(run_inputs.values()),
+    run = c["generate"].click(model_event(bind(cb.generate_run, outputs, run_inputs)), list(run_inputs.values()),
                               list(outputs.values()), concurrency_id=MODEL_CONCURRENCY_ID,
                               concurrency_limit=model_concurrency(),
                               show_progress="minimal", show_progress_on=[c["status"]], api_visibility="undocumented")
-    # Cancel first (Gradio closes the running generator, which stops the worker), then show the result.
+    # Cancel first (`model_event`: it returns once the worker has stopped), then show the result.
     c["stop"].click(None, cancels=[run], api_visibility="undocumented").then(
         bind(cb.stop_run, outputs), state, list(outputs.values()), **QUIET)
     replay_outputs = outputs | {k: c[k] for k in controls}
@@ -467,20 +579,23 @@ def stream_views(work, trace: Trace, render, what: str) -> Iterator[dict]:
     redraw, status, dirty = Redraw(), None, False
     try:
         late = lambda item: trace.append(item) if isinstance(item, Event) else None  # noqa: E731  (after Stop)
-        for batch in stream_in_thread(work, on_late=late):
-            for item in batch:
-                if isinstance(item, Status):
-                    status = item.text
-                else:
-                    trace.append(item)
-            dirty = dirty or bool(batch)
-            if dirty and redraw.due():
-                dirty = False
-                with redraw.timed():
-                    update = render()
-                count = sum(isinstance(e, (TokenStep, BeamStep, ParticleStep, DiffusionStep)) for e in trace.events)
-                update["status"] = esc(status or "Working…", quote=False) + (f" {count} {what} so far." if count else "")
-                yield update
+        with contextlib.closing(stream_in_thread(work, on_late=late)) as pump:  # closed (so waited for) on Stop
+            for batch in pump:
+                for item in batch:
+                    if isinstance(item, Status):
+                        status = item.text
+                    else:
+                        trace.append(item)
+                dirty = dirty or bool(batch)
+                if dirty and redraw.due():
+                    dirty = False
+                    with redraw.timed():
+                        update = render()
+                    count = sum(isinstance(e, (TokenStep, BeamStep, ParticleStep, DiffusionStep))
+                                for e in trace.events)
+                    update["status"] = (esc(status or "Working…", quote=False)
+                                        + (f" {count} {what} so far." if count else ""))
+                    yield update
     except USER_ERRORS as err:
         raise user_error(err) from None
 

@@ -14,6 +14,7 @@ The task picker (shown for tiny-parallel): `task_picker_shown`, `model_picked`, 
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Iterator
 
@@ -186,13 +187,14 @@ def generate_run(model, prompt, length, seed, compare, playback=None, **fields) 
     work = run_work(model, prompt, strategy="diffusion", params=params, max_new_tokens=length, seed=seed, chat=CHAT)
     shown = -1
     live = (lambda: {}) if rate else (lambda: views(trace, live=True))  # slow motion draws its own frames
-    for update in stream_views(work, trace, live, "steps"):
-        if not rate or not steps_of(trace):
-            yield _steps_status(update, trace, "Unmasking")
-            continue
-        upto = len(steps_of(trace)) - 1
-        yield from _slow_motion(trace, shown, upto, rate)
-        shown = upto
+    with contextlib.closing(stream_views(work, trace, live, "steps")) as updates:  # Stop closes it (and waits)
+        for update in updates:
+            if not rate or not steps_of(trace):
+                yield _steps_status(update, trace, "Unmasking")
+                continue
+            upto = len(steps_of(trace)) - 1
+            yield from _slow_motion(trace, shown, upto, rate)
+            shown = upto
     if rate and trace.start is not None:
         yield from _slow_motion(trace, shown, len(steps_of(trace)) - 1, rate)
     done = views(trace) | {"trace": trace, "dl_json": export_json(trace)}
@@ -206,8 +208,9 @@ def generate_run(model, prompt, length, seed, compare, playback=None, **fields) 
     work = run_work(other_model, prompt, strategy=strategy, params=other_params, max_new_tokens=length, seed=seed,
                     chat=CHAT)
     render = lambda: {k: v for k, v in views(trace, other).items() if k.startswith("compare")}  # noqa: E731
-    for update in stream_views(work, other, render, "tokens"):
-        yield _steps_status(update, other, f"Comparing ({compare})")
+    with contextlib.closing(stream_views(work, other, render, "tokens")) as updates:
+        for update in updates:
+            yield _steps_status(update, other, f"Comparing ({compare})")
     yield views(trace, other) | {"status": comparison_status(trace, other)}
 
 

@@ -17,7 +17,7 @@ import gradio as gr
 
 from decoding.models import DEFAULT_MODEL, SUGGESTED_HUB_IDS
 from ui import playground_callbacks as cb
-from ui.common import (MODEL_CONCURRENCY_ID, bind, gpu, model_choices, model_concurrency, named_inputs, serve,
+from ui.common import (MODEL_CONCURRENCY_ID, bind, model_choices, model_concurrency, model_event, named_inputs, serve,
                        standalone)
 from ui.playground_views import (COLOR_CHOICES, CONTROLS, DEFAULT_STRATEGY, EXAMPLE_PROMPTS, OUTPUTS,
                                  PRIMARY_PARAMS, UI_MAX_NEW_TOKENS, ParamWidget, new_selection, param_widgets,
@@ -155,11 +155,11 @@ def _wire(c: dict) -> None:
                          **quiet)
     controls = ("model", "strategy", "prompt", "max_new_tokens", "seed", "chat", "dtype", "color_by", "selection")
     run_inputs = named_inputs({k: c[k] for k in controls}, {w.key: c[w.key] for w in param_widgets()})
-    run = c["generate"].click(gpu(bind(cb.generate_run, outputs, run_inputs)), list(run_inputs.values()),
+    run = c["generate"].click(model_event(bind(cb.generate_run, outputs, run_inputs)), list(run_inputs.values()),
                               list(outputs.values()), **model_bound)
-    branch = c["branch_button"].click(gpu(bind(cb.branch_run, outputs)), [c["alternatives"]] + state,
+    branch = c["branch_button"].click(model_event(bind(cb.branch_run, outputs)), [c["alternatives"]] + state,
                                       list(outputs.values()), **model_bound)
-    # Cancel first (Gradio closes the running generator, which stops the worker), then show the result.
+    # Cancel first (`model_event`: it returns once the worker has stopped), then show the result.
     c["stop"].click(None, cancels=[run, branch], api_visibility="undocumented").then(
         bind(cb.stop_run, outputs), state, list(outputs.values()), **quiet)
     c["text"].click(bind(cb.click_main, outputs), state, list(outputs.values()), **quiet)

@@ -8,6 +8,7 @@ speed comparison; closing it (Stop) stops whichever run is going.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Iterator
 
 import gradio as gr
@@ -64,10 +65,11 @@ def generate_run(model, prompt, max_new_tokens, seed, chat, compare, **fields) -
                     seed=seed, chat=bool(chat))
     late = lambda item: plain.append(item) if isinstance(item, Event) else None  # noqa: E731  (after Stop)
     try:
-        for batch in stream_in_thread(work, on_late=late):
-            for item in batch:
-                if isinstance(item, Event):
-                    plain.append(item)
+        with contextlib.closing(stream_in_thread(work, on_late=late)) as pump:  # Stop closes it (and waits)
+            for batch in pump:
+                for item in batch:
+                    if isinstance(item, Event):
+                        plain.append(item)
     except USER_ERRORS as err:
         raise user_error(err) from None
     baseline = stats(plain)

@@ -60,18 +60,19 @@ family_check("scaling")(check_causal_run)  # every particle's prompt + tokens fi
 def _independent(ctx: RunContext, params: ScalingParams, outcome: Outcome, method: str,
                  chunk_tokens: int | None = None) -> Generator[Event, None, ScalingRun]:
     """N samples with no selection until the end; yields the events and returns the run."""
-    run = ScalingRun(ctx, params, method)
+    run = ScalingRun(ctx, params, method, outcome)
     while not run.all_finished:
         if run.step:
             run.keep()
         live = run.live()
-        run.extend(chunk_tokens)
+        if not run.extend(chunk_tokens):  # Stop during the step
+            break
         weights = _score_weights(run)
         yield run.event(weights, _identity(params.n), False, weights, live)
         if method == "first-finish" and any(p.finished and p.token_ids and p.token_ids[-1] in ctx.lm.stop_ids
                                             for p in run.particles):
             break
-        if run.cancelled(outcome):
+        if run.cancelled():
             break
     return run
 
@@ -138,10 +139,11 @@ def first_finish(ctx: RunContext, params: FirstFinishParams, outcome: Outcome) -
 @register_strategy("reward-beam", params=RewardBeamParams, family="scaling", uses_seed=True,
                    help="beam search over reasoning steps: keep the N/beam_width best by reward, copy, expand")
 def reward_beam(ctx: RunContext, params: RewardBeamParams, outcome: Outcome) -> Iterator[Event]:
-    run = ScalingRun(ctx, params, "reward-beam")
+    run = ScalingRun(ctx, params, "reward-beam", outcome)
     while not run.all_finished:
         new_steps = run.live()
-        run.extend()
+        if not run.extend():  # Stop during the step
+            break
         weights = _score_weights(run)
         live = [i for i, p in enumerate(run.particles) if not p.finished]
         ancestors = _identity(params.n)
@@ -154,7 +156,7 @@ def reward_beam(ctx: RunContext, params: RewardBeamParams, outcome: Outcome) -> 
         after = [float(weights[a]) for a in ancestors]
         yield run.event(weights, ancestors, resampled, after, new_steps, {"kept": len(set(ancestors))})
         run.reorder(ancestors)
-        if run.cancelled(outcome):
+        if run.cancelled():
             break
     chosen = run.best([run.score_of(i) for i in range(params.n)])
     run.finish(outcome, chosen, _score_weights(run),
@@ -164,11 +166,12 @@ def reward_beam(ctx: RunContext, params: RewardBeamParams, outcome: Outcome) -> 
 @register_strategy("particle-filter", params=ParticleFilterParams, family="scaling", uses_seed=True,
                    help="particle filtering (Puri et al. 2025): weight steps by reward, resample, repeat")
 def particle_filter(ctx: RunContext, params: ParticleFilterParams, outcome: Outcome) -> Iterator[Event]:
-    run = ScalingRun(ctx, params, "particle-filter")
+    run = ScalingRun(ctx, params, "particle-filter", outcome)
     weights = torch.full((params.n,), 1.0 / params.n, dtype=torch.float64)
     while not run.all_finished:
         new_steps = run.live()
-        run.extend()
+        if not run.extend():  # Stop during the step
+            break
         weights = pf.weights_from_rewards(run.current_rewards(), params.reward_temperature)
         extra = {"ess_threshold": params.ess_threshold or None}
         draw_from = weights
@@ -186,7 +189,7 @@ def particle_filter(ctx: RunContext, params: ParticleFilterParams, outcome: Outc
         yield run.event(weights, ancestors, resampled, after, new_steps, extra)
         run.reorder(ancestors)
         weights = torch.tensor(after, dtype=torch.float64)  # the weights of the slots as they now are
-        if run.cancelled(outcome):
+        if run.cancelled():
             break
     if params.select == "vote":
         chosen, votes = _vote_choice(run, weights.tolist())

@@ -28,6 +28,7 @@ from typing import Callable
 import torch
 
 from decoding import sampling
+from decoding.contracts import Cancelled, never
 from decoding.lm import LM, reorder_cache
 
 PAD_ID = 0  # fed to waiting rows; the attention mask hides it, so its value does not matter
@@ -37,14 +38,17 @@ class ParticleBatch:
     """The decoding state of N rows: cache, attention mask, positions, next-token logits."""
 
     def __init__(self, lm: LM, prompt_ids: list[int], generators: list[torch.Generator], *,
-                 temperature: float = 1.0, top_p: float = 1.0, banned: torch.Tensor | None = None):
+                 temperature: float = 1.0, top_p: float = 1.0, banned: torch.Tensor | None = None,
+                 should_stop: Callable[[], bool] = never):
         self.lm = lm
+        self.should_stop = should_stop  # asked before every model call; True raises Cancelled
         self.n = len(generators)
         self.generators = generators
         self.temperature = temperature
         self.transforms = sampling.build_transforms(sampling.SamplingParams(
             temperature=temperature if temperature > 0 else 1.0, top_p=top_p))
         self.banned = banned  # (V,) bool or None
+        self._check_stop()
         out = lm.prefill(prompt_ids, rows=self.n)
         self.cache = out.cache
         self.logits = out.logits[:, -1].float().cpu().clone()  # (N, V) next-token logits of every row (CPU: the
@@ -56,11 +60,17 @@ class ParticleBatch:
         self.log_mass = [0.0] * self.n  # log P(allowed tokens) summed over the current step
 
     # ------------------------------------------------------------------ model calls
+    def _check_stop(self) -> None:
+        if self.should_stop():
+            raise Cancelled("stopped before a particle batch call")
+
     def feed(self) -> bool:
-        """Feed every pending token in one call (waiting rows get a hidden pad). False if none."""
+        """Feed every pending token in one call (waiting rows get a hidden pad). False if none.
+        Raises Cancelled, before the call, once the run's stop flag is set."""
         fed = [i for i, t in enumerate(self.pending) if t is not None]
         if not fed:
             return False
+        self._check_stop()
         ids = torch.tensor([[t if t is not None else PAD_ID] for t in self.pending])  # (N, 1)
         column = torch.tensor([[int(t is not None)] for t in self.pending])  # (N, 1)
         self.mask = torch.cat([self.mask, column], dim=1)  # (N, L + 1)
@@ -91,7 +101,8 @@ class ParticleBatch:
         """Grow each row in `rows` until it emits a stop token, `step_done(its new tokens)` says
         the step is complete, or it has `max_tokens[row]` new tokens. Rows not listed wait.
 
-        Returns {row: (new token ids, end)} with end "eos", "step" or "length".
+        Returns {row: (new token ids, end)} with end "eos", "step" or "length". Raises Cancelled
+        when the run's stop flag is set before one of its model calls (the batch is then unusable).
         """
         stop_ids = self.lm.stop_ids
         new = {i: [] for i in rows}

@@ -1,5 +1,8 @@
 """The run every scaling method shares: N particles over one batch, extended one step at a time,
 scored by the reward, turned into a ParticleStep event, reordered by the method's choice.
+
+Stop is asked before every model call of a step (each batch call, each reward / judge call); a
+step that Stop cuts short is dropped whole, so the particles stay as the last event showed them.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from decoding.contracts import Outcome, RunContext
+from decoding.contracts import Cancelled, Outcome, RunContext
 from decoding.events import ParticleStep
 from decoding.scaling import particles as pf
 from decoding.scaling import rewards as rw
@@ -35,15 +38,16 @@ class Particle:
 class ScalingRun:
     """N particles over one batch: extend a step, score, build the event, reorder."""
 
-    def __init__(self, ctx: RunContext, params: ScalingParams, method: str):
-        self.ctx, self.params, self.method = ctx, params, method
+    def __init__(self, ctx: RunContext, params: ScalingParams, method: str, outcome: Outcome):
+        self.ctx, self.params, self.method, self.outcome = ctx, params, method, outcome
         self.lm = ctx.lm
-        self.reward, self.extra_lms = build_reward(params, self.lm)
+        self.reward, self.extra_lms = build_reward(params, self.lm)  # may load a judge model
         self._passes_seen = self._passes()  # the prompt's prefill counts on the first event
         seed = int(torch.randint(0, 2**62, (1,), generator=ctx.generator))
         self.batch = ParticleBatch(self.lm, ctx.prompt_ids, slot_generators(seed, params.n),
                                    temperature=params.temperature, top_p=params.top_p,
-                                   banned=banned_tokens(self.reward, self.lm))
+                                   banned=banned_tokens(self.reward, self.lm), should_stop=ctx.should_stop)
+        #                                    (Stop before the prefill raises Cancelled: `generate` ends the run)
         self.particles = [Particle() for _ in range(params.n)]
         self.outcome_only = isinstance(self.reward, rw.FinalAnswerChecker)
         self.delimiter = STEP_DELIMITERS[params.step_delimiter]
@@ -56,22 +60,35 @@ class ScalingRun:
         text = self.lm.decode(new_ids).lstrip()
         return self.delimiter in text
 
-    def extend(self, chunk_tokens: int | None = None) -> None:
-        """Every unfinished particle grows by one step (or `chunk_tokens` tokens) and is scored."""
+    def extend(self, chunk_tokens: int | None = None) -> bool:
+        """Every unfinished particle grows by one step (or `chunk_tokens` tokens) and is scored.
+
+        False when Stop came before one of the step's model calls: the step is dropped (the particles
+        stay as they were), the stop reason is "cancelled" and the run must end."""
         live = [i for i, p in enumerate(self.particles) if not p.finished]
         budget = {i: self.ctx.max_new_tokens - len(self.particles[i].token_ids) for i in live}
         per_step = {i: min(budget[i], chunk_tokens or self.params.max_step_tokens) for i in live}
         done = (lambda ids: False) if chunk_tokens else self.step_done
-        grown = self.batch.extend(live, done, [per_step.get(i, 0) for i in range(len(self.particles))])
+        try:
+            grown = self.batch.extend(live, done, [per_step.get(i, 0) for i in range(len(self.particles))])
+        except Cancelled:
+            self.outcome.stop_reason = "cancelled"
+            return False
+        new = {}
         for i, (ids, end) in grown.items():
-            p = self.particles[i]
+            if self.outcome.cancelled(self.ctx):  # before each reward (a judge or PRM is a model call)
+                return False
+            p = new[i] = self.particles[i].copy(parent=self.particles[i].parent)
             p.token_ids += ids
             p.steps.append(self.lm.decode(ids))
             p.finished = end == "eos" or len(p.token_ids) >= self.ctx.max_new_tokens
-            self._score(i)
+            self._score(i, p)
+        for i, p in new.items():
+            self.particles[i] = p
+        return True
 
-    def _score(self, i: int) -> None:
-        p = self.particles[i]
+    def _score(self, i: int, p: Particle) -> None:
+        """Append the reward of particle `p` (slot i's next state) for its newest step."""
         steps = [s for s in p.steps if s.strip()] or [""]
         if self.outcome_only and not p.finished:
             value, detail = NEUTRAL, "judged when finished"
@@ -149,11 +166,9 @@ class ScalingRun:
     def all_finished(self) -> bool:
         return all(p.finished for p in self.particles)
 
-    def cancelled(self, outcome: Outcome) -> bool:
-        if self.ctx.should_stop():
-            outcome.stop_reason = "cancelled"
-            return True
-        return False
+    def cancelled(self) -> bool:
+        """True (stop reason "cancelled") when Stop was pressed: asked between steps, too."""
+        return self.outcome.cancelled(self.ctx)
 
     def finish(self, outcome: Outcome, chosen: int, weights, votes: dict | None = None, rule: str = "") -> None:
         texts = self.texts()

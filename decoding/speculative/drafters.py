@@ -13,7 +13,8 @@ Papers followed
     tree stays lossless when sampling: `allot_children`.
 
 Glossary
-    plan        the tree shape for this round: chain, static (full width-ary tree) or dynamic.
+    plan        the tree shape for this round: chain, static (full width-ary tree) or dynamic;
+                it carries the run's stop check, asked before every draft forward pass.
     level       one draft forward pass: all frontier nodes are expanded at once (tree attention).
     exit layer  L in 1..num_layers-1: draft logits = LM head(final norm(hidden state of layer L)).
 """
@@ -24,12 +25,12 @@ import copy
 import heapq
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import torch
 
-from decoding.contracts import Drafter, Feedback
+from decoding.contracts import Drafter, Feedback, never
 from decoding.lm import LM, crop_cache
 from decoding.models import LoadedModel
 from decoding.sampling import tempered
@@ -47,6 +48,8 @@ class TreePlan:
     depth: int = 4  # draft length (chain) / maximum depth (trees)
     width: int = 2  # children per node (static) / frontier kept per level (dynamic)
     budget: int = 16  # maximum nodes in a tree
+    should_stop: Callable[[], bool] = field(default=never, compare=False, repr=False)  # the run's Stop: a
+    #                                  drafter asks before each model call and returns the draft it has
 
 
 @dataclass
@@ -123,7 +126,10 @@ class ModelDrafter(Drafter):
             return out.logits[0, -len(frontier):]  # (F, V): one row per frontier node (the root first)
 
         draft = grow_tree(expand, plan, temperature, generator)
-        crop_cache(self.cache, len(context) - 1)  # keep context[:-1]; drop the draft tree
+        if pending:  # no draft call ran (Stop came first): the cache still holds only the common prefix
+            self.cached_ids = list(context[:len(context) - len(pending)])
+        else:
+            crop_cache(self.cache, len(context) - 1)  # keep context[:-1]; drop the draft tree
         draft.seconds = time.perf_counter() - t0
         return draft
     # observe: a draft model learns nothing between rounds (the base's no-op)
@@ -146,7 +152,7 @@ def grow_tree(expand: Expand, plan: TreePlan, temperature: float, generator: tor
     frontier = [ROOT]
     scores: dict[int, float] = {ROOT: 0.0}  # cumulative draft log-prob of each node's path
     for _ in range(plan.depth):
-        if not frontier or len(tree) >= plan.budget:
+        if not frontier or len(tree) >= plan.budget or plan.should_stop():  # Stop: the draft so far
             break
         logits = expand(tree, frontier)  # (F, V)
         draft.forward_passes += 1
@@ -258,7 +264,7 @@ class EarlyExitDrafter(ModelDrafter):
 
     def propose(self, context, plan, temperature, generator) -> Draft:
         if self.dynamic and self.length is not None:
-            plan = TreePlan(plan.shape, self.length, plan.width, plan.budget)
+            plan = replace(plan, depth=self.length)
         if plan.depth == 0:
             draft = Draft(DraftTree())
         else:

@@ -11,6 +11,9 @@ Glossary
     pending   tokens the target has produced but not yet run through itself (at least the
               round's extra token); they are fed in front of the next round's tree.
 
+Stop is asked before every model call: the prefill, each draft level (`TreePlan.should_stop`)
+and the verification; the round under way is dropped.
+
 With temperature 0 (default) the output equals the target's greedy output exactly, whatever the
 drafter; with temperature T > 0 the output is distributed as the target's softmax(logits / T).
 Each round yields a SpecRound event, then one TokenStep per produced token (forward_passes 0:
@@ -124,17 +127,21 @@ def make_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
 def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) -> Iterator[Event]:
     lm, temperature = ctx.lm, params.temperature
     greedy = temperature == 0
-    drafter = make_drafter(lm, params)
+    drafter = make_drafter(lm, params)  # may load a draft model
     context = list(ctx.prompt_ids)
     cache = DynamicCache(config=lm.config)
     prefill_passes = 0
+    if outcome.cancelled(ctx):
+        return
     if len(context) > 1:
         out, prefill_passes = _prefill(lm, drafter, context[:-1], cache, greedy, temperature), 1
         cache = out.cache
     pending, length, step = [context[-1]], params.draft_length, ctx.step_offset
     for round_index in range(ctx.max_new_tokens):
-        plan = TreePlan(params.tree, length, params.width, params.node_budget)
-        draft = drafter.propose(context, plan, temperature, ctx.generator)
+        plan = TreePlan(params.tree, length, params.width, params.node_budget, should_stop=ctx.should_stop)
+        draft = drafter.propose(context, plan, temperature, ctx.generator)  # asks plan.should_stop before each call
+        if outcome.cancelled(ctx):  # before the verification call; the draft is dropped
+            return
         tree = draft.tree
         t0 = time.perf_counter()
         past, num_pending = cache.get_seq_length(), len(pending)

@@ -174,8 +174,8 @@ def test_same_seed_gives_the_same_trace_and_seeds_matter(dlm):
 
 
 def test_cancel_stops_between_steps(dlm):
-    calls = iter(range(100))
-    trace = run_to_trace(dlm, PROMPT, strategy="diffusion", max_new_tokens=8, should_stop=lambda: next(calls) >= 3)
+    calls = iter(range(100))  # `generate` asks once before the strategy, then the sampler before each model call
+    trace = run_to_trace(dlm, PROMPT, strategy="diffusion", max_new_tokens=8, should_stop=lambda: next(calls) >= 4)
     assert len(trace.of_kind("diffusion_step")) == 3 and trace.finish.stop_reason == "cancelled"
     assert trace.finish.extra["canvas"] == trace.of_kind("diffusion_step")[-1].canvas
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from decoding import run_to_trace
+from decoding.run import generate
 from decoding.events import ParticleStep, Trace, stats
 from decoding.scaling.particle_batch import ParticleBatch, slot_generators
 from decoding.scaling.prm import STEP_SEPARATOR, build_conversation, step_probabilities
@@ -213,12 +214,16 @@ def test_entropic_resampling_records_its_flattening(smol_lm):
     assert betas and all(0 <= b <= 1 for b in betas)
 
 
-def test_cancelling_stops_after_the_current_step(smol_lm):
-    calls = []
-    trace = run_to_trace(smol_lm, PROMPT, strategy="particle-filter", params={"n": 2, "max_step_tokens": 8},
-                         max_new_tokens=64, seed=0, should_stop=lambda: calls.append(1) or len(calls) > 1)
-    assert trace.finish.stop_reason == "cancelled"
-    assert len(particle_steps(trace)) == 2
+def test_cancelling_after_a_step_ends_the_run_before_the_next_model_call(smol_lm):
+    stop, passes = [], smol_lm.forward_passes
+    events = []
+    for event in generate(smol_lm, PROMPT, strategy="particle-filter", params={"n": 2, "max_step_tokens": 8},
+                          max_new_tokens=64, seed=0, should_stop=lambda: bool(stop)):
+        events.append(event)
+        if event.kind == "particles" and not stop:
+            stop.append(smol_lm.forward_passes)  # Stop pressed as the first step is shown
+    assert events[-1].stop_reason == "cancelled" and len([e for e in events if e.kind == "particles"]) == 1
+    assert smol_lm.forward_passes == stop[0] > passes  # no model call after Stop
 
 
 def test_lm_judge_is_p_yes_over_yes_and_no(smol_lm):

@@ -5,6 +5,7 @@ with gradio_client (streaming API, bad input, Stop). The server starts once per 
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import inspect
 import json
@@ -301,8 +302,13 @@ def test_each_tabs_generate_gets_every_value_by_name(tab):
         c = getattr(module, f"build_{tab}")()
     (run,) = [f for f in blocks.fns.values() if getattr(f.fn, "__name__", "") == "generate_run"]
     values = ["" if component is c["prompt"] else component.value for component in run.inputs]
+    assert inspect.isasyncgenfunction(run.fn)  # `model_event`: Stop reaches it at once (tests/test_stop.py)
     with pytest.raises(gr.Error, match="`prompt` is empty"):
-        next(run.fn(*values))
+        asyncio.run(first_update(run.fn(*values)))
+
+
+async def first_update(updates):
+    return await anext(updates)
 
 
 # The real app over HTTP ------------------------------------------------------------------------
