@@ -7,9 +7,12 @@ Papers followed
     Gumbel-max sampling in float64. Dream (Ye et al. 2025): margin and entropy remasking.
     Fast-dLLM (Wu et al. 2025): confidence-threshold parallel decoding (commit every masked
     token whose confidence >= threshold, at least the most confident one).
-    LocalLeap (the sampler named in issue 6: anchor-and-leap parallel decoding): anchors are
-    masked positions with confidence >= `anchor_threshold`; within `radius` of an anchor a
-    position needs only the relaxed `threshold`; at least one position per step.
+    LocalLeap ("Accelerating Diffusion LLM Inference via Local Determinism Propagation", arXiv
+    2510.07081): anchors are masked positions with confidence >= `anchor_threshold`; within
+    `radius` of an anchor (the paper's bounded neighbourhood) a position needs only the relaxed
+    `threshold`; at least one position per step. The paper also lets the relaxation fade with
+    the distance from the anchor ("progressive spatial consistency decay"); its exact rule could
+    not be read here (no access to the paper's text or code), so this neighbourhood is flat.
     dKV-Cache (Ma et al. 2025): delayed key / value caching, see `decoding.diffusion.lm`.
     FreeDave (Wu & Zhang 2025, "Free Draft-and-Verification: Toward Lossless Parallel Decoding
     for Diffusion LLMs", arXiv 2510.00294; reference code github.com/cychomatica/FreeDave):
