@@ -123,6 +123,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="task models: print one JSON object")
     parser.add_argument("--per-task", type=int, default=0, help="task models: held-out problems per task")
     parser.add_argument("--twin", default="tiny-parallel-ar", help="task models: the causal twin ('' = none)")
+    parser.add_argument("--merge-twin", metavar="FILE", help="task models: add the twin's rows to an earlier --out FILE")
     args = parser.parse_args()
     if args.model in TASK_MODELS:
         from diffusion_tasks import main as task_main

@@ -112,6 +112,28 @@ def run_tasks(model: str, twin: str | None, per_task: int, length: int, rounds: 
     return out
 
 
+def add_twin(result: dict, twin: str, say=print) -> dict:
+    """Fill in the causal twin's rows of an earlier result (its problems, its length)."""
+    ar = as_lm(twin)
+    per_task, length = result["problems_per_task"], result["length"]
+    problems = make_splits(sizes={**SPLIT_SIZES, "train": 0, "test": per_task})["test"]
+    cells = {task: {"right": [], "nfe": [], "seconds": []} for task in TASKS}
+    for problem in problems:
+        t0 = time.process_time()
+        trace = run_to_trace(ar, problem.prompt, strategy="greedy", max_new_tokens=length, seed=0)
+        cell = cells[problem.task]
+        cell["seconds"].append(time.process_time() - t0)
+        cell["right"].append(TASKS[problem.task].check(problem.prompt, ar.decode(trace.finish.token_ids)))
+        cell["nfe"].append(len(trace.finish.token_ids))
+    for task, cell in cells.items():
+        result["tasks"][task]["samplers"][TWIN] = {
+            "accuracy": sum(cell["right"]) / len(cell["right"]), "nfe": statistics.mean(cell["nfe"]),
+            "nfe_fraction": statistics.mean(cell["nfe"]) / length, "tokens_per_step": 1.0,
+            "seconds": statistics.mean(cell["seconds"])}
+    result["twin"] = twin
+    return result
+
+
 def goals(result: dict) -> dict:
     """The issue's goals, measured: see the README's Diffusion benchmark."""
     determined = [t for t, r in result["tasks"].items() if r["determined"]]
@@ -147,7 +169,11 @@ def main(args) -> None:
     per_task = args.per_task or (20 if args.quick else 50)
     rounds = 1 if args.quick else args.rounds
     say = (lambda m: print(m, file=sys.stderr, flush=True))
-    result = run_tasks(args.model, args.twin, per_task, args.length, rounds, say)
+    if args.merge_twin:  # an earlier result (--out) gets the causal twin's rows
+        with open(args.merge_twin) as f:
+            result = add_twin(json.load(f), args.twin, say)
+    else:
+        result = run_tasks(args.model, args.twin, per_task, args.length, rounds, say)
     result["goals"] = goals(result)
     if args.json:
         print(json.dumps(result))
