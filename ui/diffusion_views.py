@@ -31,6 +31,7 @@ DEFAULT_PROMPT = "And God said"
 DEFAULT_LENGTH = 48  # max new tokens = canvas positions
 UI_MAX_LENGTH = 256
 AR_MODEL = "tiny-ar"  # the causal model of the same size, tokenizer and data
+TWIN_MODEL = "tiny-parallel-ar"  # tiny-parallel's causal twin: same tasks, tokenizer and data
 
 _SPECS = {p["name"]: p for p in param_specs("diffusion")}  # DiffusionParams, read when the tab module is imported
 FIELDS = tuple(_SPECS)  # the tab's parameter fields (DiffusionParams', in field order)
@@ -59,6 +60,7 @@ COMPARISONS = {
                             "cache": "none"}),
     "tiny-ar, greedy": (AR_MODEL, "greedy", {}),
     "tiny-ar, sampling": (AR_MODEL, "sample", {}),
+    "tiny-parallel-ar, greedy (tiny-parallel's causal twin)": (TWIN_MODEL, "greedy", {}),
 }
 NO_COMPARISON = "none"
 # Playback: steps shown per second (0 = each frame as soon as it is computed, throttled to ~5 redraws a second)

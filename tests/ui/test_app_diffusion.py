@@ -478,3 +478,15 @@ def test_preset_33_continues_a_verse_as_its_note_says():
     assert trace.finish.text.strip() and trace.finish.text == one_per_step.finish.text
     assert stats(trace)["num_tokens"] == 20 and trace.finish.stop_reason == "eos"
     assert "55 model" in preset["note"] and "up to 2 tokens" in preset["note"] and "(20 tokens" in preset["note"]
+
+
+def test_tiny_parallel_compares_with_its_causal_twin_and_both_get_a_verdict():
+    compare = "tiny-parallel-ar, greedy (tiny-parallel's causal twin)"
+    final = merged(run_ui(prompt="copy: owl cat dog", length=32, model="tiny-parallel", compare=compare,
+                          threshold=0.9))
+    trace, other = final["trace"], final["other"]
+    assert other.start.model == "tiny-parallel-ar" and other.start.strategy == "greedy"
+    assert other.start.prompt_text.endswith("\n")  # the twin gets the same one-line prompt template
+    assert "-1" not in str(trace.finish.token_ids) and other.finish.token_ids
+    assert final["verdict"].count("task <b>copy</b>") == 2  # the checker judges both answers
+    assert "compared: " in final["verdict"] and "copy" in final["status"]
