@@ -106,20 +106,20 @@ def filter_for(loaded) -> Filter:
 def labelled_run(lm, prompt: str, length: int) -> tuple[torch.Tensor, torch.Tensor]:
     """One one-per-step low-confidence greedy run: (features (N, F), final (N,) bool) of every
     masked position at every step, labelled against the run's own end canvas."""
-    from decoding.diffusion.samplers import remasking_scores, select_top_k
+    from decoding.diffusion.samplers import scheduled_step
 
     prompt_ids = torch.tensor(lm.encode_prompt(prompt)[0])  # with the chat template, as the labs run it
     canvas = torch.full((length,), lm.mask_id, dtype=torch.long)
+    one_per_step = (0, 0, length, 1)  # (block, lo, hi, k): the best masked position of the whole canvas
     rows, tops = [], []
     for _ in range(length):
-        logits = lm.logits(torch.cat([prompt_ids, canvas]))[len(prompt_ids):].clone()
-        logits[:, lm.mask_id] = -torch.inf
         masked = canvas == lm.mask_id
-        drawn = logits.argmax(-1)
-        rows.append(position_features(logits, canvas, lm.mask_id, lm.stop_ids)[masked])
+        logits = lm.logits(torch.cat([prompt_ids, canvas]))[len(prompt_ids):]
+        new_canvas, _, drawn, _, masked_logits = scheduled_step(canvas, logits, lm.mask_id, "low-confidence",
+                                                                one_per_step, None)
+        rows.append(position_features(masked_logits, canvas, lm.mask_id, lm.stop_ids)[masked])
         tops.append((drawn[masked], torch.nonzero(masked)[:, 0]))
-        scores = remasking_scores(logits, drawn, "low-confidence", None)
-        canvas = torch.where(select_top_k(scores, masked, 1), drawn, canvas)
+        canvas = new_canvas
     labels = [canvas[pos] == top for top, pos in tops]
     return torch.cat(rows), torch.cat(labels)
 

@@ -214,7 +214,8 @@ def _localleap(scores, candidates, params: DiffusionParams, scheduled: int) -> t
 @SAMPLERS.register("learn2pd", help="commit every masked position a small learned filter predicts is already final "
                                      "(Learn2PD; the filter ships with tiny-parallel)")
 def _learn2pd(scores, candidates, params: DiffusionParams, scheduled: int, view) -> tuple[torch.Tensor, dict]:
-    final_p = view.filter(position_features(view.logits, view.canvas, view.mask_id, view.stop_ids))  # (L,)
+    lm = view.lm
+    final_p = filter_for(lm.loaded)(position_features(view.logits, view.canvas, lm.mask_id, lm.stop_ids))  # (L,)
     final = candidates & (final_p >= params.filter_threshold)
     chosen = final | select_top_k(scores, candidates, 1)
     return chosen, {"filter_threshold": params.filter_threshold, "predicted_final": torch.nonzero(final)[:, 0].tolist(),
@@ -230,9 +231,7 @@ class StepView:
 
     logits: torch.Tensor  # (L, V), the mask id excluded
     canvas: torch.Tensor  # (L,), mask ids where undecided
-    mask_id: int
-    stop_ids: frozenset
-    filter: Callable | None = None
+    lm: DiffusionLM  # the model (its mask id, stop ids, and what was loaded with it)
 
 
 @SAMPLERS.register("freedave", help="draft several scheduled steps from one prediction, verify them in one batched "
@@ -295,8 +294,7 @@ def diffusion(ctx, params: DiffusionParams, outcome) -> Iterator[Event]:
             if not masked[num_prompt + lo:num_prompt + hi].any():
                 break
             if ctx.should_stop():
-                outcome.stop_reason = "cancelled"
-                outcome.extra["canvas"] = [-1 if t == lm.mask_id else t for t in ids[num_prompt:].tolist()]
+                _cancelled(lm, ids[num_prompt:].tolist(), outcome)
                 return
             refresh = state is None or (step == 0 if params.cache == "prefill" else step % params.refresh_interval == 0)
             if refresh:
@@ -314,9 +312,7 @@ def diffusion(ctx, params: DiffusionParams, outcome) -> Iterator[Event]:
             scheduled = schedule[block_step] if block_step < len(schedule) else int(candidates.sum())
             select = SAMPLERS.get(params.sampler)
             if getattr(select, "needs_view", False):
-                view = StepView(logits, ids[num_prompt:], lm.mask_id, lm.stop_ids,
-                                filter_for(lm.loaded) if params.sampler == "learn2pd" else None)
-                chosen, extra = select(scores, candidates, params, scheduled, view)
+                chosen, extra = select(scores, candidates, params, scheduled, StepView(logits, ids[num_prompt:], lm))
             else:
                 chosen, extra = select(scores, candidates, params, scheduled)
             if state is not None:
@@ -328,6 +324,12 @@ def diffusion(ctx, params: DiffusionParams, outcome) -> Iterator[Event]:
                          step, block, nfe, extra)
             step += 1
     _finish(lm, ids[num_prompt:].tolist(), outcome)
+
+
+def _cancelled(lm, canvas: list[int], outcome) -> None:
+    """A stopped run: its canvas so far in extra["canvas"] (-1 = masked)."""
+    outcome.stop_reason = "cancelled"
+    outcome.extra["canvas"] = [-1 if t == lm.mask_id else t for t in canvas]
 
 
 def _finish(lm, canvas: list[int], outcome) -> None:
@@ -380,15 +382,13 @@ def freedave(ctx, params: DiffusionParams, outcome) -> Iterator[Event]:
     schedule = schedule_of(length, params)
     canvas = torch.full((length,), lm.mask_id, dtype=torch.long)
     if ctx.should_stop():
-        outcome.stop_reason = "cancelled"
-        outcome.extra["canvas"] = [-1] * length
+        _cancelled(lm, canvas.tolist(), outcome)
         return
     logits = lm.logits(torch.cat([prompt, canvas]))[num_prompt:]  # (L, V) fresh for `canvas`
     nfe, done, event_step = 1, 0, 0
     while done < len(schedule):
         if ctx.should_stop():
-            outcome.stop_reason = "cancelled"
-            outcome.extra["canvas"] = [-1 if t == lm.mask_id else t for t in canvas.tolist()]
+            _cancelled(lm, canvas.tolist(), outcome)
             return
         rounds = min(params.draft_steps, len(schedule) - done)
         drafts, stale = [], logits
