@@ -76,6 +76,8 @@ def configs(length: int) -> dict[str, dict]:
         "threshold 0.3": {"threshold": 0.3},
         "localleap 0.9 / 0.5, radius 4": {"sampler": "localleap", "anchor_threshold": 0.9, "threshold": 0.5, "radius": 4},
         "localleap 0.7 / 0.3, radius 4": {"sampler": "localleap", "anchor_threshold": 0.7, "threshold": 0.3, "radius": 4},
+        "localleap 0.7 / 0.3, radius 4, linear decay": {"sampler": "localleap", "anchor_threshold": 0.7,
+                                                        "threshold": 0.3, "radius": 4, "decay": "linear"},
         "fixed, steps = length + delayed cache": {"steps": length, "cache": "delayed", "refresh_interval": 4},
         "threshold 0.7 + delayed cache": {"threshold": 0.7, "cache": "delayed", "refresh_interval": 4},
     }

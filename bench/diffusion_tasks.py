@@ -41,6 +41,8 @@ def task_configs(length: int) -> dict[str, dict]:
         "threshold 0.7": {"threshold": 0.7},
         "threshold 0.5": {"threshold": 0.5},
         "localleap 0.9/0.5 r4": {"sampler": "localleap", "anchor_threshold": 0.9, "threshold": 0.5, "radius": 4},
+        "localleap 0.9/0.5 r4 linear": {"sampler": "localleap", "anchor_threshold": 0.9, "threshold": 0.5, "radius": 4,
+                                        "decay": "linear"},
         "freedave d4": {"sampler": "freedave", "steps": length, "draft_steps": 4},
         "freedave d8": {"sampler": "freedave", "steps": length, "draft_steps": 8},
         "learn2pd 0.9": {"sampler": "learn2pd", "filter_threshold": 0.9},
@@ -55,10 +57,13 @@ def _nfe(trace) -> int:
     return [e for e in trace.events if isinstance(e, DiffusionStep)][-1].nfe
 
 
-def run_tasks(model: str, twin: str | None, per_task: int, length: int, rounds: int, say=print) -> dict:
+def run_tasks(model: str, twin: str | None, per_task: int, length: int, rounds: int, say=print,
+              only: tuple[str, ...] = ()) -> dict:
+    """`only`: run only the samplers whose name contains one of these words (one-per-step always runs)."""
     lm = as_lm(model)
     ar = as_lm(twin) if twin else None
-    table = task_configs(length)
+    table = {name: p for name, p in task_configs(length).items()
+             if name == ONE_PER_STEP or not only or any(word in name for word in only)}
     # the first `per_task` problems per task of the held-out test split (the same ones the tab's picker shows)
     problems = make_splits(sizes={**SPLIT_SIZES, "train": 0, "test": per_task})["test"]
     run_to_trace(lm, problems[0].prompt, strategy="diffusion", params={"steps": 4}, max_new_tokens=8)  # warm-up
@@ -173,7 +178,7 @@ def main(args) -> None:
         with open(args.merge_twin) as f:
             result = add_twin(json.load(f), args.twin, say)
     else:
-        result = run_tasks(args.model, args.twin, per_task, args.length, rounds, say)
+        result = run_tasks(args.model, args.twin, per_task, args.length, rounds, say, tuple(args.only))
     result["goals"] = goals(result)
     if args.json:
         print(json.dumps(result))

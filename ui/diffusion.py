@@ -103,6 +103,7 @@ def _controls(c: dict) -> None:
     with gr.Row():
         _slider(c, "radius", 0, 64, 1, "Radius")
         _slider(c, "anchor_threshold", 0.01, 1, 0.01, "Anchor threshold")
+        _radio(c, "decay", "Decay with distance")
     _slider(c, "draft_steps", 1, 16, 1, "Draft steps (FreeDave)")
     _slider(c, "filter_threshold", 0.01, 1, 0.01, "Filter threshold (Learn2PD)")
     _slider(c, "temperature", 0, 5, 0.05, "Temperature")

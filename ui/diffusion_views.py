@@ -18,7 +18,7 @@ import gradio as gr
 
 from decoding.events import Trace, stats
 from decoding.registry import param_specs
-from decoding.diffusion.samplers import CACHES, REMASKING, SAMPLERS
+from decoding.diffusion.samplers import CACHES, DECAYS, REMASKING, SAMPLERS
 from ui.common import (EMPTY_STATS_HTML, check_names, export_json,  # noqa: F401  (export_json: for the callbacks)
                        fmt, stat_cards_html)
 from ui.diffusion_tasks import verdict_html, verdict_mark
@@ -40,9 +40,11 @@ INT_FIELDS = {f for f in FIELDS if _SPECS[f]["type"] == "int"}
 FLOAT_FIELDS = {f for f in FIELDS if _SPECS[f]["type"] == "float"}
 # field -> (control, the values of that control that show it); every other field is always shown
 SPECIFIC = {"radius": ("sampler", ("localleap",)), "anchor_threshold": ("sampler", ("localleap",)),
+            "decay": ("sampler", ("localleap",)),
             "draft_steps": ("sampler", ("freedave",)), "filter_threshold": ("sampler", ("learn2pd",)),
             "refresh_interval": ("cache", ("delayed", "greedy"))}
-CHOICES = {"remasking": lambda: REMASKING, "sampler": SAMPLERS.names, "cache": lambda: CACHES}  # read when a tab is built
+CHOICES = {"decay": lambda: DECAYS, "remasking": lambda: REMASKING, "sampler": SAMPLERS.names,
+           "cache": lambda: CACHES}  # read when a tab is built
 
 # "Compare with": label -> (model, strategy, parameter overrides); None model = the tab's model
 COMPARISONS = {
@@ -183,6 +185,7 @@ def run_label(trace: Trace) -> str:
     p, length = trace.start.params, trace.start.max_new_tokens
     if p.get("sampler") == "localleap":
         text = f"localleap r={p.get('radius')} anchor {p.get('anchor_threshold'):g} relaxed {p.get('threshold'):g}"
+        text += ", linear decay" if p.get("decay") == "linear" else ""
     elif p.get("sampler") == "freedave":
         text = f"freedave, {p.get('steps') or length} steps, {p.get('draft_steps')} drafted per call"
     elif p.get("sampler") == "learn2pd":

@@ -10,9 +10,13 @@ Papers followed
     LocalLeap ("Accelerating Diffusion LLM Inference via Local Determinism Propagation", arXiv
     2510.07081): anchors are masked positions with confidence >= `anchor_threshold`; within
     `radius` of an anchor (the paper's bounded neighbourhood) a position needs only the relaxed
-    `threshold`; at least one position per step. The paper also lets the relaxation fade with
-    the distance from the anchor ("progressive spatial consistency decay"); its exact rule could
-    not be read here (no access to the paper's text or code), so this neighbourhood is flat.
+    `threshold`; at least one position per step. The paper's second principle, "progressive
+    spatial consistency decay" (agreement with the final answer falls with the distance from an
+    anchor), is why the relaxation is bounded at all: `decay=none` is that bounded, flat window.
+    Its text and code could not be read here, so whether it also grades the threshold inside
+    the window is not known; `decay=linear` is our reading of the principle made explicit: the
+    required confidence climbs from `threshold` next to the anchor to `anchor_threshold` just
+    beyond `radius` (`localleap_required`).
     dKV-Cache (Ma et al. 2025): delayed key / value caching, see `decoding.diffusion.lm`.
     FreeDave (Wu & Zhang 2025, "Free Draft-and-Verification: Toward Lossless Parallel Decoding
     for Diffusion LLMs", arXiv 2510.00294; reference code github.com/cychomatica/FreeDave):
@@ -49,6 +53,7 @@ REMASKING = ("random", "low-confidence", "margin", "entropy")
 CACHES = ("none", "delayed", "prefill", "greedy")  # dKV-Cache variants, see `active_positions`
 # name -> select(scores (L,), candidates (L,) bool, params, scheduled k) -> (chosen (L,) bool, event extra)
 SAMPLERS: Registry[Callable] = Registry("sampler")
+DECAYS = ("none", "linear")  # LocalLeap: how the relaxed threshold varies across the radius
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,9 @@ class DiffusionParams(Params):
     radius: int = param(4, low=0, high=64, help="localleap: neighbours within this many positions of an anchor may leap.")
     anchor_threshold: float = param(0.95, low=0.0, high=1.0, low_inclusive=False,
                                     help="localleap: confidence that makes a masked position an anchor.")
+    decay: str = param("none", choices=DECAYS,
+                       help="localleap: none = the relaxed threshold holds across the radius; linear = it climbs "
+                            "toward the anchor threshold with the distance from the anchor.")
     temperature: float = param(0.0, low=0.0, high=5.0, help="Gumbel-max token draw at this temperature (0 = argmax).")
     cache: str = param("none", choices=CACHES,
                        help="dKV-Cache. delayed: recompute masked and just-committed positions; prefill: recompute "
@@ -183,16 +191,31 @@ def select_threshold(scores: torch.Tensor, candidates: torch.Tensor, threshold: 
     return (candidates & (scores >= threshold)) | select_top_k(scores, candidates, 1)
 
 
+def localleap_required(anchors: torch.Tensor, anchor_threshold: float, threshold: float, radius: int,
+                       decay: str = "none") -> torch.Tensor:
+    """The confidence each position needs to leap: `threshold` within `radius` of an anchor (with
+    decay="linear", threshold + (anchor_threshold - threshold) * (d - 1) / radius at distance d,
+    so the relaxation fades toward the border of the window), `anchor_threshold` elsewhere."""
+    n = len(anchors)
+    distance = torch.full((n,), radius + 1, dtype=torch.long, device=anchors.device)
+    for offset in range(-radius, radius + 1):  # distance to the nearest anchor, up to `radius`
+        hit = torch.roll(anchors, offset) & _no_wrap(n, offset, anchors.device)
+        distance = torch.where(hit, distance.clamp(max=abs(offset)), distance)
+    if decay == "linear" and radius > 0:
+        inside = threshold + (anchor_threshold - threshold) * (distance.clamp(min=1) - 1).double() / radius
+    else:
+        inside = torch.full((n,), threshold, dtype=torch.float64, device=anchors.device)
+    return torch.where(distance <= radius, inside, anchor_threshold)
+
+
 def select_localleap(scores: torch.Tensor, candidates: torch.Tensor, anchor_threshold: float,
-                     threshold: float, radius: int) -> tuple[torch.Tensor, torch.Tensor]:
+                     threshold: float, radius: int, decay: str = "none") -> tuple[torch.Tensor, torch.Tensor]:
     """LocalLeap: anchors (score >= anchor_threshold) and, within `radius` of an anchor, every
-    candidate with score >= the relaxed `threshold`; at least the best candidate.
-    Returns (chosen (T,) bool, anchors (T,) bool)."""
+    candidate whose score reaches the relaxed threshold (`localleap_required`); at least the
+    best candidate. Returns (chosen (T,) bool, anchors (T,) bool)."""
     anchors = candidates & (scores >= anchor_threshold)
-    near = torch.zeros_like(candidates)
-    for offset in range(-radius, radius + 1):  # dilate the anchor set by `radius`
-        near |= torch.roll(anchors, offset) & _no_wrap(len(anchors), offset, anchors.device)
-    chosen = anchors | (candidates & near & (scores >= threshold)) | select_top_k(scores, candidates, 1)
+    required = localleap_required(anchors, anchor_threshold, threshold, radius, decay)
+    chosen = anchors | (candidates & (scores.double() >= required)) | select_top_k(scores, candidates, 1)
     return chosen, anchors
 
 
@@ -206,9 +229,10 @@ def _fixed(scores, candidates, params: DiffusionParams, scheduled: int) -> tuple
 
 @SAMPLERS.register("localleap", help="anchors plus the relaxed-threshold positions near them (LocalLeap)")
 def _localleap(scores, candidates, params: DiffusionParams, scheduled: int) -> tuple[torch.Tensor, dict]:
-    chosen, anchors = select_localleap(scores, candidates, params.anchor_threshold, params.threshold, params.radius)
+    chosen, anchors = select_localleap(scores, candidates, params.anchor_threshold, params.threshold, params.radius,
+                                       params.decay)
     return chosen, {"anchors": torch.nonzero(anchors)[:, 0].tolist(), "threshold": params.threshold,
-                    "anchor_threshold": params.anchor_threshold}
+                    "anchor_threshold": params.anchor_threshold, "decay": params.decay}
 
 
 @SAMPLERS.register("learn2pd", help="commit every masked position a small learned filter predicts is already final "

@@ -79,6 +79,21 @@ def test_localleap_commits_anchors_and_relaxed_neighbours_within_the_radius():
     assert not anchors.any() and none.nonzero()[:, 0].tolist() == [3]  # only the forced best
 
 
+def test_localleap_linear_decay_raises_the_relaxed_threshold_with_the_distance_from_the_anchor():
+    anchors = torch.tensor([False, False, False, True, False, False, False, False, False])
+    required = dd.localleap_required(anchors, anchor_threshold=0.9, threshold=0.5, radius=4, decay="linear")
+    # distance 3 2 1 0 1 2 3 4 5: 0.5 next to the anchor, +0.1 per position, the anchor threshold beyond r=4
+    assert required.tolist() == pytest.approx([0.7, 0.6, 0.5, 0.5, 0.5, 0.6, 0.7, 0.8, 0.9])
+    flat = dd.localleap_required(anchors, anchor_threshold=0.9, threshold=0.5, radius=4)
+    assert flat.tolist() == pytest.approx([0.5] * 8 + [0.9])
+    scores = torch.tensor([0.65, 0.1, 0.1, 0.99, 0.1, 0.1, 0.75, 0.75, 0.1], dtype=torch.float64)
+    candidates = torch.ones(9, dtype=torch.bool)
+    chosen, _ = dd.select_localleap(scores, candidates, 0.9, 0.5, 4, decay="linear")
+    assert chosen.nonzero()[:, 0].tolist() == [3, 6]  # 0 needs 0.7 and 7 needs 0.8 at their distances
+    chosen, _ = dd.select_localleap(scores, candidates, 0.9, 0.5, 4)
+    assert chosen.nonzero()[:, 0].tolist() == [0, 3, 6, 7]
+
+
 def test_helpers_do_not_modify_their_inputs():
     scores, candidates = torch.rand(6, dtype=torch.float64), torch.ones(6, dtype=torch.bool)
     before = scores.clone(), candidates.clone()

@@ -116,18 +116,18 @@ def test_step_slider_shows_an_earlier_canvas(run):
 
 @pytest.mark.parametrize("sampler, cache, shown", [
     ("fixed", "none", set()),
-    ("localleap", "none", {"radius", "anchor_threshold"}),
+    ("localleap", "none", {"radius", "anchor_threshold", "decay"}),
     ("freedave", "none", {"draft_steps"}),
     ("learn2pd", "none", {"filter_threshold"}),
     ("fixed", "delayed", {"refresh_interval"}),
     ("fixed", "greedy", {"refresh_interval"}),
     ("fixed", "prefill", set()),
-    ("localleap", "delayed", {"radius", "anchor_threshold", "refresh_interval"}),
+    ("localleap", "delayed", {"radius", "anchor_threshold", "decay", "refresh_interval"}),
     ("learn2pd", "greedy", {"filter_threshold", "refresh_interval"}),
 ])
 def test_only_the_relevant_controls_are_shown(sampler, cache, shown):
     out = cb.shown_controls(sampler, cache)
-    assert set(out) == {"df:radius", "df:anchor_threshold", "df:draft_steps", "df:filter_threshold",
+    assert set(out) == {"df:radius", "df:anchor_threshold", "df:decay", "df:draft_steps", "df:filter_threshold",
                         "df:refresh_interval"}
     assert {k.removeprefix("df:") for k, v in out.items() if v["visible"]} == shown
 
