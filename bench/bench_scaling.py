@@ -1,19 +1,28 @@
-"""Inference-time scaling on the shipped arithmetic task set: accuracy vs budget, in one run.
+"""Inference-time scaling: accuracy vs budget, in one run.
 
-For every task and budget N in --budgets, runs on the embedded model (greedy once per task):
+Default: held-out `tiny-math` problems (the test split of `decoding.scaling.math_tasks`, never
+trained on), temperature 1 and no nucleus cut (the policy's own distribution, as its model card
+measures pass@1), step reward `arith-step`. For every problem and budget N in --budgets:
+  greedy          one greedy solution (the same at every N)
   best-of-n       the highest arith-step score among N samples (min over steps)
   majority-vote   the most frequent final answer among the same N samples
+  weighted-vote   answers weighted by their arith-step scores, same samples
+  oracle pass@N   some sample among the N is right (an upper bound, not a method)
   reward-beam     beam search over steps with the arith-step reward (beam_width 2; 1 at N = 1)
   particle-filter Puri et al. with the arith-step reward, multinomial resampling every step
-A task counts as solved when the chosen answer equals the reference. Best-of-N and majority
-vote read the first N particles of one N = max(budgets) run: every slot has its own random
-stream, so slot i's sample is the same whatever N is (the engine is tested to give each particle
-the tokens it gets alone), and the first N slots are exactly a run with budget N.
+  a-star          A*-decoding: N candidate steps per expansion, at most 16 expansions
+A problem counts as solved when the chosen answer equals the reference. Best-of-N, the votes and
+pass@N read the first N samples of one N = max(budgets) run: every slot has its own random
+stream, so slot i's sample is the same whatever N is, and the first N slots are exactly a run with
+budget N. Tokens: generated tokens per problem (prompt excluded), summed over particles.
 
-Then, side by side: tokens/s of N particles decoded as one batch vs one by one (the same
-generators, so the same tokens, which is checked).
+`--model smollm2-135m` runs the shipped SmolLM2 word problems instead (presets/tasks), plus the
+throughput check: tokens/s of N particles decoded as one batch vs one by one (same generators,
+same tokens, which is checked).
 
-    python bench/bench_scaling.py [--tasks 20] [--budgets 1,2,4,8,16] [--max-new-tokens 96] [--out F.json]
+    python bench/bench_scaling.py --quick --json                  # 40 problems, N = 1..16 (~10 min)
+    python bench/bench_scaling.py [--tasks 100] [--budgets 1,2,4,8,16,32] [--out F.json] [--png F.png]
+    python bench/bench_scaling.py --model smollm2-135m [--tasks 20] [--max-new-tokens 96]
 """
 
 from __future__ import annotations
@@ -35,8 +44,10 @@ from decoding.events import stats  # noqa: E402
 from decoding.lm import LM  # noqa: E402
 from decoding.models import load_model  # noqa: E402
 from decoding.scaling.particle_batch import ParticleBatch, slot_generators  # noqa: E402
-from decoding.scaling.methods import best_complete, vote  # noqa: E402
+from decoding.scaling.methods import vote  # noqa: E402
+from decoding.scaling.run import best_complete  # noqa: E402
 from decoding.scaling.tasks import load_tasks, task_prompt  # noqa: E402
+from decoding.scaling import math_tasks  # noqa: E402
 
 STEP = {"reward": "arith-step", "max_step_tokens": 40}
 
@@ -62,42 +73,96 @@ def subset_choices(particles: list[dict], n: int) -> tuple[str | None, str | Non
 
 
 def accuracy_rows(lm, tasks, budgets, max_new_tokens, seed, log) -> list[dict]:
-    solved: dict[tuple[str, int], int] = {}
-    tokens: dict[tuple[str, int], list[int]] = {}
-
-    def add(method, n, ok, spent):
-        solved[(method, n)] = solved.get((method, n), 0) + int(ok)
-        tokens.setdefault((method, n), []).append(spent)
-
-    top = max(budgets)
+    """SmolLM2's word problems (presets/tasks): greedy, best-of-N, vote, reward beam, particle filter."""
+    tally, top = Tally(), max(budgets)
     for k, task in enumerate(tasks):
         prompt, ref = task_prompt(task["question"]), task["answer"]
         t0 = time.perf_counter()
         greedy = run_to_trace(lm, prompt, strategy="greedy", max_new_tokens=max_new_tokens)
         for n in budgets:
-            add("greedy", n, correct(answer_of(greedy.finish.text, greedy.finish.stop_reason == "eos"), ref),
-                len(greedy.finish.token_ids))
+            tally.add("greedy", n, correct(answer_of(greedy.finish.text, greedy.finish.stop_reason == "eos"), ref),
+                      len(greedy.finish.token_ids))
         sampled = run_to_trace(lm, prompt, strategy="best-of-n", params={"n": top, **STEP},
                                max_new_tokens=max_new_tokens, seed=seed + k)
         particles = sampled.finish.extra["particles"]
         for n in budgets:
             best, majority = subset_choices(particles, n)
             spent = sum(p["num_tokens"] for p in particles[:n])
-            add("best-of-n", n, correct(best, ref), spent)
-            add("majority-vote", n, correct(majority, ref), spent)
+            tally.add("best-of-n", n, correct(best, ref), spent)
+            tally.add("majority-vote", n, correct(majority, ref), spent)
         for n in budgets:
             beam = run_to_trace(lm, prompt, strategy="reward-beam",
                                 params={"n": n, "beam_width": 2 if n > 1 else 1, **STEP},
                                 max_new_tokens=max_new_tokens, seed=seed + k)
-            add("reward-beam", n, correct(beam.finish.extra["answer"], ref), stats(beam)["tokens_spent"])
+            tally.add("reward-beam", n, correct(beam.finish.extra["answer"], ref), stats(beam)["tokens_spent"])
             particle = run_to_trace(lm, prompt, strategy="particle-filter", params={"n": n, **STEP},
                                     max_new_tokens=max_new_tokens, seed=seed + k)
-            add("particle-filter", n, correct(particle.finish.extra["answer"], ref), stats(particle)["tokens_spent"])
+            tally.add("particle-filter", n, correct(particle.finish.extra["answer"], ref),
+                      stats(particle)["tokens_spent"])
+        tally.count += 1
         log(f"task {k + 1}/{len(tasks)} ({time.perf_counter() - t0:.0f} s): "
-            + ", ".join(f"{m} {solved[(m, top)]}" for m in ("greedy", "best-of-n", "majority-vote", "reward-beam", "particle-filter")))
-    return [{"method": m, "budget": n, "accuracy": round(solved[(m, n)] / len(tasks), 4),
-             "tokens": round(statistics.mean(tokens[(m, n)]), 1)}
-            for m in ("greedy", "best-of-n", "majority-vote", "reward-beam", "particle-filter") for n in budgets]
+            + ", ".join(f"{m} {tally.solved[(m, top)]}" for m in ("greedy", "best-of-n", "majority-vote",
+                                                                   "reward-beam", "particle-filter")))
+    return tally.rows()
+
+
+METHODS = ("greedy", "best-of-n", "majority-vote", "weighted-vote", "oracle pass@N", "reward-beam",
+           "particle-filter", "a-star")
+MATH = {"reward": "arith-step", "temperature": 1.0, "top_p": 1.0, "max_step_tokens": 40}
+
+
+class Tally:
+    """Problems solved and tokens spent per (method, N)."""
+
+    def __init__(self):
+        self.solved, self.tokens, self.count = {}, {}, 0
+
+    def add(self, method: str, n: int, ok: bool, spent: float) -> None:
+        self.solved[(method, n)] = self.solved.get((method, n), 0) + int(ok)
+        self.tokens.setdefault((method, n), []).append(spent)
+
+    def rows(self) -> list[dict]:
+        return [{"method": m, "budget": n, "accuracy": round(ok / self.count, 4),
+                 "tokens": round(statistics.mean(self.tokens[(m, n)]), 1)} for (m, n), ok in self.solved.items()]
+
+
+def math_rows(lm, problems, budgets, max_new_tokens, seed, log) -> list[dict]:
+    """Every method at every budget on tiny-math problems (see the module docstring)."""
+    tally, top = Tally(), max(budgets)
+    for k, problem in enumerate(problems):
+        prompt, ref = math_tasks.prompt(problem.question), str(problem.answer)
+        t0 = time.process_time()
+        run = dict(max_new_tokens=max_new_tokens, chat=False, seed=seed + k)
+        greedy = run_to_trace(lm, prompt, strategy="greedy", max_new_tokens=max_new_tokens, chat=False)
+        greedy_ok = correct(answer_of(greedy.finish.text, greedy.finish.stop_reason == "eos"), ref)
+        sampled = run_to_trace(lm, prompt, strategy="best-of-n", params={"n": top, **MATH}, **run)
+        particles = sampled.finish.extra["particles"]
+        for n in budgets:
+            tally.add("greedy", n, greedy_ok, len(greedy.finish.token_ids))
+            first = particles[:n]
+            spent = sum(p["num_tokens"] for p in first)
+            best, majority = subset_choices(particles, n)
+            weighted = next(iter(vote([p["answer"] for p in first], [p["score"] for p in first])), None)
+            tally.add("best-of-n", n, correct(best, ref), spent)
+            tally.add("majority-vote", n, correct(majority, ref), spent)
+            tally.add("weighted-vote", n, correct(weighted, ref), spent)
+            tally.add("oracle pass@N", n, any(correct(p["answer"], ref) for p in first if p["ended"]), spent)
+            for method, extra in (("reward-beam", {"beam_width": 2 if n > 1 else 1}), ("particle-filter", {}),
+                                  ("a-star", {"max_expansions": 16})):
+                trace = run_to_trace(lm, prompt, strategy=method, params={"n": n, **MATH, **extra}, **run)
+                tally.add(method, n, correct(trace.finish.extra["answer"], ref), stats(trace)["tokens_spent"])
+        tally.count += 1
+        log(f"problem {k + 1}/{len(problems)} ({time.process_time() - t0:.0f} s CPU): solved at N={top}: "
+            + ", ".join(f"{m} {tally.solved[(m, top)]}" for m in METHODS))
+    return tally.rows()
+
+
+def by_method(rows: list[dict], key: str) -> dict:
+    """{method: {N: value}} from the rows (the --json shape)."""
+    out: dict = {}
+    for r in rows:
+        out.setdefault(r["method"], {})[str(r["budget"])] = r[key]
+    return out
 
 
 def batched_vs_alone(lm, prompt, n, tokens, rounds, seed) -> dict:
@@ -130,14 +195,17 @@ def batched_vs_alone(lm, prompt, n, tokens, rounds, seed) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--model", default="tiny-math", help="tiny-math (its held-out problems) or a model for the "
+                                                              "shipped SmolLM2 word problems, e.g. smollm2-135m")
     parser.add_argument("--dtype", default="float32")
-    parser.add_argument("--tasks", type=int, default=20)
+    parser.add_argument("--tasks", type=int, default=None, help="problems (tiny-math 100, --quick 40; else 20)")
     parser.add_argument("--first-task", type=int, default=0)
-    parser.add_argument("--budgets", default="1,2,4,8,16")
-    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--budgets", default=None, help="tiny-math 1,2,4,8,16,32 (--quick 1,2,4,8,16); else 1,2,4,8,16")
+    parser.add_argument("--max-new-tokens", type=int, default=None, help="tiny-math 160; else 96")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--quick", action="store_true", help="40 problems, N up to 16, no throughput check")
+    parser.add_argument("--json", action="store_true", help="print one JSON object (progress goes to stderr)")
     parser.add_argument("--skip-accuracy", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--out", type=Path)
@@ -145,33 +213,59 @@ def main() -> None:
     parser.add_argument("--from-json", type=Path, nargs="*", help="only merge these --out files (split runs) and draw")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    budgets = [int(b) for b in args.budgets.split(",")]
+    math = args.model == "tiny-math"
+    quick_budgets = "1,2,4,8,16"
+    budgets = [int(b) for b in (args.budgets or (quick_budgets if args.quick or not math else quick_budgets + ",32"))
+               .split(",")]
+    count = args.tasks or (40 if args.quick else 100 if math else 20)
+    max_new_tokens = args.max_new_tokens or (math_tasks_max_tokens() if math else 96)
     if args.from_json:
         result = merge([json.loads(path.read_text()) for path in args.from_json])
-        print_table(result)
-        if args.out:
-            args.out.write_text(json.dumps(result, indent=1))
-        if args.png:
-            draw(result["accuracy"], args.png)
+        report(result, args)
         return
     lm = LM(load_model(args.model, dtype=args.dtype, progress=None))
-    tasks = load_tasks()[args.first_task:args.first_task + args.tasks]
     log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
-    result = {"model": args.model, "dtype": args.dtype, "tasks": len(tasks), "first_task": args.first_task,
-              "budgets": budgets, "max_new_tokens": args.max_new_tokens}
-    if not args.skip_accuracy:
-        result["accuracy"] = accuracy_rows(lm, tasks, budgets, args.max_new_tokens, args.seed, log)
-        print_table(result)
-    if not args.skip_throughput:
+    result = {"model": args.model, "dtype": args.dtype, "tasks": count, "first_task": args.first_task,
+              "budgets": budgets, "max_new_tokens": max_new_tokens, "seed": args.seed}
+    t0 = time.time()
+    if not args.skip_accuracy and math:
+        problems = math_tasks.make_splits(sizes={**math_tasks.SPLIT_SIZES, "train": 0})["test"]
+        problems = problems[args.first_task:args.first_task + count]
+        result |= {"problems": "tiny-math held-out test split", "sampling": MATH}
+        result["rows"] = math_rows(lm, problems, budgets, max_new_tokens, args.seed, log)
+    elif not args.skip_accuracy:
+        tasks = load_tasks()[args.first_task:args.first_task + count]
+        result["tasks"] = len(tasks)
+        result["rows"] = accuracy_rows(lm, tasks, budgets, max_new_tokens, args.seed, log)
+    if "rows" in result:
+        result["accuracy"], result["tokens"] = by_method(result["rows"], "accuracy"), by_method(result["rows"], "tokens")
+    if not (args.skip_throughput or args.quick or math):
         result["throughput"] = [batched_vs_alone(lm, task_prompt(load_tasks()[0]["question"]), n, 32, 3, args.seed)
                                 for n in (4, 16)]
-        for row in result["throughput"]:
+    result["seconds"] = round(time.time() - t0, 1)
+    report(result, args)
+
+
+def math_tasks_max_tokens() -> int:
+    from decoding.scaling.math_eval import MAX_NEW_TOKENS
+
+    return MAX_NEW_TOKENS
+
+
+def report(result: dict, args) -> None:
+    """The table (or --json's one object), then --out and --png."""
+    if args.json:
+        print(json.dumps(result))
+    else:
+        if "rows" in result:
+            print_table(result)
+        for row in result.get("throughput", []):
             print(f"N={row['particles']}: batched {row['batched_tok_s']} tok/s, one by one "
                   f"{row['one_by_one_tok_s']} tok/s, {row['speedup']}x (identical tokens)")
     if args.out:
         args.out.write_text(json.dumps(result, indent=1))
-    if args.png and "accuracy" in result:
-        draw(result["accuracy"], args.png)
+    if args.png and "rows" in result:
+        draw(result["rows"], args.png)
 
 
 def merge(parts: list[dict]) -> dict:
@@ -179,14 +273,15 @@ def merge(parts: list[dict]) -> dict:
     total = sum(p["tasks"] for p in parts)
     rows = {}
     for part in parts:
-        for r in part["accuracy"]:
+        for r in part["rows"]:
             key = (r["method"], r["budget"])
             acc = rows.setdefault(key, {"method": r["method"], "budget": r["budget"], "accuracy": 0.0, "tokens": 0.0})
             acc["accuracy"] += r["accuracy"] * part["tasks"] / total
             acc["tokens"] += r["tokens"] * part["tasks"] / total
-    merged = {k: v for k, v in parts[0].items() if k not in ("accuracy", "throughput", "first_task")}
+    merged = {k: v for k, v in parts[0].items() if k not in ("rows", "accuracy", "tokens", "throughput", "first_task")}
     merged["tasks"] = total
-    merged["accuracy"] = [v | {"accuracy": round(v["accuracy"], 4), "tokens": round(v["tokens"], 1)} for v in rows.values()]
+    merged["rows"] = [v | {"accuracy": round(v["accuracy"], 4), "tokens": round(v["tokens"], 1)} for v in rows.values()]
+    merged["accuracy"], merged["tokens"] = by_method(merged["rows"], "accuracy"), by_method(merged["rows"], "tokens")
     merged["throughput"] = [t for p in parts for t in p.get("throughput", [])]
     return merged
 
@@ -194,10 +289,10 @@ def merge(parts: list[dict]) -> dict:
 def print_table(result: dict) -> None:
     budgets = result["budgets"]
     print(f"\naccuracy on {result['tasks']} tasks (mean tokens spent)")
-    print("method          " + "".join(f"N={n:<13}" for n in budgets))
-    for method in ("greedy", "best-of-n", "majority-vote", "reward-beam", "particle-filter"):
-        cells = {r["budget"]: r for r in result["accuracy"] if r["method"] == method}
-        print(f"{method:<16}" + "".join(f"{cells[n]['accuracy']:<5.0%}({cells[n]['tokens']:<6.0f}) " for n in budgets))
+    print("method           " + "".join(f"N={n:<13}" for n in budgets))
+    for method in dict.fromkeys(r["method"] for r in result["rows"]):
+        cells = {r["budget"]: r for r in result["rows"] if r["method"] == method}
+        print(f"{method:<17}" + "".join(f"{cells[n]['accuracy']:<5.0%}({cells[n]['tokens']:<6.0f}) " for n in budgets))
 
 
 def draw(rows: list[dict], png: Path) -> None:
