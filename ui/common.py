@@ -30,6 +30,7 @@ import contextlib
 import contextvars
 import functools
 import inspect
+import json
 import os
 import queue
 import re
@@ -475,6 +476,22 @@ def export_json(trace) -> str | None:
     path = Path(tempfile.mkdtemp(prefix="decoding-lab-")) / f"{stem}-trace.json"
     trace.save(path)
     return str(path)
+
+
+def benchmark_file(path, command: str, model: str, figure: Callable[[dict], object]) -> tuple[dict | None, object,
+                                                                                         str | None]:
+    """(the benchmark's JSON, its figure, None) from a shipped benchmark file that a lab's accordion
+    shows, or (None, None, Markdown saying why not and how to produce it) for a missing or
+    unreadable file (read when the tab is built; a bad file never stops the app)."""
+    path = Path(path)
+    how = f"Produce it with\n\n```\n{command}\n```\n\nand restart the app."
+    if not path.exists():
+        return None, None, f"No benchmark has been run for {model} on this machine yet (`{path.name}` is missing). {how}"
+    try:
+        bench = json.loads(path.read_text(encoding="utf-8"))
+        return bench, figure(bench), None
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as err:
+        return None, None, f"`{path.name}` cannot be read ({esc(str(err)[:200], quote=False)}). {how}"
 
 
 def lab_columns(c: dict, controls: Callable[[dict], None], views: Callable[[dict], None], elem_id: str) -> None:

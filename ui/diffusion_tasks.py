@@ -14,7 +14,6 @@ Glossary (determined / dependent / checker / reference: see `decoding/diffusion/
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from functools import lru_cache
@@ -23,6 +22,7 @@ from pathlib import Path
 from decoding.diffusion.parallel_tasks import MONTHS, SPLIT_SIZES, TASKS, Example, check, make_splits, task_of
 from decoding.events import Trace
 from decoding.models import ASSETS_DIR
+from ui.common import benchmark_file
 from visualizers._common import esc
 from visualizers.diffusion import accuracy_vs_tokens_per_step_figure
 
@@ -167,17 +167,11 @@ def verdict_html(trace: Trace | None, other: Trace | None = None, *, main_label:
 # The benchmark accordion ----------------------------------------------------------------------------
 def benchmark_views(path: Path | None = None) -> tuple[str, object | None]:
     """(Markdown, the tokens-per-step-vs-accuracy figure or None) for the accordion, from the benchmark's
-    JSON file (default `BENCH_PATH`, read when the tab is built); without the file (or with one that cannot
-    be read), how to produce it."""
-    path = Path(path or BENCH_PATH)
-    how = f"Produce it with\n\n```\n{BENCH_COMMAND}\n```\n\nand restart the app."
-    if not path.exists():
-        return f"No benchmark has been run for {BENCH_MODEL} on this machine yet (`{path.name}` is missing). {how}", None
-    try:
-        bench = json.loads(path.read_text(encoding="utf-8"))
-        figure = accuracy_vs_tokens_per_step_figure(bench)
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        return f"`{path.name}` cannot be read ({esc(str(err)[:200], quote=False)}). {how}", None
+    JSON file (default `BENCH_PATH`); without a readable file, how to produce it."""
+    bench, figure, problem = benchmark_file(path or BENCH_PATH, BENCH_COMMAND, BENCH_MODEL,
+                                            accuracy_vs_tokens_per_step_figure)
+    if bench is None:
+        return problem, None
     per_task = bench.get("problems_per_task")
     text = (f"Checker accuracy on held-out {BENCH_MODEL} problems{f' ({per_task} per task)' if per_task else ''} "
             "against tokens committed "

@@ -24,7 +24,7 @@ from ui.common import (QUIET, bind, lab_columns, model_choices, named_inputs, se
 from ui.scaling_views import (CONTROLS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_METHOD, DEFAULT_MODEL, DEFAULT_PROMPT,
                               DEFAULT_SETTINGS, DEFAULT_TASK, FIELDS, METHODS, OUTPUTS, REWARDS, SPECIFIC,
                               UI_MAX_CHUNK_TOKENS, UI_MAX_N, UI_MAX_NEW_TOKENS, UI_MAX_STEP_TOKENS, help_of, spec_of,
-                              reward_help, task_choices, views, visible_fields)
+                              benchmark_views, reward_help, task_choices, views, visible_fields)
 
 INTRO = ("A **particle** is one partial solution; N of them decode side by side as one batch. After every "
          "reasoning step (a line) the **reward** r ∈ [0, 1] scores each particle, and its **weight** is "
@@ -76,7 +76,8 @@ def _controls(c: dict) -> None:
                              info=f"The policy every particle samples from; with internet, any hub id "
                                   f"(e.g. {SUGGESTED_HUB_IDS[-1]}).", elem_id="sc-model")
     c["task"] = gr.Dropdown(task_choices(), value=str(DEFAULT_TASK["id"]), label="Task", elem_id="sc-task",
-                            info="A shipped arithmetic problem: fills the prompt and its reference answer (✓/✗).")
+                            info="A held-out tiny-math problem (m…) or a SmolLM2 word problem: fills the prompt, its reference "
+                                 "answer (✓/✗) and the policy it was written for.")
     c["prompt"] = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=3, max_lines=10, elem_id="sc-prompt")
     with gr.Row():
         c["generate"] = gr.Button("Generate", variant="primary", elem_id="sc-generate")
@@ -164,6 +165,14 @@ def _views(c: dict) -> None:
     c["particles"] = gr.HTML(initial["particles"], elem_id="sc-particles")
     gr.Markdown("### Run summary (and the comparison)")
     c["summary"] = gr.HTML(initial["summary"], elem_id="sc-summary")
+    with gr.Accordion("What the benchmark found on tiny-math: accuracy against the budget", open=False,
+                      elem_id="sc-bench"):
+        text, by_budget, by_tokens = benchmark_views()
+        gr.Markdown(text, elem_classes="dl-help", elem_id="sc-bench-text")
+        if by_budget is not None:
+            with gr.Row():
+                gr.Plot(by_budget, label="Accuracy against the budget N", elem_id="sc-bench-budget")
+                gr.Plot(by_tokens, label="Accuracy against tokens spent", elem_id="sc-bench-tokens")
 
 
 def build_scaling() -> dict:
@@ -182,8 +191,8 @@ def _wire(c: dict) -> None:
     shown = {f"sc:{f}": c[f"sc:{f}"] for f in SPECIFIC} | {"reward_help": c["reward_help"]}
     for trigger in (c["method"], c["sc:reward"]):
         trigger.change(bind(cb.shown_controls, shown), [c["method"], c["sc:reward"]], list(shown.values()), **QUIET)
-    task_outputs = {k: c[k] for k in ("prompt", "sc:reference")}
-    c["task"].input(bind(cb.task_chosen, task_outputs), c["task"], list(task_outputs.values()), **QUIET)
+    task_outputs = {k: c[k] for k in ("prompt", "sc:reference", "model")}
+    c["task"].input(bind(cb.task_chosen, task_outputs), [c["task"], c["model"]], list(task_outputs.values()), **QUIET)
     edited = {k: c[k] for k in ("task", "sc:reference")}
     c["prompt"].input(bind(cb.prompt_edited, edited), [c["prompt"], c["task"]], list(edited.values()),
                       trigger_mode="always_last", **QUIET)

@@ -15,7 +15,6 @@ import gradio as gr
 from decoding.events import Trace
 from decoding.presets import find_preset, preset_menu
 from decoding.run import validate_request
-from decoding.scaling.tasks import task_prompt
 from ui.common import (USER_ERRORS, as_int, check_model, load_replay, run_work, stream_views, user_error,
                        wait_for_finish)
 from ui.scaling_views import (DEFAULT_SETTINGS, FIELDS, FREE_PROMPT, METHODS, SPECIFIC, UI_MAX_NEW_TOKENS,
@@ -32,12 +31,17 @@ def shown_controls(method: str, reward: str) -> dict:
     return {f"sc:{f}": gr.update(visible=f in shown) for f in SPECIFIC} | {"reward_help": reward_help(reward)}
 
 
-def task_chosen(task_id) -> dict:
-    """A shipped task fills the prompt and its reference answer; "(free prompt)" clears the reference."""
+def task_chosen(task_id, model=None) -> dict:
+    """A shipped task fills the prompt and its reference answer; "(free prompt)" clears the reference.
+    A tiny-math problem also picks tiny-math (it reads nothing else), and a word problem moves the
+    policy off tiny-math to the model the task set was written for; any other model is kept."""
     task = task_by_id(task_id) if task_id not in (None, FREE_PROMPT) else None
     if task is None:
         return {"sc:reference": ""}
-    return {"prompt": task_prompt(task["question"]), "sc:reference": task["answer"]}
+    out = {"prompt": task["prompt"], "sc:reference": task["answer"]}
+    if task["model"] == "tiny-math" or model == "tiny-math":
+        out["model"] = task["model"]
+    return out
 
 
 def prompt_edited(prompt, task_id) -> dict:

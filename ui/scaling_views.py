@@ -21,12 +21,13 @@ from decoding.events import Trace, stats
 from decoding.scaling.rewards import parse_number
 from decoding.registry import get_strategy, param_specs, strategies_of
 from decoding.scaling.params import ScalingParams
-from ui.common import (EMPTY_STATS_HTML, check_names, export_json,  # noqa: F401  (export_json: for the callbacks)
-                       fmt, stat_cards_html)
+from decoding.models import ASSETS_DIR
+from ui.common import (EMPTY_STATS_HTML, benchmark_file, check_names,  # noqa: F401  (export_json: for the callbacks)
+                       export_json, fmt, stat_cards_html)
 from decoding.scaling.scoring import REWARDS, reward_help as _reward_help
-from decoding.scaling.tasks import load_tasks, task_prompt
+from decoding.scaling.tasks import menu_tasks
 from visualizers._common import esc
-from visualizers.particles import (SUMMARY, chosen_path, chosen_slot, choice_html, lineage_figure, particles_html,
+from visualizers.particles import (SUMMARY, budget_figure, chosen_path, chosen_slot, choice_html, lineage_figure, particles_html,
                                    scaling_summary_html, weights_figure)
 
 PREFERRED_METHODS = ("best-of-n", "majority-vote", "reward-beam", "particle-filter", "first-finish")  # menu order
@@ -40,8 +41,8 @@ def scaling_methods() -> tuple[str, ...]:
 
 METHODS = scaling_methods()
 DEFAULT_METHOD = "particle-filter"
-DEFAULT_MODEL = "smollm2-135m"
-DEFAULT_MAX_NEW_TOKENS = 96  # per particle
+DEFAULT_MODEL = "tiny-math"  # the policy trained for this lab: its slips are what search can fix
+DEFAULT_MAX_NEW_TOKENS = 160  # per particle (an 8-step tiny-math solution is about 100 tokens)
 UI_MAX_NEW_TOKENS = 256
 UI_MAX_N = 16
 UI_MAX_STEP_TOKENS = 128
@@ -65,9 +66,9 @@ FLOAT_FIELDS = {f for m in METHODS for f in COMMON + METHOD_FIELDS[m]
                 if _SPECS[m][PARAM_OF.get(f, f)]["type"] == "float"}
 assert set(DEFAULTS) == set(FIELDS) and len(set(FIELDS)) == len(FIELDS)
 
-TASKS = load_tasks()
+TASKS = menu_tasks()
 DEFAULT_TASK = TASKS[0]
-DEFAULT_PROMPT = task_prompt(DEFAULT_TASK["question"])
+DEFAULT_PROMPT = DEFAULT_TASK["prompt"]
 DEFAULT_SETTINGS = DEFAULTS | {"reference": DEFAULT_TASK["answer"]}
 
 OUTPUTS = ("status", "stats", "weights", "lineage", "particles", "step", "choice", "summary", "trace", "other",
@@ -136,8 +137,8 @@ def fields_from_params(method: str, params: dict) -> dict:
 
 
 def task_choices() -> list[tuple[str, str]]:
-    short = lambda q: q if len(q) <= 78 else q[:75] + "…"  # noqa: E731
-    return [("(free prompt)", FREE_PROMPT)] + [(f"#{t['id']} · {short(t['question'])} (= {t['answer']})",
+    short = lambda q: q if len(q) <= 70 else q[:67] + "…"  # noqa: E731
+    return [("(free prompt)", FREE_PROMPT)] + [(f"#{t['id']} · {t['model']} · {short(t['question'])} (= {t['answer']})",
                                                 str(t["id"])) for t in TASKS]
 
 
@@ -147,7 +148,29 @@ def task_by_id(task_id) -> dict | None:
 
 def task_of_prompt(prompt: str) -> dict | None:
     """The shipped task whose prompt this is, if any (replay and presets put the menu back)."""
-    return next((t for t in TASKS if task_prompt(t["question"]).strip() == (prompt or "").strip()), None)
+    return next((t for t in TASKS if t["prompt"].strip() == (prompt or "").strip()), None)
+
+
+# The benchmark accordion -----------------------------------------------------------------------------
+BENCH_MODEL = "tiny-math"
+BENCH_PATH = ASSETS_DIR / BENCH_MODEL / "bench.json"
+BENCH_COMMAND = f"python bench/bench_scaling.py --quick --json > assets/{BENCH_MODEL}/bench.json"
+
+
+def benchmark_views(path=None) -> tuple[str, object | None, object | None]:
+    """(Markdown, accuracy-vs-N figure, accuracy-vs-tokens figure) from the shipped benchmark file;
+    without a readable one, how to produce it (and no figures)."""
+    bench, figure, problem = benchmark_file(path or BENCH_PATH, BENCH_COMMAND, BENCH_MODEL,
+                                            lambda b: budget_figure(b["rows"]))
+    if bench is None:
+        return problem, None, None
+    sampling = bench.get("sampling", {})
+    text = (f"Accuracy on {bench.get('tasks')} held-out {BENCH_MODEL} problems against the budget N (samples, "
+            f"particles, beams, or A*'s candidate steps per expansion), temperature {sampling.get('temperature', '?')}, "
+            f"step reward {sampling.get('reward', '?')}. The dotted line is the oracle (some sample is right): the "
+            "ceiling a perfect chooser would reach. The second chart puts the same runs against the tokens they "
+            f"spent. From `{BENCH_COMMAND.split(' >')[0]}`; the README discusses what it shows.")
+    return text, figure, budget_figure(bench["rows"], x="tokens")
 
 
 # Views ----------------------------------------------------------------------------------------------

@@ -30,12 +30,14 @@ SLOT_COLORS = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b",
 COLORS = {"dead": "#c7c7c7", "edge": "#8c8c8c", "chosen": "#f2b701", "prompt": "#555555", "n": "#888888",
           "threshold": "#e45756", "ess": "#333333"}
 METHOD_COLORS = {"best-of-n": "#4c78a8", "majority-vote": "#f58518", "reward-beam": "#54a24b",
-                 "particle-filter": "#e45756", "first-finish": "#b279a2", "greedy": "#555555"}
+                 "particle-filter": "#e45756", "first-finish": "#b279a2", "greedy": "#555555",
+                 "weighted-vote": "#9d755d", "a-star": "#72b7b2", "oracle pass@N": "#bab0ac"}
 RULES = {"best-of-n": "best score: the particle whose final score is highest wins",
          "majority-vote": "majority: the answer given by the most particles wins",
          "reward-beam": "best score: the highest-scoring beam left at the end wins",
          "particle-filter": "weighted majority: each answer collects its particles' final weights",
-         "first-finish": "first to finish: the first particle to reach an answer wins"}
+         "first-finish": "first to finish: the first particle to reach an answer wins",
+         "a-star": "A*: the first complete solution popped from the frontier wins"}
 WAITING_PARTICLES = "waiting for the first particle step…"
 
 
@@ -286,15 +288,20 @@ def choice_html(finish_extra: dict | None) -> str:
             + (f'<div class="votes">{bars}</div>' if votes else "") + "</div>")
 
 
-def budget_figure(rows: list[dict]) -> go.Figure:
-    """Accuracy against the budget N (particles / samples, log2 axis), one line per method."""
-    x_title, y_title = "budget N (particles or samples)", "accuracy"
+def budget_figure(rows: list[dict], x: str = "budget") -> go.Figure:
+    """Accuracy against the budget N (particles / samples, log2 axis), one line per method; with
+    x="tokens", against the mean tokens spent per problem (the accuracy-vs-compute Pareto view)."""
+    if x not in ("budget", "tokens"):
+        raise ValueError(f"`x` must be 'budget' or 'tokens', got {x!r}")
+    x_title = "budget N (particles or samples)" if x == "budget" else "tokens spent per problem (mean)"
+    y_title = "accuracy"
     if not rows:
         return empty_figure("no benchmark rows yet", x_title=x_title, y_title=y_title)
     for k, r in enumerate(rows):
-        missing = {"method", "budget", "accuracy"} - set(r)
+        missing = {"method", "budget", "accuracy", x} - set(r)
         if missing:
-            raise ValueError(f"`rows[{k}]` is missing {sorted(missing)}; each row needs method, budget, accuracy")
+            raise ValueError(f"`rows[{k}]` is missing {sorted(missing)}; each row needs method, budget, accuracy"
+                             + (", tokens" if x == "tokens" else ""))
         if not 0 <= r["accuracy"] <= 1 or r["budget"] <= 0:
             raise ValueError(f"`rows[{k}]` needs budget > 0 and accuracy in [0, 1], got {r['budget']!r}, "
                              f"{r['accuracy']!r}")
@@ -302,16 +309,20 @@ def budget_figure(rows: list[dict]) -> go.Figure:
     for k, method in enumerate(dict.fromkeys(r["method"] for r in rows)):
         rs = sorted((r for r in rows if r["method"] == method), key=lambda r: r["budget"])
         fig.add_trace(go.Scatter(
-            x=[r["budget"] for r in rs], y=[r["accuracy"] for r in rs], mode="lines+markers", name=plotly_safe(method),
-            line=dict(color=METHOD_COLORS.get(method, SLOT_COLORS[k % len(SLOT_COLORS)]), width=2),
-            customdata=[[_fmt(r.get("tokens"), ",")] for r in rs],
-            hovertemplate=f"{plotly_safe(method)}<br>N = %{{x}}: %{{y:.1%}}"
-                          + ("<br>tokens %{customdata[0]}" if any("tokens" in r for r in rs) else "")
+            x=[r[x] for r in rs], y=[r["accuracy"] for r in rs], mode="lines+markers", name=plotly_safe(method),
+            line=dict(color=METHOD_COLORS.get(method, SLOT_COLORS[k % len(SLOT_COLORS)]), width=2,
+                      dash="dot" if method.startswith("oracle") else None),
+            customdata=[[r["budget"], _fmt(r.get("tokens"), ",")] for r in rs],
+            hovertemplate=f"{plotly_safe(method)}<br>N = %{{customdata[0]}}: %{{y:.1%}}"
+                          + ("<br>tokens %{customdata[1]}" if any("tokens" in r for r in rs) else "")
                           + "<extra></extra>"))
-    budgets = sorted({r["budget"] for r in rows})
-    fig.update_layout(template=TEMPLATE, height=360, margin=dict(l=60, r=20, t=30, b=45),
-                      xaxis=dict(title=dict(text=x_title), type="log", tickmode="array", tickvals=budgets,
-                                 ticktext=[f"{b:g}" for b in budgets]),
+    if x == "budget":
+        budgets = sorted({r["budget"] for r in rows})
+        xaxis = dict(title=dict(text=x_title), type="log", tickmode="array", tickvals=budgets,
+                     ticktext=[f"{b:g}" for b in budgets])
+    else:
+        xaxis = dict(title=dict(text=x_title), type="log")
+    fig.update_layout(template=TEMPLATE, height=360, margin=dict(l=60, r=20, t=30, b=45), xaxis=xaxis,
                       yaxis=dict(title=dict(text=y_title), range=[0, 1.02], tickformat=".0%"),
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0))
     return fig

@@ -87,6 +87,22 @@ def task_prompt(question: str) -> str:
     return f"{question}\n{INSTRUCTION}"
 
 
+MATH_MENU = 30  # tiny-math's held-out problems offered in the Scaling tab's task menu
+
+
+def menu_tasks(math_count: int = MATH_MENU) -> list[dict]:
+    """The Scaling tab's task menu: tiny-math's first held-out test problems (ids "m0", "m1", ...;
+    the benchmark's first problems, prompt = the question line, policy tiny-math), then the shipped
+    SmolLM2 word problems (ids 0, 1, ...; prompt with the step instruction, policy smollm2-135m).
+    Each row: id, question, answer, prompt, model, and for tiny-math its difficulty (steps)."""
+    from decoding.scaling import math_tasks
+
+    problems = math_tasks.make_splits(sizes={**math_tasks.SPLIT_SIZES, "train": 0, "val": 0, "test": math_count})
+    rows = [{"id": f"m{i}", "question": p.question, "answer": str(p.answer), "prompt": math_tasks.prompt(p.question),
+             "model": "tiny-math", "difficulty": p.difficulty} for i, p in enumerate(problems["test"])]
+    return rows + [t | {"prompt": task_prompt(t["question"]), "model": "smollm2-135m"} for t in load_tasks()]
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m decoding.scaling.tasks", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=TASKS_PATH)

@@ -14,11 +14,12 @@ import gradio as gr
 
 from decoding.events import Trace
 from decoding.run import run_to_trace
-from decoding.scaling.tasks import load_tasks, task_prompt
+from decoding.scaling.math_tasks import SPLIT_SIZES, make_splits
+from decoding.scaling.tasks import MATH_MENU, load_tasks, task_prompt
 from conftest import api_run
 from test_app import count_forward_passes
 from ui import scaling_callbacks as cb
-from ui.scaling_views import (DEFAULT_PROMPT, DEFAULT_SETTINGS, FIELDS, METHOD_FIELDS, METHODS, REWARD_FIELDS,
+from ui.scaling_views import (task_of_prompt, DEFAULT_PROMPT, DEFAULT_SETTINGS, FIELDS, METHOD_FIELDS, METHODS, REWARD_FIELDS,
                               SPECIFIC, task_choices, verdict, views)
 
 MODEL = "smollm2-135m"
@@ -32,7 +33,7 @@ def values(**changes) -> dict:
     return {name: settings[name] for name in FIELDS}
 
 
-def run_ui(method="particle-filter", prompt=DEFAULT_PROMPT, max_new_tokens=16, compare="none", model=MODEL,
+def run_ui(method="particle-filter", prompt=task_prompt(TASK["question"]), max_new_tokens=16, compare="none", model=MODEL,
            **params) -> list[dict]:
     return list(cb.generate_run(model, prompt, method, max_new_tokens, 0, True, compare, **values(**params)))
 
@@ -117,14 +118,23 @@ def test_only_the_rewards_controls_are_shown(reward):
 
 def test_the_task_menu_fills_the_prompt_and_the_reference():
     choices = task_choices()
-    assert choices[0] == ("(free prompt)", "") and len(choices) == len(load_tasks()) + 1
+    assert choices[0] == ("(free prompt)", "") and len(choices) == MATH_MENU + len(load_tasks()) + 1
     task = load_tasks()[3]
-    out = cb.task_chosen(str(task["id"]))
+    out = cb.task_chosen(str(task["id"]), "smollm2-135m")
     assert out == {"prompt": task_prompt(task["question"]), "sc:reference": task["answer"]}
     assert cb.task_chosen("") == {"sc:reference": ""}  # free prompt: keeps the prompt, forgets the answer
     assert cb.prompt_edited(out["prompt"] + "\nBe brief.", "3") == {}  # still the task's question
     assert cb.prompt_edited("What is 6 times 7?", "3") == {"task": "", "sc:reference": ""}
     assert cb.prompt_edited("What is 6 times 7?", "") == {}
+
+
+def test_a_tiny_math_problem_picks_tiny_math_and_a_word_problem_moves_off_it():
+    problem = make_splits(sizes={**SPLIT_SIZES, "train": 0, "val": 0, "test": 3})["test"][2]
+    out = cb.task_chosen("m2", "smollm2-135m")
+    assert out == {"prompt": problem.question + "\n", "sc:reference": str(problem.answer), "model": "tiny-math"}
+    assert cb.task_chosen("3", "tiny-math")["model"] == "smollm2-135m"  # tiny-math reads only its own problems
+    assert "model" not in cb.task_chosen("3", "HuggingFaceTB/SmolLM2-360M-Instruct")  # a chosen hub model stays
+    assert task_of_prompt(out["prompt"])["answer"] == str(problem.answer)  # a replayed trace is graded
 
 
 def test_a_trace_on_a_shipped_task_is_graded_without_a_reference_parameter(run):

@@ -1,12 +1,12 @@
-"""The Scaling tab in a real headless Chromium against the real app over HTTP: pick a shipped task,
-run a particle filter with N = 4 on the embedded SmolLM2-135M, wait for the choice and the lineage,
+"""The Scaling tab in a real headless Chromium against the real app over HTTP: pick a held-out
+tiny-math problem, run a particle filter with N = 4 on tiny-math, wait for the choice and the lineage,
 and save the screenshot the README shows (assets/screenshot-scaling.png, 1400 px wide).
 """
 
 from __future__ import annotations
 
 
-from decoding.scaling.tasks import load_tasks
+from decoding.scaling.tasks import load_tasks, menu_tasks
 from conftest import screenshot_path
 from test_browser import TIMEOUT_MS, choose, error_toasts, open_page, set_number
 
@@ -15,16 +15,18 @@ WIDTH = 1400
 
 
 def test_particle_filter_on_a_task_and_screenshot(app_url):
-    task = load_tasks()[4]
+    task, word_problem = menu_tasks()[4], load_tasks()[0]
     with open_page(app_url, "#dl-generate", timeout_ms=TIMEOUT_MS) as page:
         page.set_viewport_size({"width": WIDTH, "height": 900})
         page.get_by_role("tab", name="Scaling").click()
         page.wait_for_selector("#sc-generate")
-        assert page.locator("#sc-model input").input_value() == "smollm2-135m"
-        page.locator("#sc-task input").click()
-        page.get_by_role("option", name=f"#{task['id']} ·").click()
-        page.wait_for_function("q => document.querySelector('#sc-prompt textarea').value.startsWith(q)",
-                               arg=task["question"])
+        assert page.locator("#sc-model input").input_value() == "tiny-math"
+        for chosen, model in ((word_problem, "smollm2-135m"), (task, "tiny-math")):  # the task picks its policy
+            page.locator("#sc-task input").click()
+            page.get_by_role("option", name=f"#{chosen['id']} ·").click()
+            page.wait_for_function("q => document.querySelector('#sc-prompt textarea').value.startsWith(q)",
+                                   arg=chosen["question"])
+            page.wait_for_function("m => document.querySelector('#sc-model input').value === m", arg=model)
         page.locator("#sc-method input[value='particle-filter']").check()
         page.wait_for_selector("#sc-reward-temperature", state="visible")
         assert page.locator("#sc-beam-width").is_hidden() and page.locator("#sc-chunk-tokens").is_hidden()
@@ -35,7 +37,7 @@ def test_particle_filter_on_a_task_and_screenshot(app_url):
         page.wait_for_selector("#sc-reference", state="hidden")
         set_number(page, "sc-n", 4)
         set_number(page, "sc-max-step-tokens", 32)
-        set_number(page, "sc-max-new-tokens", 64)
+        set_number(page, "sc-max-new-tokens", 160)
         page.locator("#sc-generate").click()
 
         page.wait_for_selector("#sc-particles .card[data-slot]")  # particle cards while streaming
