@@ -36,7 +36,6 @@ element.addEventListener('click', (event) => {
 });
 """
 EXPORTS = {"json": "trace", "csv": "tokens", "html": "entropy"}  # button -> what `download` writes
-NO_BRANCH = "No branch to export: click a token, pick an alternative and press Branch."
 PNG_NOTE = ("PNG export needs the `kaleido` package (and a Chrome); use the chart's camera button instead."
             if importlib.util.find_spec("kaleido") is None else "")
 
@@ -177,12 +176,7 @@ def _wire(c: dict) -> None:
                        **quiet)
     for what in ("json", "csv", "html"):
         wire_download(c[f"dl_{what}"], functools.partial(download, what=EXPORTS[what]), [c["trace"]])
-    wire_download(c["dl_branch"], download_branch, [c["branch"]])
-
-
-def download_branch(branch: dict | None) -> str | None:
-    """The branch's trace (JSON), named like the main run's with `-branch`."""
-    return download(branch and branch["trace"], missing=NO_BRANCH, suffix="-branch")
+    wire_download(c["dl_branch"], cb.download_branch, [c["branch"]])
 
 
 def demo() -> gr.Blocks:

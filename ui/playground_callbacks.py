@@ -17,9 +17,12 @@ from decoding.run import validate_request
 from decoding.registry import STRATEGIES
 from ui.common import (USER_ERRORS, as_int, check_model, finished_status, load_replay, run_work, stream_views,
                        user_error, wait_for_finish)
+from ui.exports import download
 from ui.playground_views import (UI_MAX_NEW_TOKENS, collect_params, focused, new_selection, param_widgets,
                                  playground_strategies, token_at, views)
 from visualizers._common import esc
+
+NO_BRANCH = "No branch to export: click a token, pick an alternative and press Branch."
 
 
 def strategy_changed(strategy: str) -> dict:
@@ -172,6 +175,11 @@ def branch_run(alternative, trace, branch, selection, color_by) -> Iterator[dict
     yield from stream_views(work, branch["trace"], render, "branch tokens")
     yield views(trace, branch, selection, color_by) | {"branch": branch, "selection": selection,
                                                         "status": finished_status(branch["trace"], "Branch finished")}
+
+
+def download_branch(branch: dict | None) -> str | None:
+    """The Branch trace button: the branch's trace (JSON), named like the main run's with `-branch`."""
+    return download(branch and branch["trace"], missing=NO_BRANCH, suffix="-branch")
 
 
 def replay(path, trace, branch, selection, color_by) -> dict:
