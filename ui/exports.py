@@ -109,13 +109,10 @@ def sweep(folder: Path | None = None, *, max_age_s: float | None = None, max_byt
 
 
 def _file_name(trace: Trace, what: str, suffix: str) -> str:
-    """<model>-<strategy>[-suffix]-<what>.<ext>, in characters every file system accepts."""
+    """<model>-<strategy><suffix>-<what> (the extension comes with the writer), in characters every file
+    system accepts."""
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{trace.start.model}-{trace.start.strategy}{suffix}")
     return f"{stem}-{what}"
-
-
-def _write_trace(trace: Trace, path: Path) -> None:
-    trace.save(path)
 
 
 def _write_tokens(trace: Trace, path: Path) -> None:
@@ -127,7 +124,7 @@ def _write_entropy(trace: Trace, path: Path) -> None:
 
 
 WRITERS: dict[str, tuple[str, Callable[[Trace, Path], None]]] = {
-    "trace": (".json", _write_trace),  # replays in the app
+    "trace": (".json", Trace.save),  # replays in the app
     "tokens": (".csv", _write_tokens),  # one row per token step
     "entropy": (".html", _write_entropy),  # the entropy chart; plotly.js from its CDN (HTML_NOTE)
 }

@@ -59,8 +59,7 @@ def generate_run(model, strategy, prompt, max_new_tokens, seed, chat, dtype, col
     selection = _reset(selection)
     trace, branch = Trace(), None
     first = views(trace, branch, selection, color_by)
-    yield first | {"trace": trace, "branch": branch, "selection": selection,
-                                "status": f"Starting {model}…"}
+    yield first | {"trace": trace, "branch": branch, "selection": selection, "status": f"Starting {model}…"}
     work = run_work(model, prompt, dtype=dtype or "auto", strategy=strategy, params=params,
                     max_new_tokens=max_new_tokens, seed=seed, chat=bool(chat))
     render = lambda: views(trace, branch, selection, color_by, inspector=False)  # noqa: E731
