@@ -13,6 +13,10 @@ Environment
     DECODING_LAB_MAX_UPLOAD_MB                largest replayed trace file (default 5)
     DECODING_LAB_MAX_TRACE_EVENTS / _CANVAS / _PARTICLES / _TOKENS   what a trace may hold
                                               (decoding/trace_checks.py; README, hosting)
+    DECODING_LAB_EXPORT_DIR                   where downloads are written (default: in Gradio's cache)
+    DECODING_LAB_EXPORT_MAX_AGE_S / _MAX_MB   export retention (default 3600 s, 200 MB; ui/exports.py)
+    DECODING_LAB_SESSION_TTL_S                a session's state kept after its last update (default 3600)
+    DECODING_LAB_SESSION_CAP                  sessions kept at most (default 200)
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import gradio as gr
 from ui.api import register_api
 from ui.common import queued, serve
 from ui.diffusion import build_diffusion
+from ui.exports import gradio_cache_policy
 from ui.playground import build_playground
 from ui.scaling import build_scaling
 from ui.speculative import build_speculative
@@ -41,7 +46,7 @@ HEADER = """
 
 
 def build_app() -> gr.Blocks:
-    with gr.Blocks(title="Decoding Lab", delete_cache=(3600, 24 * 3600)) as demo:
+    with gr.Blocks(title="Decoding Lab", delete_cache=gradio_cache_policy()) as demo:
         gr.HTML(HEADER)
         with gr.Tabs():
             with gr.Tab("Playground", id="playground"):

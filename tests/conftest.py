@@ -126,15 +126,11 @@ def screenshot_path(name: str) -> Path:
     return folder / name
 
 
-def tab_replayers(monkeypatch) -> dict:
-    """{tab: replay(path)}: each lab tab's real Replay callback, with exports skipped (they write
-    files and draw the same figures)."""
+def tab_replayers() -> dict:
+    """{tab: replay(path)}: each lab tab's real Replay callback (a replay writes no file)."""
     from ui import diffusion_callbacks, playground_callbacks, scaling_callbacks, speculative_callbacks
     from ui.playground_views import new_selection
 
-    monkeypatch.setattr(playground_callbacks, "export_files", lambda trace: {})
-    for module in (speculative_callbacks, scaling_callbacks, diffusion_callbacks):
-        monkeypatch.setattr(module, "export_json", lambda trace: None)
     return {"playground": lambda p: playground_callbacks.replay(p, None, None, new_selection(), "prob"),
             "speculative": lambda p: speculative_callbacks.replay(p, None, None),
             "scaling": lambda p: scaling_callbacks.replay(p, None, None),

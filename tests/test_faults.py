@@ -296,9 +296,9 @@ REPLAYS = {"sample": "playground", "beam": "playground", "speculative": "specula
 
 
 @pytest.fixture
-def replay(monkeypatch, tmp_path):
+def replay(tmp_path):
     """replay(tab, data) -> the message of the gr.Error the tab's Replay raised (fails if none)."""
-    calls = tab_replayers(monkeypatch)
+    calls = tab_replayers()
 
     def run(tab: str, data) -> str:
         path = tmp_path / "shared.json"

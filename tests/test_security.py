@@ -131,10 +131,9 @@ def traces() -> dict[str, Trace]:
 
 
 @pytest.fixture
-def replay(monkeypatch, tmp_path):
-    """replay(tab, data, name) -> outputs: the tab's real Replay callback on `data` saved as `name`
-    (exports are skipped: they write files and draw the same figures)."""
-    calls = tab_replayers(monkeypatch)
+def replay(tmp_path):
+    """replay(tab, data, name) -> outputs: the tab's real Replay callback on `data` saved as `name`."""
+    calls = tab_replayers()
 
     def run(tab: str, data, name: str = "shared.json") -> dict:
         path = tmp_path / name

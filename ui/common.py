@@ -33,8 +33,6 @@ import inspect
 import json
 import os
 import queue
-import re
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -51,6 +49,7 @@ from decoding.errors import short_repr
 from decoding.models import DEFAULT_MODEL, REGISTRY, TINY_MODEL, ModelLoadError, load_model, resolve_spec
 from decoding.run import generate
 from decoding.trace_checks import upload_bytes
+from ui.exports import export_dir, gradio_cache_policy, sweep
 from visualizers._common import esc
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
@@ -89,6 +88,23 @@ def model_slot(should_stop: Callable[[], bool] = lambda: False, waiting: Callabl
 def queue_size() -> int:
     """How many requests may wait in the queue (DECODING_LAB_QUEUE_SIZE, default 32)."""
     return env_int("DECODING_LAB_QUEUE_SIZE", 32)
+
+
+def session_ttl_s() -> int:
+    """How long a session's state (its traces) is kept after it was last set, in seconds
+    (DECODING_LAB_SESSION_TTL_S, default one hour): a client that never comes back frees its memory."""
+    return env_int("DECODING_LAB_SESSION_TTL_S", 3600)
+
+
+def session_cap() -> int:
+    """How many sessions the server keeps at most; beyond it the least recently used one is dropped
+    (DECODING_LAB_SESSION_CAP, default 200)."""
+    return env_int("DECODING_LAB_SESSION_CAP", 200)
+
+
+def session_state(value=None) -> gr.State:
+    """Per-user state of a tab, dropped `session_ttl_s()` after it was last set."""
+    return gr.State(value, time_to_live=session_ttl_s())
 
 
 def configure_torch_threads() -> int:
@@ -408,9 +424,11 @@ def theme() -> gr.themes.Base:
 
 
 def launch_kwargs() -> dict:
-    """Theme and CSS (Gradio 6 takes them in `launch()`), and the upload size limit: a replayed trace may
-    have at most DECODING_LAB_MAX_UPLOAD_MB (default 5); Gradio refuses a larger file before it is stored."""
-    return {"theme": theme(), "css_paths": [ASSETS / "app.css"], "max_file_size": upload_bytes()}
+    """Theme and CSS (Gradio 6 takes them in `launch()`); the upload size limit: a replayed trace may
+    have at most DECODING_LAB_MAX_UPLOAD_MB (default 5), Gradio refuses a larger file before it is stored;
+    the session cap (`session_cap`); and the export folder, which may lie outside the temp folder."""
+    return {"theme": theme(), "css_paths": [ASSETS / "app.css"], "max_file_size": upload_bytes(),
+            "state_session_capacity": session_cap(), "allowed_paths": [str(export_dir())]}
 
 
 def preload_default_model() -> threading.Thread | None:
@@ -450,32 +468,23 @@ def queued(blocks: gr.Blocks) -> gr.Blocks:
 
 def standalone(build: Callable[[], None], title: str) -> gr.Blocks:
     """One tab as an app of its own, queued like the full app."""
-    with gr.Blocks(title=title) as blocks:
+    with gr.Blocks(title=title, delete_cache=gradio_cache_policy()) as blocks:
         build()
     return queued(blocks)
 
 
 def serve(blocks: gr.Blocks) -> None:
-    """What `python app.py` (or one tab's module) does: set torch threads, preload, launch."""
+    """What `python app.py` (or one tab's module) does: set torch threads, sweep old exports, preload, launch."""
     configure_torch_threads()
+    sweep()
     preload_default_model()  # in the background: the page is served at once, the model is ready soon after
     blocks.launch(**launch_kwargs())
 
 
 __all__ = ["DEFAULT_MODEL", "USER_ERRORS", "Redraw", "Status", "bind", "check_model", "configure_torch_threads",
            "error_toast", "gpu", "launch_kwargs", "model_choices", "model_concurrency", "model_event", "model_slot",
-           "named_inputs", "preload_default_model", "queue_size", "queued", "run_work", "serve", "standalone",
-           "stream_in_thread", "user_error", "wait_for_finish"]
-
-
-def export_json(trace) -> str | None:
-    """The trace as JSON in a fresh folder (a DownloadButton's file): <model>-<strategy>-trace.json."""
-    if trace is None or trace.start is None:
-        return None
-    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{trace.start.model}-{trace.start.strategy}")
-    path = Path(tempfile.mkdtemp(prefix="decoding-lab-")) / f"{stem}-trace.json"
-    trace.save(path)
-    return str(path)
+           "named_inputs", "preload_default_model", "queue_size", "queued", "run_work", "serve", "session_cap",
+           "session_state", "session_ttl_s", "standalone", "stream_in_thread", "user_error", "wait_for_finish"]
 
 
 def benchmark_file(path, command: str, model: str, figure: Callable[[dict], object]) -> tuple[dict | None, object,

@@ -19,8 +19,9 @@ import gradio as gr
 
 from ui import diffusion_callbacks as cb
 from ui.diffusion_tasks import FREE_PROMPT, benchmark_views, num_problems, shows_tasks, task_choices
-from ui.common import (QUIET, bind, lab_columns, model_choices, named_inputs, serve, spec_widget, standalone,
-                       wire_lab)
+from ui.common import (QUIET, bind, lab_columns, model_choices, named_inputs, serve, session_state, spec_widget,
+                       standalone, wire_lab)
+from ui.exports import NO_OTHER_RUN, download, wire_download
 from ui.diffusion_views import (CHOICES, COMPARISONS, CONTROLS, DEFAULT_LENGTH, DEFAULT_MODEL, DEFAULT_PROMPT,
                                 DEFAULT_SETTINGS, FIELDS, NO_COMPARISON, OUTPUTS, PLAYBACK, SPECIFIC, UI_MAX_LENGTH,
                                 help_of, spec_of, views, visible_fields)
@@ -120,7 +121,9 @@ def _controls(c: dict) -> None:
                                info="After the run: the same prompt, length and seed with another sampler (FreeDave "
                                     "against steps = length: same canvas?), or the autoregressive tiny-ar.")
     with gr.Accordion("Export & replay", open=False, elem_id="df-export"):
-        c["dl_json"] = gr.DownloadButton("Trace (JSON)", size="sm", elem_id="df-download-json")
+        with gr.Row():
+            c["dl_json"] = gr.Button("Trace (JSON)", size="sm", elem_id="df-download-json")
+            c["dl_other"] = gr.Button("Comparison trace (JSON)", size="sm", elem_id="df-download-other")
         c["upload"] = gr.File(label="Replay a saved diffusion trace (.json)", file_types=[".json"],
                               type="filepath", height=110, elem_id="df-upload")
 
@@ -162,7 +165,7 @@ def build_diffusion() -> dict:
     """Create the tab's widgets in the current Blocks, wire them, and return them by name."""
     c: dict = {}
     lab_columns(c, _controls, _views, "dl-diffusion")
-    c["trace"], c["other"] = gr.State(None), gr.State(None)
+    c["trace"], c["other"] = session_state(), session_state()
     _wire(c)
     return c
 
@@ -180,6 +183,8 @@ def _wire(c: dict) -> None:
     _wire_tasks(c)
     c["step"].input(bind(cb.choose_step, outputs), [c["step"]] + state, list(outputs.values()),
                     trigger_mode="always_last", **QUIET)
+    wire_download(c["dl_json"], download, [c["trace"]])
+    wire_download(c["dl_other"], lambda other: download(other, missing=NO_OTHER_RUN), [c["other"]])
 
 
 def _wire_tasks(c: dict) -> None:

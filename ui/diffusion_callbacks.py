@@ -29,7 +29,7 @@ from ui.common import (USER_ERRORS, as_int, check_model, load_replay, run_work, 
 from ui.diffusion_tasks import (FREE_PROMPT, TASK_LENGTH, num_problems, problem, problem_number, shows_tasks,
                                 task_choices, verdict_mark)
 from ui.diffusion_views import (COMPARISONS, DEFAULT_SETTINGS, FIELDS, NO_COMPARISON, PLAYBACK, SPECIFIC,
-                                UI_MAX_LENGTH, collect_params, export_json, fields_from_params, other_label, stats_line,
+                                UI_MAX_LENGTH, collect_params, fields_from_params, other_label, stats_line,
                                 steps_of, views, visible_fields)
 from visualizers._common import esc
 
@@ -183,7 +183,7 @@ def generate_run(model, prompt, length, seed, compare, playback=None, **fields) 
     except USER_ERRORS as err:
         raise user_error(err) from None
     trace = Trace()
-    yield views(trace) | {"trace": trace, "other": None, "dl_json": None, "status": f"Starting {model}…"}
+    yield views(trace) | {"trace": trace, "other": None, "status": f"Starting {model}…"}
     work = run_work(model, prompt, strategy="diffusion", params=params, max_new_tokens=length, seed=seed, chat=CHAT)
     shown = -1
     live = (lambda: {}) if rate else (lambda: views(trace, live=True))  # slow motion draws its own frames
@@ -197,7 +197,7 @@ def generate_run(model, prompt, length, seed, compare, playback=None, **fields) 
             shown = upto
     if rate and trace.start is not None:
         yield from _slow_motion(trace, shown, len(steps_of(trace)) - 1, rate)
-    done = views(trace) | {"trace": trace, "dl_json": export_json(trace)}
+    done = views(trace) | {"trace": trace}
     if other_request is None or trace.finish is None or trace.finish.stop_reason == "cancelled":
         yield done | {"status": f"**Finished**: {stats_line(trace)}." if trace.finish else "Finished."}
         return
@@ -223,18 +223,16 @@ def comparison_status(trace: Trace, other: Trace) -> str:
 
 
 def stop_run(trace, other, wait_s: float = 3.0) -> dict:
-    """After Stop cancelled the running event: show what was unmasked, and offer it for export."""
+    """After Stop cancelled the running event: show what was unmasked (the export buttons offer it)."""
     if trace is None:
         return {"status": "Nothing is running."}
     if other is not None:  # the main run had finished; Stop hit the comparison run (or came after it)
         if not wait_for_finish(other, wait_s):
             return {"status": "Nothing is running."}
-        return views(trace, other) | {"dl_json": export_json(trace),
-                                      "status": f"**Stopped** the comparison run. Main: {stats_line(trace)}."}
+        return views(trace, other) | {"status": f"**Stopped** the comparison run. Main: {stats_line(trace)}."}
     if not wait_for_finish(trace, wait_s) and trace.finish is not None:
         return {"status": "Nothing is running."}
-    return views(trace) | {"dl_json": export_json(trace),
-                           "status": f"**Stopped** the run after {len(steps_of(trace))} steps."}
+    return views(trace) | {"status": f"**Stopped** the run after {len(steps_of(trace))} steps."}
 
 
 def choose_step(step, trace, other) -> dict:
@@ -256,7 +254,7 @@ def replay(path, trace, other) -> dict:
     controls = {"model": start.model, "prompt": start.prompt, "seed": start.seed,
                 "length": min(max(1, start.max_new_tokens), UI_MAX_LENGTH)} | fields_from_params(start.params)
     controls |= task_controls(start.prompt)
-    return shown | controls | {"trace": loaded, "other": None, "dl_json": export_json(loaded),
+    return shown | controls | {"trace": loaded, "other": None,
                                "status": f"**Replaying** {esc(name)}: {stats_line(loaded)}. Its settings are back in "
                                          "the controls."}
 

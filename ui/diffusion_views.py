@@ -19,8 +19,7 @@ import gradio as gr
 from decoding.events import Trace, stats
 from decoding.registry import param_specs
 from decoding.diffusion.samplers import CACHES, DECAYS, REMASKING, SAMPLERS
-from ui.common import (EMPTY_STATS_HTML, check_names, export_json,  # noqa: F401  (export_json: for the callbacks)
-                       fmt, stat_cards_html)
+from ui.common import EMPTY_STATS_HTML, check_names, fmt, stat_cards_html
 from ui.diffusion_tasks import verdict_html, verdict_mark
 from visualizers._common import esc
 from visualizers.diffusion import (ar_vs_diffusion_html, canvas_html, compare_samplers_figure, confidence_figure,
@@ -69,7 +68,7 @@ NO_COMPARISON = "none"
 PLAYBACK = {"live": 0.0, "slow motion, 4 steps/s": 4.0, "slow motion, 1 step/s": 1.0}
 
 OUTPUTS = ("status", "stats", "canvas", "verdict", "step", "order", "confidence", "tokens", "summary",
-           "compare_plot", "compare_html", "trace", "other", "dl_json")
+           "compare_plot", "compare_html", "trace", "other")
 CONTROLS = ("model", "task", "problem", "prompt", "length", "seed") + tuple(f"df:{f}" for f in FIELDS)
 
 
@@ -231,4 +230,4 @@ def stats_line(trace: Trace) -> str:
 
 
 __all__ = ["COMPARISONS", "CONTROLS", "DEFAULT_LENGTH", "DEFAULT_MODEL", "DEFAULT_PROMPT", "DEFAULT_SETTINGS",
-           "FIELDS", "OUTPUTS", "collect_params", "export_json", "fields_from_params", "views", "visible_fields"]
+           "FIELDS", "OUTPUTS", "collect_params", "fields_from_params", "views", "visible_fields"]

@@ -10,6 +10,7 @@ only creates widgets and binds names to them.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 
 import decoding  # noqa: F401  (switches telemetry off before gradio is imported)
@@ -18,7 +19,8 @@ import gradio as gr
 from decoding.models import DEFAULT_MODEL, SUGGESTED_HUB_IDS
 from ui import playground_callbacks as cb
 from ui.common import (MODEL_CONCURRENCY_ID, bind, model_choices, model_concurrency, model_event, named_inputs, serve,
-                       standalone)
+                       session_state, standalone)
+from ui.exports import HTML_NOTE, download, wire_download
 from ui.playground_views import (COLOR_CHOICES, CONTROLS, DEFAULT_STRATEGY, EXAMPLE_PROMPTS, OUTPUTS,
                                  PRIMARY_PARAMS, UI_MAX_NEW_TOKENS, ParamWidget, new_selection, param_widgets,
                                  playground_strategies, views)
@@ -33,6 +35,7 @@ element.addEventListener('click', (event) => {
   trigger('click', {step: Number(chip.dataset.step)});
 });
 """
+EXPORTS = {"json": "trace", "csv": "tokens", "html": "entropy"}  # button -> what `download` writes
 PNG_NOTE = ("PNG export needs the `kaleido` package (and a Chrome); use the chart's camera button instead."
             if importlib.util.find_spec("kaleido") is None else "")
 
@@ -87,9 +90,11 @@ def _controls(c: dict) -> None:
     gr.Examples([[p] for p in EXAMPLE_PROMPTS], inputs=c["prompt"], label="Example prompts")
     with gr.Accordion("Export & replay", open=False, elem_id="dl-export"):
         with gr.Row():
-            c["dl_json"] = gr.DownloadButton("Trace (JSON)", size="sm", elem_id="dl-download-json")
-            c["dl_csv"] = gr.DownloadButton("Tokens (CSV)", size="sm", elem_id="dl-download-csv")
-            c["dl_html"] = gr.DownloadButton("Entropy chart (HTML)", size="sm", elem_id="dl-download-html")
+            c["dl_json"] = gr.Button("Trace (JSON)", size="sm", elem_id="dl-download-json")
+            c["dl_csv"] = gr.Button("Tokens (CSV)", size="sm", elem_id="dl-download-csv")
+            c["dl_html"] = gr.Button("Entropy chart (HTML)", size="sm", elem_id="dl-download-html")
+            c["dl_branch"] = gr.Button("Branch trace (JSON)", size="sm", elem_id="dl-download-branch")
+        gr.Markdown(HTML_NOTE, elem_classes="dl-help")
         if PNG_NOTE:
             gr.Markdown(PNG_NOTE, elem_classes="dl-help")
         c["upload"] = gr.File(label="Replay a saved trace (.json)", file_types=[".json"], type="filepath",
@@ -138,7 +143,7 @@ def build_playground() -> dict:
             _controls(c)
         with gr.Column(scale=9, elem_classes="dl-views"):
             _views(c)
-    c["trace"], c["branch"], c["selection"] = gr.State(None), gr.State(None), gr.State(new_selection())
+    c["trace"], c["branch"], c["selection"] = session_state(), session_state(), session_state(new_selection())
     _wire(c)
     return c
 
@@ -169,6 +174,9 @@ def _wire(c: dict) -> None:
     replay_outputs = outputs | {k: c[k] for k in CONTROLS} | {w.key: c[w.key] for w in param_widgets()}
     c["upload"].upload(bind(cb.replay, replay_outputs), [c["upload"]] + state, list(replay_outputs.values()),
                        **quiet)
+    for what in ("json", "csv", "html"):
+        wire_download(c[f"dl_{what}"], functools.partial(download, what=EXPORTS[what]), [c["trace"]])
+    wire_download(c["dl_branch"], cb.download_branch, [c["branch"]])
 
 
 def demo() -> gr.Blocks:

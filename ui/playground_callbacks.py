@@ -17,11 +17,12 @@ from decoding.run import validate_request
 from decoding.registry import STRATEGIES
 from ui.common import (USER_ERRORS, as_int, check_model, finished_status, load_replay, run_work, stream_views,
                        user_error, wait_for_finish)
-from ui.playground_views import (UI_MAX_NEW_TOKENS, collect_params, export_files, focused, new_selection, param_widgets,
+from ui.exports import download
+from ui.playground_views import (UI_MAX_NEW_TOKENS, collect_params, focused, new_selection, param_widgets,
                                  playground_strategies, token_at, views)
 from visualizers._common import esc
 
-NO_EXPORTS = {"dl_json": None, "dl_csv": None, "dl_html": None}
+NO_BRANCH = "No branch to export: click a token, pick an alternative and press Branch."
 
 
 def strategy_changed(strategy: str) -> dict:
@@ -46,7 +47,7 @@ def _reset(selection: dict, run: str = "main") -> dict:
 
 def generate_run(model, strategy, prompt, max_new_tokens, seed, chat, dtype, color_by, selection,
                  **param_values) -> Iterator[dict]:
-    """Run the chosen strategy and stream the views; the last update carries the exports.
+    """Run the chosen strategy and stream the views (the export buttons write files only when clicked).
     `param_values` are the parameter widgets' values by key ({"param:sample.top_p": 0.9, ...})."""
     max_new_tokens, seed = as_int(max_new_tokens), as_int(seed)
     try:
@@ -58,18 +59,16 @@ def generate_run(model, strategy, prompt, max_new_tokens, seed, chat, dtype, col
     selection = _reset(selection)
     trace, branch = Trace(), None
     first = views(trace, branch, selection, color_by)
-    yield first | NO_EXPORTS | {"trace": trace, "branch": branch, "selection": selection,
-                                "status": f"Starting {model}…"}
+    yield first | {"trace": trace, "branch": branch, "selection": selection, "status": f"Starting {model}…"}
     work = run_work(model, prompt, dtype=dtype or "auto", strategy=strategy, params=params,
                     max_new_tokens=max_new_tokens, seed=seed, chat=bool(chat))
     render = lambda: views(trace, branch, selection, color_by, inspector=False)  # noqa: E731
     yield from stream_views(work, trace, render, "tokens")
-    yield views(trace, branch, selection, color_by) | export_files(trace) | {
-        "trace": trace, "status": finished_status(trace, "Finished")}
+    yield views(trace, branch, selection, color_by) | {"trace": trace, "status": finished_status(trace, "Finished")}
 
 
 def stop_run(trace, branch, selection, color_by, wait_s: float = 3.0) -> dict:
-    """After Stop cancelled the running event: show what was generated, and offer it for export.
+    """After Stop cancelled the running event: show what was generated (the export buttons offer it).
 
     The latest run is the branch if there is one. Its worker ends after the current step and records
     RunFinished "cancelled"; wait briefly for it.
@@ -80,8 +79,7 @@ def stop_run(trace, branch, selection, color_by, wait_s: float = 3.0) -> dict:
     if not wait_for_finish(shown, wait_s) and shown.finish is not None:
         return {"status": "Nothing is running."}
     count = stats(shown)["num_tokens"] if shown.start else 0
-    return views(trace, branch, selection, color_by) | export_files(trace) | {
-        "status": f"**Stopped** {what} after {count} tokens."}
+    return views(trace, branch, selection, color_by) | {"status": f"**Stopped** {what} after {count} tokens."}
 
 
 def select_step(run: str, step, trace, branch, selection, color_by) -> dict:
@@ -178,11 +176,16 @@ def branch_run(alternative, trace, branch, selection, color_by) -> Iterator[dict
                                                         "status": finished_status(branch["trace"], "Branch finished")}
 
 
+def download_branch(branch: dict | None) -> str | None:
+    """The Branch trace button: the branch's trace (JSON), named like the main run's with `-branch`."""
+    return download(branch and branch["trace"], missing=NO_BRANCH, suffix="-branch")
+
+
 def replay(path, trace, branch, selection, color_by) -> dict:
     """Load a saved trace into the views (and its settings into the controls); a bad file changes nothing."""
     fresh = new_selection()
     got = load_replay(path, "Playground", "token steps", lambda t: True,
-                      lambda t: views(t, None, fresh, color_by) | export_files(t))
+                      lambda t: views(t, None, fresh, color_by))
     if got is None:
         return {}
     loaded, shown, name = got

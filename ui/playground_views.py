@@ -17,10 +17,7 @@ Glossary
 
 from __future__ import annotations
 
-import re
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 import gradio as gr
 
@@ -28,7 +25,7 @@ from decoding.events import TokenStep, Trace, stats
 from decoding.run import MAX_NEW_TOKENS_CAP
 from decoding.registry import STRATEGIES, get_strategy, param_specs
 from ui.common import EMPTY_STATS_HTML, fmt, stat_cards_html
-from visualizers import beams_figure, distribution_figure, entropy_figure, figure_to_html, token_table, tokens_html
+from visualizers import beams_figure, distribution_figure, entropy_figure, tokens_html
 from visualizers._common import esc, visible
 
 UI_MAX_NEW_TOKENS = min(512, MAX_NEW_TOKENS_CAP)
@@ -48,8 +45,7 @@ PRIMARY_PARAMS = 4  # the first parameters of a strategy are shown; the rest sit
 STOP_WORDS = {"max_new_tokens": "length", "eos": "end token", "cancelled": "Stop", "running": "running…"}
 
 OUTPUTS = ("status", "stats", "text", "branch_box", "branch_text", "branch_summary", "entropy", "distribution",
-           "beams", "inspect", "step", "alternatives", "branch_button", "trace", "branch", "selection",
-           "dl_json", "dl_csv", "dl_html")
+           "beams", "inspect", "step", "alternatives", "branch_button", "trace", "branch", "selection")
 CONTROLS = ("model", "strategy", "prompt", "max_new_tokens", "seed", "chat")
 
 
@@ -264,18 +260,3 @@ def branch_summary(branch: dict) -> str:
             f"| after step {info['step']} | tokens | mean entropy | mean p | stopped by |\n|---|---|---|---|---|\n"
             f"{row(info['source'], original, original['stop_reason'])}\n"
             f"{row('branch', s, s['stop_reason'] if done else 'running')}")
-
-
-# Exports ----------------------------------------------------------------------------------------
-def export_files(trace: Trace | None) -> dict:
-    """Trace JSON, token table CSV and the entropy chart as standalone HTML, in a fresh folder."""
-    if trace is None or trace.start is None:
-        return {"dl_json": None, "dl_csv": None, "dl_html": None}
-    folder = Path(tempfile.mkdtemp(prefix="decoding-lab-"))
-    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{trace.start.model}-{trace.start.strategy}")
-    paths = {"dl_json": folder / f"{stem}-trace.json", "dl_csv": folder / f"{stem}-tokens.csv",
-             "dl_html": folder / f"{stem}-entropy.html"}
-    trace.save(paths["dl_json"])
-    token_table(trace).to_csv(paths["dl_csv"], index=False)
-    paths["dl_html"].write_text(figure_to_html(entropy_figure(trace)), encoding="utf-8")
-    return {name: str(path) for name, path in paths.items()}

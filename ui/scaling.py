@@ -19,8 +19,9 @@ import gradio as gr
 from decoding.models import SUGGESTED_HUB_IDS
 from decoding.registry import get_strategy
 from ui import scaling_callbacks as cb
-from ui.common import (QUIET, bind, lab_columns, model_choices, named_inputs, serve, spec_widget, standalone,
-                       wire_lab)
+from ui.common import (QUIET, bind, lab_columns, model_choices, named_inputs, serve, session_state, spec_widget,
+                       standalone, wire_lab)
+from ui.exports import NO_OTHER_RUN, download, wire_download
 from ui.scaling_views import (CONTROLS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_METHOD, DEFAULT_MODEL, DEFAULT_PROMPT,
                               DEFAULT_SETTINGS, DEFAULT_TASK, FIELDS, METHODS, OUTPUTS, REWARDS, SPECIFIC,
                               UI_MAX_CHUNK_TOKENS, UI_MAX_N, UI_MAX_NEW_TOKENS, UI_MAX_STEP_TOKENS, help_of, spec_of,
@@ -142,7 +143,9 @@ def _controls(c: dict) -> None:
                                    value=cb.NO_COMPARISON, label="Compare with", elem_id="sc-compare",
                                    info="After the run, this method with the same N, reward, seed and prompt.")
     with gr.Accordion("Export & replay", open=False, elem_id="sc-export"):
-        c["dl_json"] = gr.DownloadButton("Trace (JSON)", size="sm", elem_id="sc-download-json")
+        with gr.Row():
+            c["dl_json"] = gr.Button("Trace (JSON)", size="sm", elem_id="sc-download-json")
+            c["dl_other"] = gr.Button("Comparison trace (JSON)", size="sm", elem_id="sc-download-other")
         c["upload"] = gr.File(label="Replay a saved scaling trace (.json)", file_types=[".json"],
                               type="filepath", height=110, elem_id="sc-upload")
 
@@ -179,7 +182,7 @@ def build_scaling() -> dict:
     """Create the tab's widgets in the current Blocks, wire them, and return them by name."""
     c: dict = {}
     lab_columns(c, _controls, _views, "dl-scaling")
-    c["trace"], c["other"] = gr.State(None), gr.State(None)
+    c["trace"], c["other"] = session_state(), session_state()
     _wire(c)
     return c
 
@@ -201,6 +204,8 @@ def _wire(c: dict) -> None:
     wire_lab(c, cb, outputs, state, run_inputs, CONTROLS)
     c["step"].input(bind(cb.choose_step, outputs), [c["step"]] + state, list(outputs.values()),
                     trigger_mode="always_last", **QUIET)
+    wire_download(c["dl_json"], download, [c["trace"]])
+    wire_download(c["dl_other"], lambda other: download(other, missing=NO_OTHER_RUN), [c["other"]])
 
 
 def demo() -> gr.Blocks:

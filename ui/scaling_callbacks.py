@@ -18,7 +18,7 @@ from decoding.run import validate_request
 from ui.common import (USER_ERRORS, as_int, check_model, load_replay, run_work, stream_views, user_error,
                        wait_for_finish)
 from ui.scaling_views import (DEFAULT_SETTINGS, FIELDS, FREE_PROMPT, METHODS, SPECIFIC, UI_MAX_NEW_TOKENS,
-                              collect_params, export_json, fields_from_params, reward_help, stats_line,
+                              collect_params, fields_from_params, reward_help, stats_line,
                               task_by_id, task_of_prompt, views, visible_fields)
 from visualizers._common import esc
 
@@ -79,11 +79,11 @@ def generate_run(model, prompt, method, max_new_tokens, seed, chat, compare, **f
     except USER_ERRORS as err:
         raise user_error(err) from None
     trace = Trace()
-    yield views(trace) | {"trace": trace, "other": None, "dl_json": None, "status": f"Starting {model}…"}
+    yield views(trace) | {"trace": trace, "other": None, "status": f"Starting {model}…"}
     work = run_work(model, prompt, strategy=method, params=params, max_new_tokens=max_new_tokens, seed=seed,
                     chat=bool(chat))
     yield from stream_views(work, trace, lambda: views(trace, live=True), "particle steps")
-    done = views(trace) | {"trace": trace, "dl_json": export_json(trace)}
+    done = views(trace) | {"trace": trace}
     if other_params is None or trace.finish is None or trace.finish.stop_reason == "cancelled":
         yield done | {"status": f"**Finished**: {stats_line(trace)}." if trace.finish else "Finished."}
         return
@@ -101,18 +101,18 @@ def comparison_status(trace: Trace, other: Trace) -> str:
 
 
 def stop_run(trace, other, wait_s: float = 3.0) -> dict:
-    """After Stop cancelled the running event: show what was generated, and offer it for export."""
+    """After Stop cancelled the running event: show what was generated (the export buttons offer it)."""
     if trace is None:
         return {"status": "Nothing is running."}
     if other is not None:  # the main run had finished; Stop hit the comparison run (or came after it)
         if not wait_for_finish(other, wait_s):
             return {"status": "Nothing is running."}
-        return views(trace, other) | {"dl_json": export_json(trace), "status": "**Stopped** the comparison run "
+        return views(trace, other) | {"status": "**Stopped** the comparison run "
                                       f"after {len(other.of_kind('particles'))} steps. Main: {stats_line(trace)}."}
     if not wait_for_finish(trace, wait_s) and trace.finish is not None:
         return {"status": "Nothing is running."}
     count = len(trace.of_kind("particles"))
-    return views(trace) | {"dl_json": export_json(trace), "status": f"**Stopped** the run after {count} particle steps."}
+    return views(trace) | {"status": f"**Stopped** the run after {count} particle steps."}
 
 
 def choose_step(step, trace, other) -> dict:
@@ -137,7 +137,7 @@ def replay(path, trace, other) -> dict:
     controls |= fields_from_params(start.strategy, start.params)
     if task and not str(start.params.get("reference") or "").strip():
         controls["sc:reference"] = task["answer"]
-    return shown | controls | {"trace": loaded, "other": None, "dl_json": export_json(loaded),
+    return shown | controls | {"trace": loaded, "other": None,
                                "status": f"**Replaying** {esc(name)}: {stats_line(loaded)}. Its settings are back in "
                                          "the controls."}
 

@@ -22,8 +22,7 @@ from decoding.scaling.rewards import parse_number
 from decoding.registry import get_strategy, param_specs, strategies_of
 from decoding.scaling.params import ScalingParams
 from decoding.models import ASSETS_DIR
-from ui.common import (EMPTY_STATS_HTML, benchmark_file, check_names,  # noqa: F401  (export_json: for the callbacks)
-                       export_json, fmt, stat_cards_html)
+from ui.common import EMPTY_STATS_HTML, benchmark_file, check_names, fmt, stat_cards_html
 from decoding.scaling.scoring import REWARDS, reward_help as _reward_help
 from decoding.scaling.tasks import menu_tasks
 from visualizers._common import esc
@@ -71,8 +70,7 @@ DEFAULT_TASK = TASKS[0]
 DEFAULT_PROMPT = DEFAULT_TASK["prompt"]
 DEFAULT_SETTINGS = DEFAULTS | {"reference": DEFAULT_TASK["answer"]}
 
-OUTPUTS = ("status", "stats", "weights", "lineage", "particles", "step", "choice", "summary", "trace", "other",
-           "dl_json")
+OUTPUTS = ("status", "stats", "weights", "lineage", "particles", "step", "choice", "summary", "trace", "other")
 CONTROLS = ("model", "task", "prompt", "method", "max_new_tokens", "seed", "chat") + tuple(f"sc:{f}" for f in FIELDS)
 
 
@@ -297,4 +295,4 @@ def stats_line(trace: Trace) -> str:
 
 
 __all__ = ["CONTROLS", "DEFAULT_METHOD", "DEFAULT_MODEL", "DEFAULT_PROMPT", "DEFAULT_SETTINGS", "FIELDS",
-           "METHODS", "OUTPUTS", "REWARDS", "collect_params", "export_json", "fields_from_params", "views"]
+           "METHODS", "OUTPUTS", "REWARDS", "collect_params", "fields_from_params", "views"]

@@ -18,8 +18,9 @@ from decoding.models import SUGGESTED_HUB_IDS
 from decoding.registry import param_specs
 from decoding.speculative.strategy import DRAFTERS, TREES
 from ui import speculative_callbacks as cb
-from ui.common import (QUIET, bind, lab_columns, model_choices, named_inputs, serve, spec_widget, standalone,
-                       wire_lab)
+from ui.common import (QUIET, bind, lab_columns, model_choices, named_inputs, serve, session_state, spec_widget,
+                       standalone, wire_lab)
+from ui.exports import download, wire_download
 from ui.speculative_views import (CONTROLS, DEFAULT_DRAFT_MODEL, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODEL,
                                   DEFAULT_PROMPT, DEFAULT_SETTINGS, OUTPUTS, SPEC_FIELDS, STRATEGY, UI_MAX_NEW_TOKENS,
                                   views)
@@ -27,6 +28,7 @@ from ui.speculative_views import (CONTROLS, DEFAULT_DRAFT_MODEL, DEFAULT_MAX_NEW
 INTRO = ("A cheap **drafter** guesses several tokens ahead; the **target** model checks the whole guess in **one** "
          "forward pass and keeps the longest prefix it agrees with, plus one token of its own. With temperature 0 "
          "the text is exactly the target's greedy text, only faster when the guesses are good.")
+NO_PLAIN = "No plain decoding run to export: tick “Also run plain decoding” and Generate."
 PREFERRED_DRAFTERS = ("prompt-lookup", "early-exit", "token-recycling", "model")  # menu order; others follow
 
 
@@ -90,7 +92,9 @@ def _controls(c: dict) -> None:
                                    info="Then greedy (or sampling at the same temperature) on the same target, "
                                         "for the speed-up.")
     with gr.Accordion("Export & replay", open=False, elem_id="spec-export"):
-        c["dl_json"] = gr.DownloadButton("Trace (JSON)", size="sm", elem_id="spec-download-json")
+        with gr.Row():
+            c["dl_json"] = gr.Button("Trace (JSON)", size="sm", elem_id="spec-download-json")
+            c["dl_plain"] = gr.Button("Plain decoding trace (JSON)", size="sm", elem_id="spec-download-plain")
         c["upload"] = gr.File(label="Replay a saved speculative trace (.json)", file_types=[".json"],
                               type="filepath", height=110, elem_id="spec-upload")
 
@@ -116,7 +120,7 @@ def build_speculative() -> dict:
     """Create the tab's widgets in the current Blocks, wire them, and return them by name."""
     c: dict = {}
     lab_columns(c, _controls, _views, "dl-speculative")
-    c["trace"], c["baseline"] = gr.State(None), gr.State(None)
+    c["trace"], c["baseline"], c["plain"] = session_state(), session_state(), session_state()
     _wire(c)
     return c
 
@@ -133,6 +137,8 @@ def _wire(c: dict) -> None:
     c["round"].release(bind(cb.choose_round, outputs), [c["round"]] + state, list(outputs.values()), **QUIET)
     c["position"].input(bind(cb.choose_position, outputs), [c["position"], c["round"]] + state,
                         list(outputs.values()), **QUIET)
+    wire_download(c["dl_json"], download, [c["trace"]])
+    wire_download(c["dl_plain"], lambda plain: download(plain, missing=NO_PLAIN), [c["plain"]])
 
 
 def demo() -> gr.Blocks:

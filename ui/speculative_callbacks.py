@@ -19,7 +19,7 @@ from decoding.run import validate_request
 from ui.common import (USER_ERRORS, as_int, check_model, finished_status, load_replay, run_work, stream_in_thread,
                        stream_views, user_error, wait_for_finish)
 from ui.speculative_views import (SPEC_DEFAULTS, SPEC_FIELDS, STRATEGY, UI_MAX_NEW_TOKENS, baseline_plan,
-                                  collect_spec_params, export_json, stats_line, views)
+                                  collect_spec_params, stats_line, views)
 from visualizers._common import esc
 
 
@@ -49,18 +49,18 @@ def generate_run(model, prompt, max_new_tokens, seed, chat, compare, **fields) -
     except USER_ERRORS as err:
         raise user_error(err) from None
     trace = Trace()
-    yield views(trace) | {"trace": trace, "baseline": None, "dl_json": None, "status": f"Starting {model}…"}
+    yield views(trace) | {"trace": trace, "baseline": None, "plain": None, "status": f"Starting {model}…"}
     work = run_work(model, prompt, strategy=STRATEGY, params=params, max_new_tokens=max_new_tokens, seed=seed,
                     chat=bool(chat))
     yield from stream_views(work, trace, lambda: views(trace, live=True), "tokens")
-    done = views(trace) | {"trace": trace, "dl_json": export_json(trace)}
+    done = views(trace) | {"trace": trace}
     if not compare or trace.finish is None or trace.finish.stop_reason == "cancelled":
         yield done | {"status": finished_status(trace, "Finished") + f" {stats_line(trace)}."}
         return
     strategy, plain_params = baseline_plan(params)
-    yield done | {"status": f"Speculative run finished; now plain **{strategy}** decoding of the same target "
-                            "for the speed comparison…"}
     plain = Trace()
+    yield done | {"plain": plain, "status": f"Speculative run finished; now plain **{strategy}** decoding of the "
+                                            "same target for the speed comparison…"}
     work = run_work(model, prompt, strategy=strategy, params=plain_params, max_new_tokens=max_new_tokens,
                     seed=seed, chat=bool(chat))
     late = lambda item: plain.append(item) if isinstance(item, Event) else None  # noqa: E731  (after Stop)
@@ -88,16 +88,15 @@ def _n(value) -> str:
 
 
 def stop_run(trace, baseline, wait_s: float = 3.0) -> dict:
-    """After Stop cancelled the running event: show what was generated, and offer it for export."""
+    """After Stop cancelled the running event: show what was generated (the export buttons offer it)."""
     if trace is None:
         return {"status": "Nothing is running."}
     if not wait_for_finish(trace, wait_s) and trace.finish is not None:
         if baseline is None:  # stopped during the comparison run: the speculative one is complete
-            return views(trace) | {"dl_json": export_json(trace),
-                                   "status": f"**Stopped** the comparison run. {stats_line(trace)}."}
+            return views(trace) | {"status": f"**Stopped** the comparison run. {stats_line(trace)}."}
         return {"status": "Nothing is running."}
     count = stats(trace)["num_tokens"] if trace.start else 0
-    return views(trace) | {"dl_json": export_json(trace), "status": f"**Stopped** the run after {count} tokens."}
+    return views(trace) | {"status": f"**Stopped** the run after {count} tokens."}
 
 
 def choose_round(round_index, trace, baseline) -> dict:
@@ -126,7 +125,7 @@ def replay(path, trace, baseline) -> dict:
     controls = {"model": start.model, "prompt": start.prompt, "seed": start.seed, "chat": start.chat,
                 "max_new_tokens": min(max(1, start.max_new_tokens), UI_MAX_NEW_TOKENS)}
     controls |= {f"spec:{k}": start.params[k] for k in SPEC_FIELDS if k in start.params}
-    return shown | controls | {"trace": loaded, "baseline": None, "dl_json": export_json(loaded),
+    return shown | controls | {"trace": loaded, "baseline": None, "plain": None,
                                "status": f"**Replaying** {esc(name)}: {stats_line(loaded)}. Its settings are back in "
                                          "the controls."}
 

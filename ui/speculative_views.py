@@ -3,6 +3,7 @@ position) rendered into {output name: value} (see `OUTPUTS`).
 
     trace      the speculative run (a `Trace`, growing while it streams)
     baseline   `stats()` of plain decoding of the same target on the same prompt, or None
+    plain      that plain decoding run itself (a `Trace`, for its export), or None
     round      which round's draft tree and p-vs-q view to show (None = the latest)
     parent     which expanded position of that round the p-vs-q view shows (-1 = the context)
 
@@ -15,8 +16,7 @@ import gradio as gr
 
 from decoding.events import Trace, stats
 from decoding.registry import param_specs
-from ui.common import (EMPTY_STATS_HTML, check_names, export_json,  # noqa: F401  (export_json: for the callbacks)
-                       fmt, stat_cards_html)
+from ui.common import EMPTY_STATS_HTML, check_names, fmt, stat_cards_html
 from visualizers._common import visible
 from visualizers.speculative import (acceptance_figure, draft_tree_figure, overlap_figure, spec_rounds,
                                      spec_tokens_html, speculative_summary_html)
@@ -35,7 +35,7 @@ DEFAULT_MAX_NEW_TOKENS = 48
 UI_MAX_NEW_TOKENS = 256
 
 OUTPUTS = ("status", "stats", "text", "tree", "acceptance", "overlap", "summary", "round", "position", "trace",
-           "baseline", "dl_json")
+           "baseline", "plain")
 CONTROLS = ("model", "prompt", "max_new_tokens", "seed", "chat") + tuple(f"spec:{name}" for name in SPEC_FIELDS)
 
 

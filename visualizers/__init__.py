@@ -8,7 +8,7 @@ events alone, so the same functions serve the app, notebooks, saved traces and t
     entropy_figure(trace, selected_step=None) -> go.Figure            entropy / p(chosen) / kept size
     distribution_figure(trace, step=None) -> go.Figure                top alternatives at one step
     beams_figure(trace) -> go.Figure                                  beam search tree
-    figure_to_html(fig) -> str                                        standalone, offline HTML
+    figure_to_html(fig, include_plotlyjs=True) -> str                 standalone HTML (offline when inlined)
 """
 
 from __future__ import annotations
@@ -21,11 +21,14 @@ from visualizers.entropy import entropy_figure
 from visualizers.tokens import token_table, tokens_html
 
 
-def figure_to_html(fig: go.Figure) -> str:
-    """A complete HTML page with plotly.js inlined (works offline, no CDN)."""
+def figure_to_html(fig: go.Figure, include_plotlyjs: bool | str = True) -> str:
+    """A complete HTML page. By default plotly.js is inlined (4.8 MB; works offline); "cdn" loads it from
+    cdn.plot.ly when the page is opened (a few kB: what the app's downloads use)."""
     if not isinstance(fig, go.Figure):
         raise ValueError(f"`fig` must be a plotly.graph_objects.Figure, got {type(fig).__name__}")
-    return fig.to_html(include_plotlyjs=True, full_html=True)
+    if include_plotlyjs not in (True, "cdn"):
+        raise ValueError(f"`include_plotlyjs` must be True (inline) or 'cdn', got {include_plotlyjs!r}")
+    return fig.to_html(include_plotlyjs=include_plotlyjs, full_html=True)
 
 
 __all__ = ["beams_figure", "distribution_figure", "entropy_figure", "figure_to_html", "token_table", "tokens_html"]

@@ -28,6 +28,7 @@ from decoding.run import MAX_NEW_TOKENS_CAP, run_to_trace  # noqa: E402
 from decoding.registry import param_specs  # noqa: E402
 from ui import playground_callbacks as cb  # noqa: E402
 from ui.common import Redraw, bind, model_choices, named_inputs  # noqa: E402
+from ui.exports import download  # noqa: E402
 from ui.playground_views import collect_params, new_selection, param_widgets, playground_strategies  # noqa: E402
 
 TINY = "tiny-random"
@@ -72,14 +73,15 @@ def test_each_strategy_shows_only_its_parameters(strategy):
             assert w.low <= w.default <= w.high, w
 
 
-def test_generate_streams_and_ends_with_exports():
+def test_generate_streams_and_exports_on_demand():
     updates, trace, _ = run_ui(max_new_tokens=24, values=values_with("sample", top_p=0.9))
     final = updates[-1]
     assert len(updates) >= 2 and trace.finish is not None and trace.start.params["top_p"] == 0.9
     assert final["text"].count('class="tok') == 24 and "Finished" in final["status"]
-    assert Trace.load(final["dl_json"]).to_dict() == trace.to_dict()
-    assert open(final["dl_csv"]).read().count("\n") == 25  # header + one row per token
-    assert "<html" in open(final["dl_html"]).read()[:500].lower()
+    assert not {"dl_json", "dl_csv", "dl_html"} & final.keys()  # a run writes no file; the export buttons do
+    assert Trace.load(download(final["trace"])).to_dict() == trace.to_dict()
+    assert open(download(trace, "tokens")).read().count("\n") == 25  # header + one row per token
+    assert "<html" in open(download(trace, "entropy")).read()[:500].lower()
 
 
 def test_redraws_are_throttled_by_wall_clock(monkeypatch):
@@ -179,7 +181,7 @@ def test_bad_input_raises_a_clear_gr_error(prompt, max_new_tokens, values, model
 
 def test_replay_restores_views_and_settings(tmp_path):
     updates, trace, _ = run_ui(strategy="mirostat", max_new_tokens=10, values=values_with("mirostat", tau=4.0))
-    out = cb.replay(updates[-1]["dl_json"], None, None, new_selection(), "entropy")
+    out = cb.replay(download(trace), None, None, new_selection(), "entropy")
     assert out["trace"].to_dict() == trace.to_dict()
     assert out["strategy"] == "mirostat" and out["param:mirostat.tau"] == 4.0 and out["prompt"] == "Hello"
     assert out["text"].count('class="tok') == 10 and "Replaying" in out["status"]
@@ -224,7 +226,7 @@ def assert_closing_stops_compute(run, calls: dict, limit: float):
     return trace
     after = cb.stop_run(trace, None, new_selection(), "prob")
     assert "**Stopped** the run after" in after["status"] and "Stop" in after["stats"]
-    assert Trace.load(after["dl_json"]).finish.stop_reason == "cancelled"
+    assert Trace.load(download(trace)).finish.stop_reason == "cancelled"
 
 
 def test_the_real_model_through_the_callback(smol_lm):

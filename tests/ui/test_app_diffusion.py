@@ -20,6 +20,7 @@ from decoding.models import load_model
 from decoding.run import run_to_trace
 from conftest import api_run
 from ui import diffusion_callbacks as cb
+from ui.exports import download
 from ui import diffusion_tasks as tasks
 from ui.diffusion_views import DEFAULT_PROMPT, DEFAULT_SETTINGS, FIELDS, views
 from visualizers._common import esc
@@ -79,7 +80,7 @@ def test_generate_streams_steps_and_ends_unmasked(run):
     assert '<div class="v">3.00</div>' in final["stats"] and "fixed, 8 steps" in final["stats"]
     assert final["order"].data and final["confidence"].data and final["tokens"].data
     assert final["step"]["maximum"] == 7 and final["step"]["value"] == 7 and final["step"]["interactive"] is True
-    assert Trace.load(final["dl_json"]).to_dict() == trace.to_dict()
+    assert "dl_json" not in final and Trace.load(download(final["trace"])).to_dict() == trace.to_dict()
 
 
 def test_compare_with_the_autoregressive_model(run):
@@ -181,8 +182,7 @@ def test_presets_set_every_control(tmp_path, monkeypatch):
 
 def test_replay_restores_views_and_settings(run):
     updates, trace, _ = run
-    path = next(u["dl_json"] for u in updates if u.get("dl_json"))
-    out = cb.replay(path, None, None)
+    out = cb.replay(download(trace), None, None)
     assert out["trace"].to_dict() == trace.to_dict() and out["other"] is None
     assert out["model"] == MODEL and out["prompt"] == DEFAULT_PROMPT and out["length"] == LENGTH
     assert out["df:steps"] == 8 and out["df:sampler"] == "fixed" and out["df:remasking"] == "low-confidence"
@@ -255,7 +255,7 @@ def test_closing_the_run_stops_compute(monkeypatch):
     assert calls["n"] == settled < 200 and trace.finish is not None and trace.finish.stop_reason == "cancelled"
     after = cb.stop_run(trace, None)
     assert "**Stopped** the run after" in after["status"] and masked_cells(after["canvas"]) > 0
-    assert Trace.load(after["dl_json"]).finish.stop_reason == "cancelled"
+    assert Trace.load(download(trace)).finish.stop_reason == "cancelled"
     assert cb.stop_run(None, None) == {"status": "Nothing is running."}
 
 

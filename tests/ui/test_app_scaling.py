@@ -19,6 +19,7 @@ from decoding.scaling.tasks import MATH_MENU, load_tasks, task_prompt
 from conftest import api_run
 from test_app import count_forward_passes
 from ui import scaling_callbacks as cb
+from ui.exports import download
 from ui.scaling_views import (task_of_prompt, DEFAULT_PROMPT, DEFAULT_SETTINGS, FIELDS, METHOD_FIELDS, METHODS, REWARD_FIELDS,
                               SPECIFIC, task_choices, verdict, views)
 
@@ -71,7 +72,7 @@ def test_generate_streams_particle_steps_then_chooses(run):
     ok = verdict(trace)
     assert ok is not None and ("✓ right" if ok else "✗ wrong") in final["choice"] and "72" in final["choice"]
     assert final["step"]["maximum"] == max(1, len(steps) - 1) and final["step"]["value"] == len(steps) - 1
-    assert Trace.load(final["dl_json"]).to_dict() == trace.to_dict()
+    assert "dl_json" not in final and Trace.load(download(final["trace"])).to_dict() == trace.to_dict()
 
 
 def test_compare_runs_the_second_method_at_the_same_budget(run):
@@ -168,8 +169,7 @@ def test_presets_set_every_control(tmp_path, monkeypatch):
 
 def test_replay_restores_views_and_settings(run):
     updates, trace, _ = run
-    path = next(u["dl_json"] for u in updates if u.get("dl_json"))
-    out = cb.replay(path, None, None)
+    out = cb.replay(download(trace), None, None)
     assert out["trace"].to_dict() == trace.to_dict() and out["other"] is None
     assert out["method"] == "particle-filter" and out["sc:n"] == 3 and out["sc:max_step_tokens"] == 8
     assert out["sc:pf_select"] == "best" and "sc:bon_select" not in out and out["sc:reward"] == "final-answer"
@@ -245,7 +245,7 @@ def test_closing_the_run_stops_compute(monkeypatch):
     assert calls["n"] == settled < 40 and trace.finish is not None and trace.finish.stop_reason == "cancelled"
     after = cb.stop_run(trace, None)
     assert "**Stopped** the run after" in after["status"] and "data-slot=" in after["particles"]
-    assert Trace.load(after["dl_json"]).finish.stop_reason == "cancelled"
+    assert Trace.load(download(trace)).finish.stop_reason == "cancelled"
     assert cb.stop_run(trace, None, wait_s=0)["status"].startswith("**Stopped**")
     assert cb.stop_run(None, None) == {"status": "Nothing is running."}
 
@@ -270,7 +270,8 @@ def test_stop_during_the_comparison_stops_it_and_keeps_the_main_run(monkeypatch)
     assert trace.finish.stop_reason != "cancelled"  # the main run had finished
     after = cb.stop_run(trace, other)
     assert "**Stopped** the comparison run" in after["status"] and "Compared: particle-filter" in after["summary"]
-    assert Trace.load(after["dl_json"]).start.strategy == "best-of-n"
+    assert Trace.load(download(trace)).start.strategy == "best-of-n"
+    assert Trace.load(download(other)).finish.stop_reason == "cancelled"
 
 
 def test_views_before_any_run():

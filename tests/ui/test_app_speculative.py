@@ -15,6 +15,7 @@ from decoding.events import Trace
 from decoding.run import run_to_trace
 from test_app import assert_closing_stops_compute, count_forward_passes
 from ui import speculative_callbacks as cb
+from ui.exports import download
 from ui.speculative_views import DEFAULT_PROMPT, DEFAULT_SETTINGS, SPEC_FIELDS
 
 MODEL = "smollm2-135m"
@@ -52,7 +53,10 @@ def test_generate_streams_rounds_then_compares_with_plain_decoding(run):
     assert final["baseline"]["num_tokens"] >= 1 and final["baseline"]["tokens_per_s"] > 0
     assert final["round"]["maximum"] == max(1, len(rounds) - 1) and final["round"]["interactive"] == (len(rounds) > 1)
     assert [p for _, p in final["position"]["choices"]] == [d["parent"] for d in rounds[-1].dists]
-    assert Trace.load(final["dl_json"]).to_dict() == trace.to_dict()
+    assert "dl_json" not in final and Trace.load(download(final["trace"])).to_dict() == trace.to_dict()
+    plain = final["plain"]  # the comparison run, exported by its own button
+    assert plain.start.strategy in ("greedy", "sample") and len(plain.of_kind("token")) == final["baseline"]["num_tokens"]
+    assert Trace.load(download(plain)).to_dict() == plain.to_dict()
 
 
 def test_round_and_position_pick_the_tree_and_the_overlap_view(run):
@@ -68,7 +72,7 @@ def test_round_and_position_pick_the_tree_and_the_overlap_view(run):
 
 def test_replay_restores_views_and_settings(run):
     updates, trace = run
-    out = cb.replay(updates[-2]["dl_json"] if "dl_json" in updates[-2] else updates[-1]["dl_json"], None, None)
+    out = cb.replay(download(trace), None, None)
     assert out["trace"].to_dict() == trace.to_dict() and out["baseline"] is None
     assert out["spec:drafter"] == "prompt-lookup" and out["prompt"] == DEFAULT_PROMPT and out["model"] == MODEL
     assert out["text"].count("data-round=") == 16 and "Replaying" in out["status"]
@@ -125,7 +129,7 @@ def test_closing_the_run_stops_compute(monkeypatch):
     trace = assert_closing_stops_compute(run, calls, limit=60)
     after = cb.stop_run(trace, None)
     assert "**Stopped** the run after" in after["status"] and after["text"].count("data-round=") >= 5
-    assert Trace.load(after["dl_json"]).finish.stop_reason == "cancelled"
+    assert Trace.load(download(trace)).finish.stop_reason == "cancelled"
 
 
 def test_presets_set_every_control_and_show_the_note():

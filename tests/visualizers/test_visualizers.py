@@ -273,6 +273,14 @@ def test_figure_to_html_is_standalone(sample_trace):
         figure_to_html("not a figure")
 
 
+def test_figure_to_html_can_reference_plotly_from_its_cdn(sample_trace):
+    """What the app's download uses: a few kB that load plotly.js when opened, not 4.8 MB inlined."""
+    page = figure_to_html(entropy_figure(sample_trace), include_plotlyjs="cdn")
+    assert len(page) < 50_000 and re.search(r'<script[^>]*src="https://cdn\.plot\.ly/plotly-[0-9.]+\.min\.js"', page)
+    with pytest.raises(ValueError, match="`include_plotlyjs` must be True .* or 'cdn', got 'directory'"):
+        figure_to_html(entropy_figure(sample_trace), include_plotlyjs="directory")
+
+
 def test_saved_trace_renders_the_same(sample_trace):
     loaded = Trace.from_json(sample_trace.to_json())
     assert entropy_figure(loaded) == entropy_figure(sample_trace)

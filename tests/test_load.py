@@ -1,0 +1,106 @@
+"""A bounded load test against `python app.py` on loopback (issue 12): 20 clients at once, each with its
+own seed, through the `/generate` API on tiny-ar; each must get exactly the tokens it gets when it runs
+alone (no cross-talk between requests), every request must be answered, and the server must write no
+file. The server is a process of its own, started and stopped here; every wait has a generous limit
+(a busy CI machine is slow) and nothing asserts on tight timings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from conftest import ROOT, api_run, free_port
+
+pytestmark = pytest.mark.slow  # a server process of its own
+
+MODEL = "tiny-ar"
+CLIENTS = 20
+TOKENS = 6
+START_S = 240  # importing torch and gradio and building the tabs, on a loaded machine
+RUN_S = 300  # all requests together; each alone takes well under a second
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """`python app.py` on a free loopback port; its URL, log and export folder."""
+    folder = tmp_path_factory.mktemp("load")
+    port = free_port()
+    env = os.environ | {"GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "HF_HUB_OFFLINE": "1",
+                        "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_DISABLE_TELEMETRY": "1",
+                        "DECODING_LAB_PRELOAD": "0", "DECODING_LAB_TORCH_THREADS": "1",
+                        "DECODING_LAB_EXPORT_DIR": str(folder / "exports")}
+    log = folder / "server.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        wait_until_up(url, process, log)
+        yield {"url": url, "log": log, "exports": folder / "exports"}
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=30)
+
+
+def wait_until_up(url: str, process: subprocess.Popen, log) -> None:
+    deadline = time.monotonic() + START_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"app.py exited with {process.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    pytest.fail(f"app.py did not answer within {START_S} s:\n{log.read_text()[-3000:]}")
+
+
+def tokens_of(client, seed: int) -> list[int]:
+    """A sampled run of tiny-ar with `seed`; the token ids it got."""
+    _, result = api_run(client, MODEL, "sample", "And God said", TOKENS, seed, json.dumps({"temperature": 1.5}), False)
+    assert result["stats"]["stop_reason"] in ("max_new_tokens", "eos"), result
+    return result["token_ids"]
+
+
+def client_run(url: str, seed: int) -> list[int]:
+    """One client of its own (its own session) and its run."""
+    from gradio_client import Client
+
+    client = Client(url, verbose=False)
+    try:
+        return tokens_of(client, seed)
+    finally:
+        client.close()
+
+
+def test_twenty_clients_at_once_get_what_each_gets_alone(server):
+    seeds = range(1, CLIENTS + 1)
+    from gradio_client import Client
+
+    with contextlib.closing(Client(server["url"], verbose=False)) as client:
+        alone = {seed: tokens_of(client, seed) for seed in seeds}  # one at a time
+    assert len({tuple(t) for t in alone.values()}) >= CLIENTS // 2  # distinct seeds differ: cross-talk would show
+
+    start = time.monotonic()
+    with ThreadPoolExecutor(CLIENTS) as pool:
+        futures = {seed: pool.submit(client_run, server["url"], seed) for seed in seeds}
+        together = {seed: future.result(timeout=RUN_S) for seed, future in futures.items()}
+    took = time.monotonic() - start
+
+    assert together == alone, [s for s in seeds if together[s] != alone[s]]
+    assert took < RUN_S
+    assert not server["exports"].exists()  # 40 runs, no file
+    assert "Traceback" not in server["log"].read_text()
