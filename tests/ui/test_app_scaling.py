@@ -290,3 +290,19 @@ def test_particle_filter_over_the_generate_api(client):
     assert s["num_particles"] == 2 and s["particle_steps"] == kinds.count("particles")
     assert s["tokens_spent"] >= 2 and 1.0 <= s["ess"] <= 2.0 and "resampling_events" in s
     assert result["params"]["reference"] == TASK["answer"] and result["strategy"] == "particle-filter"
+
+
+@pytest.mark.parametrize("name, answer, resamplings, compared", [
+    ("20-particle-filter-vs-best-of-n", "220", 5, "137"),  # the note: right after five resamplings; best-of-N wrong
+    ("24-a-star-search", "439", 0, "431"),  # the note: A* right (439), best-of-N not
+])
+def test_the_tiny_math_presets_do_what_their_notes_say(name, answer, resamplings, compared):
+    preset = cb.preset_chosen(name)
+    assert preset["model"] == "tiny-math" and preset["task"].startswith("m") and answer in preset["note"]
+    fields = {f: preset[f"sc:{f}"] for f in FIELDS}
+    final = merged(list(cb.generate_run(preset["model"], preset["prompt"], preset["method"], preset["max_new_tokens"],
+                                        preset["seed"], preset["chat"], "best-of-n", **fields)))
+    trace, other = final["trace"], final["other"]
+    assert trace.finish.extra["answer"] == answer and verdict(trace) is True
+    assert sum(s.resampled for s in trace.of_kind("particles")) == resamplings
+    assert other.start.strategy == "best-of-n" and other.finish.extra["answer"] == compared and verdict(other) is False
