@@ -11,6 +11,8 @@ measures pass@1), step reward `arith-step`. For every problem and budget N in --
   reward-beam     beam search over steps with the arith-step reward (beam_width 2; 1 at N = 1)
   particle-filter Puri et al. with the arith-step reward, multinomial resampling every step
   a-star          A*-decoding: N candidate steps per expansion, at most 16 expansions
+  particle-filter, spare            the particle filter with the reference-guided step reward
+  particle-filter, arith-lastdigit  ... with a checker blind to slipped carries (reward hacking)
 A problem counts as solved when the chosen answer equals the reference. Best-of-N, the votes and
 pass@N read the first N samples of one N = max(budgets) run: every slot has its own random
 stream, so slot i's sample is the same whatever N is, and the first N slots are exactly a run with
@@ -107,7 +109,7 @@ def accuracy_rows(lm, tasks, budgets, max_new_tokens, seed, log) -> list[dict]:
 
 
 METHODS = ("greedy", "best-of-n", "majority-vote", "weighted-vote", "oracle pass@N", "reward-beam",
-           "particle-filter", "a-star")
+           "particle-filter", "a-star", "particle-filter, spare", "particle-filter, arith-lastdigit")
 MATH = {"reward": "arith-step", "temperature": 1.0, "top_p": 1.0, "max_step_tokens": 40}
 
 
@@ -147,10 +149,13 @@ def math_rows(lm, problems, budgets, max_new_tokens, seed, log) -> list[dict]:
             tally.add("majority-vote", n, correct(majority, ref), spent)
             tally.add("weighted-vote", n, correct(weighted, ref), spent)
             tally.add("oracle pass@N", n, any(correct(p["answer"], ref) for p in first if p["ended"]), spent)
-            for method, extra in (("reward-beam", {"beam_width": 2 if n > 1 else 1}), ("particle-filter", {}),
-                                  ("a-star", {"max_expansions": 16})):
+            for name, extra in (("reward-beam", {"beam_width": 2 if n > 1 else 1}), ("particle-filter", {}),
+                                ("a-star", {"max_expansions": 16}),
+                                ("particle-filter, spare", {"reward": "spare"}),
+                                ("particle-filter, arith-lastdigit", {"reward": "arith-lastdigit"})):
+                method = name.split(",")[0]
                 trace = run_to_trace(lm, prompt, strategy=method, params={"n": n, **MATH, **extra}, **run)
-                tally.add(method, n, correct(trace.finish.extra["answer"], ref), stats(trace)["tokens_spent"])
+                tally.add(name, n, correct(trace.finish.extra["answer"], ref), stats(trace)["tokens_spent"])
         tally.count += 1
         log(f"problem {k + 1}/{len(problems)} ({time.process_time() - t0:.0f} s CPU): solved at N={top}: "
             + ", ".join(f"{m} {tally.solved[(m, top)]}" for m in METHODS))
@@ -289,10 +294,10 @@ def merge(parts: list[dict]) -> dict:
 def print_table(result: dict) -> None:
     budgets = result["budgets"]
     print(f"\naccuracy on {result['tasks']} tasks (mean tokens spent)")
-    print("method           " + "".join(f"N={n:<13}" for n in budgets))
+    print(f"{'method':<33}" + "".join(f"N={n:<13}" for n in budgets))
     for method in dict.fromkeys(r["method"] for r in result["rows"]):
         cells = {r["budget"]: r for r in result["rows"] if r["method"] == method}
-        print(f"{method:<17}" + "".join(f"{cells[n]['accuracy']:<5.0%}({cells[n]['tokens']:<6.0f}) " for n in budgets))
+        print(f"{method:<33}" + "".join(f"{cells[n]['accuracy']:<5.0%}({cells[n]['tokens']:<6.0f}) " for n in budgets))
 
 
 def draw(rows: list[dict], png: Path) -> None:

@@ -96,6 +96,28 @@ def _phrase(op: str, b: int) -> str:
     return {"+": f"gets {b} more", "-": f"gives away {b}", "*": f"multiplies them by {b}"}[op]
 
 
+_QUESTION = re.compile(r"^\w+ has (\d+) [a-z]+\. (?:He|She) (.+)\. How many [a-z]+ now\?$")
+_PHRASES = {re.compile(r"^gets (\d+) more$"): "+", re.compile(r"^gives away (\d+)$"): "-",
+            re.compile(r"^multiplies them by (\d+)$"): "*"}
+
+
+def parse_question(question: str) -> tuple[int, list[tuple[str, int]]] | None:
+    """(start value, [(op, operand)]) of a question in tiny-math's form (the inverse of
+    `make_problem`'s story), or None for any other text."""
+    match = _QUESTION.match(question.strip())
+    if not match:
+        return None
+    story = match.group(2)
+    head, _, last = story.rpartition(", then ")
+    ops = []
+    for phrase in [*(head.split(", ") if head else []), last]:
+        found = [(op, int(m.group(1))) for pattern, op in _PHRASES.items() if (m := pattern.match(phrase))]
+        if not found:
+            return None
+        ops.append(found[0])
+    return int(match.group(1)), ops
+
+
 def slip(value: int, rng: random.Random) -> int:
     """A nearby wrong value: one digit of `value` off by one (a slipped carry), never negative."""
     digits = len(str(value))

@@ -157,6 +157,78 @@ class ArithmeticStepChecker:
 
 
 @dataclass(frozen=True)
+class LastDigitChecker(ArithmeticStepChecker):
+    """A misspecified step checker, on purpose: it compares only the last digit of each result, so
+    a slipped carry (a wrong tens or hundreds digit, tiny-math's commonest slip) passes as right.
+    Search against it shows reward hacking: particles that slipped keep their weight."""
+
+    name: str = "last digit"
+
+    def score(self, question: str, steps: list[str], final: bool) -> RewardResult:
+        step = steps[-1] if steps else ""
+        checks = []
+        for m in _EQUATION.finditer(step):
+            _, true = check_equation(m["a"], m["op"], m["b"], m["c"])
+            claimed = parse_number(m["c"])
+            ok = true is not None and claimed is not None and round(true) % 10 == round(claimed) % 10
+            checks.append((ok, f"{m['a']} {m['op']} {m['b']} = {m['c']}" + (" ✓ (last digit)" if ok else " ✗")))
+        if not checks:
+            return RewardResult(self.neutral, False, "no arithmetic found")
+        value = self.floor + (self.ceiling - self.floor) * sum(ok for ok, _ in checks) / len(checks)
+        return RewardResult(value, False, "; ".join(text for _, text in checks))
+
+
+@dataclass(frozen=True)
+class ReferenceStepChecker:
+    """Reference-guided process reward in the spirit of SPARE (Rahman et al. 2025, "SPARE: Single-Pass
+    Annotation with Reference-Guided Evaluation for Automatic Process Supervision"): each step of
+    the solution is aligned with the reference solution's step in the same place and scored by
+    the match. For a tiny-math question the reference is read from the question itself
+    (`math_tasks.parse_question`): step i must apply the question's i-th operation and operand to
+    the previous line's result, with right arithmetic; the answer line must repeat the last result
+    after exactly as many steps as the question has operations. So, unlike `arith-step`, it also
+    sees a misread operand or operation and a solution that stops early. Values as
+    ArithmeticStepChecker's (floor / ceiling / neutral); neutral for a question it cannot read."""
+
+    floor: float = 0.05
+    ceiling: float = 0.95
+    neutral: float = 0.5
+    name: str = "reference steps"
+
+    def score(self, question: str, steps: list[str], final: bool) -> RewardResult:
+        from decoding.scaling.math_tasks import _STEP, apply, parse_answer, parse_question
+
+        reference = parse_question(question.strip().splitlines()[0] if question.strip() else "")
+        if reference is None:
+            return RewardResult(self.neutral, False, "no reference: not a tiny-math question")
+        start, ops = reference
+        lines = [line.strip() for step in steps for line in step.splitlines() if line.strip()]
+        first_new = len(lines) - len([line for line in (steps[-1] if steps else "").splitlines() if line.strip()])
+        value, checks = start, []
+        for i, line in enumerate(lines):
+            match = _STEP.match(line)
+            answer = parse_answer(line)
+            if match:
+                a, op, b, c = int(match[1]), match[2], int(match[3]), int(match[4])
+                want = ops[i] if i < len(ops) else None
+                ok = want == (op, b) and a == value and apply(a, op, b) == c
+                why = "" if ok else (" ✗ (extra step)" if want is None else
+                                     f" ✗ (the question says {value} {want[0]} {want[1]})")
+                value = c
+            elif answer is not None:
+                ok = i == len(ops) and answer == value
+                why = "" if ok else f" ✗ (after {i} of {len(ops)} steps, last result {value})"
+            else:
+                continue
+            if i >= first_new:  # only the newest step's lines are scored; earlier ones set up the chain
+                checks.append((ok, line + (" ✓" if ok else why)))
+        if not checks:
+            return RewardResult(self.neutral, False, "nothing to check")
+        value = self.floor + (self.ceiling - self.floor) * sum(ok for ok, _ in checks) / len(checks)
+        return RewardResult(value, False, "; ".join(text for _, text in checks))
+
+
+@dataclass(frozen=True)
 class FinalAnswerChecker:
     """Outcome-level: 1.0 when the extracted answer equals `reference` within 1e-6, else 0.0.
 

@@ -36,6 +36,18 @@ def _arith_step(params: ScalingParams, policy=None):
     return rw.ArithmeticStepChecker(floor=0.05, ceiling=0.95, neutral=0.5), []
 
 
+@rule("arith-lastdigit", "misspecified on purpose: like arith-step but checks only each result's last digit "
+                         "(a slipped carry passes): shows reward hacking")
+def _arith_lastdigit(params: ScalingParams, policy=None):
+    return rw.LastDigitChecker(floor=0.05, ceiling=0.95, neutral=0.5), []
+
+
+@rule("spare", "reference-guided process reward (SPARE): each step must match the reference solution's step in "
+               "the same place (tiny-math questions: read from the question)")
+def _spare(params: ScalingParams, policy=None):
+    return rw.ReferenceStepChecker(), []
+
+
 @rule("final-answer", "outcome reward: 1 if the final answer equals `reference` (an oracle), 0 otherwise")
 def _final_answer(params: ScalingParams, policy=None):
     if not params.reference.strip():

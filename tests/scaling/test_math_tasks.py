@@ -121,3 +121,36 @@ def test_misreads_count_wrong_operands_the_arithmetic_check_cannot_see():
     a, op, b, _ = STEP.match(problem.steps[0]).groups()
     wrong_operand = f"{a} {op} {int(b) + 1} = {M.apply(int(a), op, int(b) + 1)}"  # right arithmetic, wrong operand
     assert misreads(wrong_operand, problem) == (1, 1) and M.step_errors(wrong_operand) == (1, 0)
+
+
+def test_the_question_gives_back_the_reference_steps(splits):
+    for problem in splits["test"][:200] + [p for p, _ in splits["train"][:200]]:
+        start, ops = M.parse_question(problem.question)
+        assert len(ops) == problem.difficulty
+        value = start
+        for (op, b), line in zip(ops, problem.steps):
+            assert line == f"{value} {op} {b} = {M.apply(value, op, b)}"
+            value = M.apply(value, op, b)
+    assert M.parse_question("Tom has 3 apples and buys 4 more. How many apples does he have?") is None
+    assert M.parse_question("Mia has 5 cards. She eats 3, then gets 2 more. How many cards now?") is None
+
+
+def test_spare_sees_what_the_arithmetic_checker_cannot(splits):
+    from decoding.scaling.rewards import ArithmeticStepChecker, LastDigitChecker, ReferenceStepChecker
+
+    problem = next(p for p in splits["test"] if p.difficulty >= 4)
+    question, steps = M.prompt(problem.question), list(problem.steps)
+    spare, arith = ReferenceStepChecker(), ArithmeticStepChecker(floor=0.05, ceiling=0.95, neutral=0.5)
+    right = steps + [f"The answer is {problem.answer}."]
+    assert all(spare.score(question, right[: i + 1], i == len(right) - 1).value == 0.95 for i in range(len(right)))
+    a, op, b = steps[1].split(" ")[:3]
+    misread = f"{a} {op} {int(b) + 1} = {M.apply(int(a), op, int(b) + 1)}"  # a wrong operand, right arithmetic
+    assert arith.score(question, steps[:1] + [misread], False).value == 0.95  # blind to it
+    assert spare.score(question, steps[:1] + [misread], False).value == 0.05
+    early = steps[:2] + [f"The answer is {steps[1].split(' = ')[1]}."]
+    assert spare.score(question, early, True).value == 0.05 and "after 2 of" in spare.score(question, early, True).detail
+    assert spare.score("What is 2 + 2?", ["2 + 2 = 4"], False).value == 0.5  # no reference to follow
+    first = steps[0].split(" = ")
+    carry = f"{first[0]} = {int(first[1]) + 10}"  # a slipped carry: the tens digit off by one
+    last_digit = LastDigitChecker(floor=0.05, ceiling=0.95, neutral=0.5)
+    assert last_digit.score(question, [carry], False).value == 0.95 and arith.score(question, [carry], False).value == 0.05

@@ -201,13 +201,14 @@ def test_one_reward_registry_builds_each_reward_from_cli_strings():
     from decoding.run import make_params
     from decoding.scaling.scoring import REWARDS, build_reward
 
-    assert REWARDS.names() == ("arith-step", "final-answer", "forbid-letter", "max-word-length", "required-words",
-                               "lm-judge", "prm", "none")
+    assert REWARDS.names() == ("arith-step", "arith-lastdigit", "spare", "final-answer", "forbid-letter",
+                               "max-word-length", "required-words", "lm-judge", "prm", "none")
 
     def built(**sets):
         return build_reward(make_params("best-of-n", sets), None)[0]
 
     assert isinstance(built(reward="arith-step"), ArithmeticStepChecker)
+    assert built(reward="spare").name == "reference steps" and built(reward="arith-lastdigit").name == "last digit"
     assert built(reward="final-answer", reference="36").reference == "36"
     assert built(reward="forbid-letter", letter="e", hard="false").hard is False
     assert built(reward="max-word-length", max_word_length="5").n == 5
@@ -216,7 +217,7 @@ def test_one_reward_registry_builds_each_reward_from_cli_strings():
 
 
 @pytest.mark.parametrize("sets, match", [
-    ({"reward": "oracle"}, "`reward` must be one of arith-step, final-answer"),
+    ({"reward": "oracle"}, "`reward` must be one of arith-step, arith-lastdigit, spare, final-answer"),
     ({"reward": "max-word-length", "max_word_length": "five"}, "`max_word_length` must be an integer, got 'five'"),
     ({"reward": "max-word-length", "max_word_length": "0"}, r"`max_word_length` must be an integer in \[1, 40\], got 0"),
     ({"reward": "forbid-letter", "hard": "maybe"}, "`hard` must be true or false, got 'maybe'"),
