@@ -27,6 +27,7 @@ import gradio as gr
 from ui.api import register_api
 from ui.common import queued, serve
 from ui.diffusion import build_diffusion
+from ui.classroom import present_button
 from ui.exports import gradio_cache_policy
 from ui.playground import build_playground
 from ui.scaling import build_scaling
@@ -47,7 +48,9 @@ HEADER = """
 
 def build_app() -> gr.Blocks:
     with gr.Blocks(title="Decoding Lab", delete_cache=gradio_cache_policy()) as demo:
-        gr.HTML(HEADER)
+        with gr.Row(elem_classes="dl-top"):
+            gr.HTML(HEADER)
+            present_button()  # classroom mode: controls hidden, views large, arrow keys step
         with gr.Tabs():
             with gr.Tab("Playground", id="playground"):
                 build_playground()

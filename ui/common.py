@@ -50,6 +50,7 @@ from decoding.models import DEFAULT_MODEL, REGISTRY, TINY_MODEL, ModelLoadError,
 from decoding.run import generate
 from decoding.trace_checks import upload_bytes
 from ui.exports import export_dir, gradio_cache_policy, sweep
+from ui.classroom import KEYS_JS, wire_lesson
 from visualizers._common import esc
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
@@ -426,9 +427,11 @@ def theme() -> gr.themes.Base:
 def launch_kwargs() -> dict:
     """Theme and CSS (Gradio 6 takes them in `launch()`); the upload size limit: a replayed trace may
     have at most DECODING_LAB_MAX_UPLOAD_MB (default 5), Gradio refuses a larger file before it is stored;
-    the session cap (`session_cap`); and the export folder, which may lie outside the temp folder."""
+    the session cap (`session_cap`); the export folder, which may lie outside the temp folder; and
+    the keys of classroom mode (`ui.classroom`)."""
     return {"theme": theme(), "css_paths": [ASSETS / "app.css"], "max_file_size": upload_bytes(),
-            "state_session_capacity": session_cap(), "allowed_paths": [str(export_dir())]}
+            "state_session_capacity": session_cap(), "allowed_paths": [str(export_dir())],
+            "js": KEYS_JS}  # classroom mode's keys
 
 
 def preload_default_model() -> threading.Thread | None:
@@ -516,13 +519,15 @@ def lab_columns(c: dict, controls: Callable[[dict], None], views: Callable[[dict
 QUIET = dict(show_progress="hidden", api_visibility="undocumented")  # quick view updates, not in the API page
 
 
-def wire_lab(c: dict, cb, outputs: dict, state: list, run_inputs: dict, controls: tuple) -> None:
+def wire_lab(c: dict, cb, outputs: dict, state: list, run_inputs: dict, controls: tuple, lab: str = "") -> None:
     """The events every lab tab wires the same way: the preset menu, Generate (in the shared model
     queue), Stop (cancel, then show what ran) and the replay upload. `cb` is the tab's callbacks
     module (preset_chosen, generate_run, stop_run, replay); `c` its widgets by name; `run_inputs`
     {parameter name of `cb.generate_run`: component}, passed by name (see `bind`)."""
     preset_outputs = {k: c[k] for k in controls + ("note",)}
-    c["preset"].input(bind(cb.preset_chosen, preset_outputs), c["preset"], list(preset_outputs.values()), **QUIET)
+    chosen = bind(cb.preset_chosen, preset_outputs)
+    c["preset"].input(chosen, c["preset"], list(preset_outputs.values()), **QUIET)
+    wire_lesson(c, lab, chosen, list(preset_outputs.values()))  # classroom mode's Next / Previous
     run = c["generate"].click(model_event(bind(cb.generate_run, outputs, run_inputs)), list(run_inputs.values()),
                               list(outputs.values()), concurrency_id=MODEL_CONCURRENCY_ID,
                               concurrency_limit=model_concurrency(),

@@ -19,6 +19,7 @@ import gradio as gr
 
 from ui import diffusion_callbacks as cb
 from ui.diffusion_tasks import FREE_PROMPT, benchmark_views, num_problems, shows_tasks, task_choices
+from ui.classroom import lesson_row
 from ui.common import (QUIET, bind, lab_columns, model_choices, named_inputs, serve, session_state, spec_widget,
                        standalone, wire_lab)
 from ui.exports import NO_OTHER_RUN, download, wire_download
@@ -72,6 +73,7 @@ def _controls(c: dict) -> None:
     c["preset"] = gr.Dropdown(presets, value=None, label="Preset", elem_id="df-preset", interactive=bool(presets),
                               info="A classroom demo: sets every control and explains what to look for."
                               if presets else "No diffusion presets ship yet.")
+    lesson_row(c, "diffusion", "df")
     c["note"] = gr.Markdown("", elem_classes="dl-help", elem_id="df-note")
     c["model"] = gr.Dropdown(model_choices("diffusion"), value=DEFAULT_MODEL, label="Model", allow_custom_value=True,
                              info="A masked diffusion LM, offline: tiny-diffusion (4.4M parameters, the KJV Bible) or "
@@ -179,7 +181,7 @@ def _wire(c: dict) -> None:
         trigger.change(bind(cb.shown_controls, shown), [c["df:sampler"], c["df:cache"]], list(shown.values()), **QUIET)
     run_inputs = named_inputs({k: c[k] for k in ("model", "prompt", "length", "seed", "compare", "playback")},
                               {name: c[f"df:{name}"] for name in FIELDS})
-    wire_lab(c, cb, outputs, state, run_inputs, CONTROLS)
+    wire_lab(c, cb, outputs, state, run_inputs, CONTROLS, lab="diffusion")
     _wire_tasks(c)
     c["step"].input(bind(cb.choose_step, outputs), [c["step"]] + state, list(outputs.values()),
                     trigger_mode="always_last", **QUIET)

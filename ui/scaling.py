@@ -19,6 +19,7 @@ import gradio as gr
 from decoding.models import SUGGESTED_HUB_IDS
 from decoding.registry import get_strategy
 from ui import scaling_callbacks as cb
+from ui.classroom import lesson_row
 from ui.common import (QUIET, bind, lab_columns, model_choices, named_inputs, serve, session_state, spec_widget,
                        standalone, wire_lab)
 from ui.exports import NO_OTHER_RUN, download, wire_download
@@ -72,6 +73,7 @@ def _controls(c: dict) -> None:
     d = DEFAULT_SETTINGS
     c["preset"] = gr.Dropdown(cb.preset_choices(), value=None, label="Preset", elem_id="sc-preset",
                               info="A classroom demo: sets every control and explains what to look for.")
+    lesson_row(c, "scaling", "sc")
     c["note"] = gr.Markdown("", elem_classes="dl-help", elem_id="sc-note")
     c["model"] = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model", allow_custom_value=True,
                              info=f"The policy every particle samples from; with internet, any hub id "
@@ -201,7 +203,7 @@ def _wire(c: dict) -> None:
                       trigger_mode="always_last", **QUIET)
     controls = ("model", "prompt", "method", "max_new_tokens", "seed", "chat", "compare")
     run_inputs = named_inputs({k: c[k] for k in controls}, {name: c[f"sc:{name}"] for name in FIELDS})
-    wire_lab(c, cb, outputs, state, run_inputs, CONTROLS)
+    wire_lab(c, cb, outputs, state, run_inputs, CONTROLS, lab="scaling")
     c["step"].input(bind(cb.choose_step, outputs), [c["step"]] + state, list(outputs.values()),
                     trigger_mode="always_last", **QUIET)
     wire_download(c["dl_json"], download, [c["trace"]])

@@ -18,6 +18,7 @@ from decoding.models import SUGGESTED_HUB_IDS
 from decoding.registry import param_specs
 from decoding.speculative.strategy import DRAFTERS, TREES
 from ui import speculative_callbacks as cb
+from ui.classroom import lesson_row
 from ui.common import (QUIET, bind, lab_columns, model_choices, named_inputs, serve, session_state, spec_widget,
                        standalone, wire_lab)
 from ui.exports import download, wire_download
@@ -41,6 +42,7 @@ def _controls(c: dict) -> None:
     d = DEFAULT_SETTINGS
     c["preset"] = gr.Dropdown(cb.preset_choices(), value=None, label="Preset", elem_id="spec-preset",
                               info="A classroom demo: sets every control and explains what to look for.")
+    lesson_row(c, "speculative", "spec")
     c["note"] = gr.Markdown("", elem_classes="dl-help", elem_id="spec-note")
     c["model"] = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Target model", allow_custom_value=True,
                              info=f"The model whose output counts; with internet, any hub id "
@@ -133,7 +135,7 @@ def _wire(c: dict) -> None:
     c["spec:drafter"].change(bind(cb.drafter_changed, shown), c["spec:drafter"], list(shown.values()), **QUIET)
     run_inputs = named_inputs({k: c[k] for k in ("model", "prompt", "max_new_tokens", "seed", "chat", "compare")},
                               {name: c[f"spec:{name}"] for name in SPEC_FIELDS})
-    wire_lab(c, cb, outputs, state, run_inputs, CONTROLS)
+    wire_lab(c, cb, outputs, state, run_inputs, CONTROLS, lab="speculative")
     c["round"].release(bind(cb.choose_round, outputs), [c["round"]] + state, list(outputs.values()), **QUIET)
     c["position"].input(bind(cb.choose_position, outputs), [c["position"], c["round"]] + state,
                         list(outputs.values()), **QUIET)
