@@ -11,6 +11,7 @@ measures pass@1), step reward `arith-step`. For every problem and budget N in --
   reward-beam     beam search over steps with the arith-step reward (beam_width 2; 1 at N = 1)
   particle-filter Puri et al. with the arith-step reward, multinomial resampling every step
   a-star          A*-decoding: N candidate steps per expansion, at most 16 expansions
+  refine          review, refine, repeat: N samples, rewrite the best from its first bad step, 3 rounds
   particle-filter, spare            the particle filter with the reference-guided step reward
   particle-filter, arith-lastdigit  ... with a checker blind to slipped carries (reward hacking)
 A problem counts as solved when the chosen answer equals the reference. Best-of-N, the votes and
@@ -109,7 +110,10 @@ def accuracy_rows(lm, tasks, budgets, max_new_tokens, seed, log) -> list[dict]:
 
 
 METHODS = ("greedy", "best-of-n", "majority-vote", "weighted-vote", "oracle pass@N", "reward-beam",
-           "particle-filter", "a-star", "particle-filter, spare", "particle-filter, arith-lastdigit")
+           "particle-filter", "a-star", "refine", "particle-filter, spare", "particle-filter, arith-lastdigit")
+SEARCHES = (("reward-beam", {}), ("particle-filter", {}), ("a-star", {"max_expansions": 16}), ("refine", {"rounds": 3}),
+            ("particle-filter, spare", {"reward": "spare"}),
+            ("particle-filter, arith-lastdigit", {"reward": "arith-lastdigit"}))  # one run per budget each
 MATH = {"reward": "arith-step", "temperature": 1.0, "top_p": 1.0, "max_step_tokens": 40}
 
 
@@ -128,8 +132,10 @@ class Tally:
                  "tokens": round(statistics.mean(self.tokens[(m, n)]), 1)} for (m, n), ok in self.solved.items()]
 
 
-def math_rows(lm, problems, budgets, max_new_tokens, seed, log) -> list[dict]:
-    """Every method at every budget on tiny-math problems (see the module docstring)."""
+def math_rows(lm, problems, budgets, max_new_tokens, seed, log, only=()) -> list[dict]:
+    """Every method at every budget on tiny-math problems (see the module docstring); `only`: run just
+    the search methods whose name contains one of these words (the samples' columns always run)."""
+    searches = [(name, extra) for name, extra in SEARCHES if not only or any(word in name for word in only)]
     tally, top = Tally(), max(budgets)
     for k, problem in enumerate(problems):
         prompt, ref = math_tasks.prompt(problem.question), str(problem.answer)
@@ -149,16 +155,14 @@ def math_rows(lm, problems, budgets, max_new_tokens, seed, log) -> list[dict]:
             tally.add("majority-vote", n, correct(majority, ref), spent)
             tally.add("weighted-vote", n, correct(weighted, ref), spent)
             tally.add("oracle pass@N", n, any(correct(p["answer"], ref) for p in first if p["ended"]), spent)
-            for name, extra in (("reward-beam", {"beam_width": 2 if n > 1 else 1}), ("particle-filter", {}),
-                                ("a-star", {"max_expansions": 16}),
-                                ("particle-filter, spare", {"reward": "spare"}),
-                                ("particle-filter, arith-lastdigit", {"reward": "arith-lastdigit"})):
+            for name, extra in searches:
                 method = name.split(",")[0]
+                extra = extra | ({"beam_width": 2 if n > 1 else 1} if method == "reward-beam" else {})
                 trace = run_to_trace(lm, prompt, strategy=method, params={"n": n, **MATH, **extra}, **run)
                 tally.add(name, n, correct(trace.finish.extra["answer"], ref), stats(trace)["tokens_spent"])
         tally.count += 1
         log(f"problem {k + 1}/{len(problems)} ({time.process_time() - t0:.0f} s CPU): solved at N={top}: "
-            + ", ".join(f"{m} {tally.solved[(m, top)]}" for m in METHODS))
+            + ", ".join(f"{m} {tally.solved[(m, top)]}" for m in METHODS if (m, top) in tally.solved))
     return tally.rows()
 
 
@@ -210,6 +214,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="40 problems, N up to 16, no throughput check")
+    parser.add_argument("--only", action="append", default=[],
+                        help="tiny-math: run only the search methods whose name contains this (repeatable)")
     parser.add_argument("--json", action="store_true", help="print one JSON object (progress goes to stderr)")
     parser.add_argument("--skip-accuracy", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
@@ -237,7 +243,7 @@ def main() -> None:
         problems = math_tasks.make_splits(sizes={**math_tasks.SPLIT_SIZES, "train": 0})["test"]
         problems = problems[args.first_task:args.first_task + count]
         result |= {"problems": "tiny-math held-out test split", "sampling": MATH}
-        result["rows"] = math_rows(lm, problems, budgets, max_new_tokens, args.seed, log)
+        result["rows"] = math_rows(lm, problems, budgets, max_new_tokens, args.seed, log, tuple(args.only))
     elif not args.skip_accuracy:
         tasks = load_tasks()[args.first_task:args.first_task + count]
         result["tasks"] = len(tasks)

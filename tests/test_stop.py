@@ -149,7 +149,7 @@ CASES = [
     ("speculative", {"drafter": "early-exit"}),  # DEL: the layer and length change every round
     ("speculative", {"drafter": "prompt-lookup"}), ("speculative", {"drafter": "token-recycling"}),
     ("best-of-n", SCALING), ("majority-vote", SCALING), ("reward-beam", SCALING | {"beam_width": 2}),
-    ("particle-filter", SCALING), ("a-star", SCALING), ("first-finish", {"n": 4, "chunk_tokens": 3, "reward": "lm-judge"}),
+    ("particle-filter", SCALING), ("a-star", SCALING), ("refine", SCALING), ("first-finish", {"n": 4, "chunk_tokens": 3, "reward": "lm-judge"}),
     ("diffusion", {}), ("diffusion", {"block_length": 4, "remasking": "margin"}),
     ("diffusion", {"sampler": "freedave", "draft_steps": 3}),
 ]

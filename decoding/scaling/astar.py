@@ -34,12 +34,11 @@ from typing import Callable, Generic, Iterable, Iterator, TypeVar
 
 import torch
 
-from decoding.contracts import Cancelled, Outcome, RunContext
+from decoding.contracts import Outcome, RunContext
 from decoding.events import Event
 from decoding.params import param
 from decoding.registry import register_strategy
 from decoding.scaling.params import ScalingParams
-from decoding.scaling.particle_batch import ParticleBatch, slot_generators
 from decoding.scaling.run import Particle, ScalingRun
 from decoding.scaling.scoring import NEUTRAL, aggregate
 
@@ -125,25 +124,17 @@ def a_star(ctx: RunContext, params: AStarParams, outcome: Outcome) -> Iterator[E
     frontier: OpenList[_Node] = OpenList()
     ids = itertools.count(1)
     frontier.push(_Node(0, Particle(), priority([])), priority([]), 0)
-    tokens_spent, complete, dead_ends, expansions, goal = 0, [], [], 0, None
+    complete, dead_ends, expansions, goal = [], [], 0, None
     while len(frontier) and expansions < params.max_expansions:
         node, f = frontier.pop()
         if node in complete:  # the goal test, on popping
             goal = node
             break
-        if expansions:  # the first expansion uses the prompt's batch; later ones prefill the node's prefix
-            try:
-                run.batch = ParticleBatch(run.lm, ctx.prompt_ids + node.particle.token_ids,
-                                          slot_generators(seed + expansions, params.n), temperature=params.temperature,
-                                          top_p=params.top_p, banned=run.batch.banned, should_stop=ctx.should_stop)
-            except Cancelled:
-                outcome.stop_reason = "cancelled"
-                break
-        run.batch.tokens_spent = tokens_spent  # the event reports the run's total
+        if expansions and not run.restart(node.particle, seed + expansions):  # the first uses the prompt's batch
+            break
         run.particles = [node.particle.copy(parent=-1) for _ in range(params.n)]
         if not run.extend():  # Stop during the expansion
             break
-        tokens_spent = run.batch.tokens_spent
         expansions += 1
         children = [_Node(next(ids), p, priority(p.rewards)) for p in run.particles]
         for child in children:

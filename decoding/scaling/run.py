@@ -30,9 +30,17 @@ class Particle:
     detail: str = ""
     finished: bool = False
     parent: int = -1  # slot it continued at the previous step
+    step_lengths: list[int] = field(default_factory=list)  # tokens per step (to cut a solution at a step)
 
     def copy(self, parent: int) -> Particle:
-        return Particle(list(self.token_ids), list(self.steps), list(self.rewards), self.detail, self.finished, parent)
+        return Particle(list(self.token_ids), list(self.steps), list(self.rewards), self.detail, self.finished, parent,
+                        list(self.step_lengths))
+
+    def prefix(self, steps: int) -> Particle:
+        """The solution's first `steps` steps (unfinished, parent -1): where a rewrite starts."""
+        kept = sum(self.step_lengths[:steps])
+        return Particle(self.token_ids[:kept], self.steps[:steps], self.rewards[:steps], "", False, -1,
+                        self.step_lengths[:steps])
 
 
 class ScalingRun:
@@ -52,6 +60,24 @@ class ScalingRun:
         self.outcome_only = isinstance(self.reward, rw.FinalAnswerChecker)
         self.delimiter = STEP_DELIMITERS[params.step_delimiter]
         self.step = 0
+
+    def restart(self, prefix: Particle, seed: int) -> bool:
+        """Every slot now continues `prefix` (a partial solution found earlier), from a new batch
+        whose prompt is the run's prompt plus the prefix's tokens (one prefill), with fresh random
+        streams from `seed`; the token count carries on. False (stop reason "cancelled") when Stop
+        came before the prefill. A* and review-refine grow many prefixes this way."""
+        spent = self.batch.tokens_spent
+        try:
+            self.batch = ParticleBatch(self.lm, self.ctx.prompt_ids + prefix.token_ids,
+                                       slot_generators(seed, self.params.n), temperature=self.params.temperature,
+                                       top_p=self.params.top_p, banned=self.batch.banned,
+                                       should_stop=self.ctx.should_stop)
+        except Cancelled:
+            self.outcome.stop_reason = "cancelled"
+            return False
+        self.batch.tokens_spent = spent
+        self.particles = [prefix.copy(parent=-1) for _ in range(self.params.n)]
+        return True
 
     def _passes(self) -> int:
         return self.lm.forward_passes + sum(m.forward_passes for m in self.extra_lms)
@@ -81,6 +107,7 @@ class ScalingRun:
             p = new[i] = self.particles[i].copy(parent=self.particles[i].parent)
             p.token_ids += ids
             p.steps.append(self.lm.decode(ids))
+            p.step_lengths.append(len(ids))
             p.finished = end == "eos" or len(p.token_ids) >= self.ctx.max_new_tokens
             self._score(i, p)
         for i, p in new.items():

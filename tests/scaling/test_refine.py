@@ -1,0 +1,58 @@
+"""Review, refine, repeat (decoding.scaling.refine) on tiny-math."""
+
+import pytest
+
+from decoding import run_to_trace
+from decoding.events import stats
+from decoding.scaling import refine as rf
+from decoding.scaling.run import Particle
+from decoding.scaling.tasks import menu_tasks
+
+TASKS = {t["id"]: t for t in menu_tasks() if t["model"] == "tiny-math"}
+SETTINGS = {"n": 2, "temperature": 1.0, "top_p": 1.0, "reward": "spare"}
+
+
+def run(task_id, **params):
+    return run_to_trace("tiny-math", TASKS[task_id]["prompt"], strategy="refine", params=SETTINGS | params,
+                        max_new_tokens=160, seed=0, chat=False)
+
+
+def test_first_bad_step_and_prefix():
+    p = Particle(token_ids=[1, 2, 3, 4, 5], steps=["a", "b", "c"], rewards=[0.95, 0.05, 0.95], step_lengths=[2, 2, 1])
+    assert rf.first_bad_step(p, 0.5) == 1 and rf.first_bad_step(p, 0.01) is None
+    cut = p.prefix(1)
+    assert (cut.token_ids, cut.steps, cut.rewards, cut.step_lengths, cut.finished) == ([1, 2], ["a"], [0.95], [2], False)
+
+
+def test_each_round_rewrites_the_best_solution_from_its_first_bad_step():
+    trace = run("m6")  # an 8-step problem where the first round slips
+    steps = trace.of_kind("particles")
+    rounds = [s.extra["round"] for s in steps]
+    assert rounds == sorted(rounds) and max(rounds) == 3  # three rounds, in order
+    for later in (2, 3):
+        first = next(s for s in steps if s.extra["round"] == later)
+        kept = first.extra["kept_steps"]
+        assert first.extra["bad_step"] == kept  # the round continues the steps before the bad one
+        assert all(p["steps"] == kept + 1 and p["parent"] == -1 for p in first.particles)
+    assert stats(trace)["tokens_spent"] == steps[-1].tokens_spent > steps[0].tokens_spent
+
+
+def test_a_solution_with_no_bad_step_ends_after_one_round():
+    trace = run("m0")
+    assert {s.extra["round"] for s in trace.of_kind("particles")} == {1}
+    assert trace.finish.extra["answer"] == TASKS["m0"]["answer"]
+
+
+def test_under_a_constant_reward_refine_is_plain_sampling():
+    same = {"n": 3, "temperature": 1.0, "reward": "none"}
+    refined = run_to_trace("tiny-math", TASKS["m1"]["prompt"], strategy="refine", params=same, max_new_tokens=160,
+                           seed=4, chat=False)
+    sampled = run_to_trace("tiny-math", TASKS["m1"]["prompt"], strategy="best-of-n", params=same, max_new_tokens=160,
+                           seed=4, chat=False)
+    assert sorted(p["text"] for p in refined.finish.extra["particles"]) == \
+        sorted(p["text"] for p in sampled.finish.extra["particles"])
+
+
+def test_rounds_and_accept_are_checked():
+    with pytest.raises(ValueError, match="rounds"):
+        run("m0", rounds=0)
