@@ -27,6 +27,7 @@ from decoding.scaling.scoring import REWARDS, reward_help as _reward_help
 from decoding.scaling.tasks import menu_tasks
 from visualizers._common import esc
 from visualizers.particles import (SUMMARY, budget_figure, chosen_path, chosen_slot, choice_html, lineage_figure, particles_html,
+                                   search_tree_figure,
                                    scaling_summary_html, weights_figure)
 
 PREFERRED_METHODS = ("best-of-n", "majority-vote", "reward-beam", "particle-filter", "first-finish")  # menu order
@@ -182,7 +183,8 @@ def views(trace: Trace | None, other: Trace | None = None, step: int | None = No
     path = dict(chosen_path(steps, chosen_slot(steps, finish)))  # step -> slot on the chosen path
     return {"stats": stats_html(trace),
             "weights": weights_figure(steps),
-            "lineage": lineage_figure(steps, finish),
+            "lineage": (search_tree_figure(steps, finish) if trace.start is not None and trace.start.strategy == "a-star"
+                        else lineage_figure(steps, finish)),
             "particles": particles_html(shown, path.get(shown.step) if shown else None),
             "step": gr.update(minimum=0, maximum=max(1, len(steps) - 1), value=max(index, 0),
                               interactive=len(steps) > 1 and not live,

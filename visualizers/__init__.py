@@ -49,12 +49,14 @@ from visualizers.particles import (  # noqa: E402
     budget_figure,
     choice_html,
     lineage_figure,
+    search_tree_figure,
     particles_html,
     scaling_summary_html,
     weights_figure,
 )
 
-__all__ += ["budget_figure", "choice_html", "lineage_figure", "particles_html", "scaling_summary_html", "weights_figure"]
+__all__ += ["budget_figure", "choice_html", "lineage_figure", "particles_html", "scaling_summary_html",
+            "search_tree_figure", "weights_figure"]
 
 # diffusion LMs (live canvas, unmasking order, confidence, tokens per step, sampler and AR comparisons)
 from visualizers.diffusion import (  # noqa: E402

@@ -201,6 +201,56 @@ def lineage_figure(steps: list[ParticleStep], finish_extra: dict | None = None) 
     return fig
 
 
+def search_tree_figure(steps: list[ParticleStep], finish_extra: dict | None = None) -> go.Figure:
+    """A*-decoding's search tree as it grew (x = depth in steps, nodes of a depth stacked in the order
+    they were made): every node it generated, coloured by its priority f (lower = more promising);
+    filled = expanded, hollow = still on the frontier, ★ = complete solution; the chosen solution
+    gold. Reads the `extra` of a-star's events (expanded node, the candidates' ids and f)."""
+    x_title, y_title = "depth (steps written; 0 = the prompt)", "nodes in the order they were made"
+    if not steps or "nodes" not in (steps[0].extra or {}):
+        return empty_figure(WAITING_PARTICLES, x_title=x_title, y_title=y_title)
+    parent, depth, f, complete, text = {0: None}, {0: 0}, {0: steps[0].extra["expanded"]["f"]}, {0: False}, {0: ""}
+    expanded = {s.extra["expanded"]["id"] for s in steps}
+    for s in steps:
+        here = s.extra["expanded"]["id"]
+        for node, p in zip(s.extra["nodes"], s.particles):
+            parent[node["id"]], depth[node["id"]], f[node["id"]] = here, depth[here] + 1, node["f"]
+            complete[node["id"]], text[node["id"]] = node["complete"], p.get("text", "")
+    rows: dict[int, int] = {}
+    y = {}
+    for node in parent:  # ids grow in creation order
+        y[node] = rows.get(depth[node], 0)
+        rows[depth[node]] = y[node] + 1
+    chosen_text = (finish_extra or {}).get("particles", [{}])[0].get("text") if finish_extra else None
+    chosen = next((n for n in parent if complete[n] and text[n] == chosen_text), None)
+    path = []
+    while chosen is not None:
+        path.append(chosen)
+        chosen = parent[chosen]
+    edges = [(depth[parent[n]], y[parent[n]], depth[n], y[n]) for n in parent if parent[n] is not None]
+    fig = go.Figure()
+    fig.add_trace(_lines(edges, "tree", dict(color=COLORS["edge"], width=1)))
+    fig.add_trace(_lines([(depth[b], y[b], depth[a], y[a]) for a, b in zip(path, path[1:])], "chosen path",
+                         dict(color=COLORS["chosen"], width=5)))
+    groups = (("expanded", [n for n in parent if n in expanded], "circle"),
+              ("frontier", [n for n in parent if n not in expanded and not complete[n]], "circle-open"),
+              ("complete", [n for n in parent if complete[n]], "star"))
+    for name, group, symbol in groups:
+        fig.add_trace(go.Scatter(
+            x=[depth[n] for n in group], y=[y[n] for n in group], mode="markers", name=name,
+            marker=dict(symbol=symbol, size=14 if symbol == "star" else 11, color=[f[n] for n in group],
+                        colorscale="RdYlGn", reversescale=True, cmin=0, cmax=1, showscale=name == "expanded",
+                        colorbar=dict(title=dict(text="f"), thickness=12), line=dict(width=1.5, color="#333")),
+            customdata=[[n, _fmt(f[n]), _hover_text(text[n], 70)] for n in group],
+            hovertemplate="node %{customdata[0]} · f %{customdata[1]}<br>%{customdata[2]}<extra>" + name + "</extra>"))
+    fig.update_layout(template=TEMPLATE, height=min(max(300, 80 + 22 * max(rows.values())), 700),
+                      margin=dict(l=60, r=30, t=40, b=45),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0),
+                      xaxis=dict(title=dict(text=x_title), dtick=1),
+                      yaxis=dict(title=dict(text=y_title), autorange="reversed", showgrid=False, zeroline=False))
+    return fig
+
+
 # ---------------------------------------------------------------- HTML: particles, choice, summary
 
 _CSS = " ".join("""

@@ -102,3 +102,16 @@ def test_a_star_stops_within_one_expansion(problem):
 def test_max_expansions_is_checked():
     with pytest.raises(ValueError, match="max_expansions"):
         run_to_trace("tiny-math", "Leo has 3 apples.\n", strategy="a-star", params={"max_expansions": 0})
+
+
+def test_the_search_tree_figure_draws_every_node_and_the_chosen_path(trace):
+    from visualizers import search_tree_figure
+
+    fig = search_tree_figure(trace.of_kind("particles"), trace.finish.extra)
+    by_name = {t.name: t for t in fig.data}
+    made = sum(len(s.extra["nodes"]) for s in trace.of_kind("particles")) + 1  # and the root
+    assert sum(len(by_name[k].x) for k in ("expanded", "frontier", "complete")) == made
+    assert len(by_name["expanded"].x) == len(trace.of_kind("particles"))
+    path = [x for x in by_name["chosen path"].x if x is not None]
+    assert max(path) == trace.finish.extra["particles"][0]["text"].count("\n") + 1  # down to the chosen solution
+    assert len(search_tree_figure([]).data) == 0
