@@ -352,6 +352,8 @@ def bind(fn: Callable, outputs: dict[str, gr.components.Component],
     """
 
     def by_component(update: dict) -> dict:
+        if not update:  # "change nothing": Gradio reads an empty dict as one value for all its outputs
+            return {component: gr.skip() for component in outputs.values()}
         return {outputs[name]: value for name, value in update.items()}
 
     call, names = fn, None
@@ -475,6 +477,12 @@ def export_json(trace) -> str | None:
     path = Path(tempfile.mkdtemp(prefix="decoding-lab-")) / f"{stem}-trace.json"
     trace.save(path)
     return str(path)
+
+
+def seed_box(elem_id: str) -> gr.Number:
+    """The Seed box. It has no `minimum`: Gradio refuses a value below it before any callback runs and logs
+    a traceback for it; the engine refuses a negative seed itself, with the allowed range, as a toast."""
+    return gr.Number(0, label="Seed", precision=0, elem_id=elem_id, scale=1, min_width=90)
 
 
 def lab_columns(c: dict, controls: Callable[[dict], None], views: Callable[[dict], None], elem_id: str) -> None:

@@ -19,8 +19,8 @@ import gradio as gr
 
 from ui import diffusion_callbacks as cb
 from ui.diffusion_tasks import FREE_PROMPT, benchmark_views, num_problems, shows_tasks, task_choices
-from ui.common import (QUIET, bind, lab_columns, model_choices, named_inputs, serve, spec_widget, standalone,
-                       wire_lab)
+from ui.common import (QUIET, bind, lab_columns, model_choices, named_inputs, seed_box, serve, spec_widget,
+                       standalone, wire_lab)
 from ui.diffusion_views import (CHOICES, COMPARISONS, CONTROLS, DEFAULT_LENGTH, DEFAULT_MODEL, DEFAULT_PROMPT,
                                 DEFAULT_SETTINGS, FIELDS, NO_COMPARISON, OUTPUTS, PLAYBACK, SPECIFIC, UI_MAX_LENGTH,
                                 help_of, spec_of, views, visible_fields)
@@ -93,7 +93,7 @@ def _controls(c: dict) -> None:
     with gr.Row():
         c["length"] = gr.Slider(1, UI_MAX_LENGTH, value=DEFAULT_LENGTH, step=1, label="Length (max new tokens)",
                                 info="Canvas positions; all start masked.", elem_id="df-length", scale=2)
-        c["seed"] = gr.Number(0, label="Seed", precision=0, minimum=0, elem_id="df-seed", scale=1, min_width=90)
+        c["seed"] = seed_box("df-seed")
     _radio(c, "sampler", "Sampler")
     with gr.Row():
         _slider(c, "steps", 0, UI_MAX_LENGTH, 1, "Steps (0 = one per token)")

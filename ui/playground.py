@@ -17,8 +17,8 @@ import gradio as gr
 
 from decoding.models import DEFAULT_MODEL, SUGGESTED_HUB_IDS
 from ui import playground_callbacks as cb
-from ui.common import (MODEL_CONCURRENCY_ID, bind, model_choices, model_concurrency, model_event, named_inputs, serve,
-                       standalone)
+from ui.common import (MODEL_CONCURRENCY_ID, bind, model_choices, model_concurrency, model_event, named_inputs,
+                       seed_box, serve, standalone)
 from ui.playground_views import (COLOR_CHOICES, CONTROLS, DEFAULT_STRATEGY, EXAMPLE_PROMPTS, OUTPUTS,
                                  PRIMARY_PARAMS, UI_MAX_NEW_TOKENS, ParamWidget, new_selection, param_widgets,
                                  playground_strategies, views)
@@ -79,7 +79,7 @@ def _controls(c: dict) -> None:
     with gr.Row():
         c["max_new_tokens"] = gr.Slider(1, UI_MAX_NEW_TOKENS, value=64, step=1, label="Max new tokens",
                                         elem_id="dl-max-new-tokens", scale=2)
-        c["seed"] = gr.Number(0, label="Seed", precision=0, minimum=0, elem_id="dl-seed", scale=1, min_width=90)
+        c["seed"] = seed_box("dl-seed")
     with gr.Row():
         c["chat"] = gr.Checkbox(True, label="Chat template", info="Send the prompt as a user message.")
         c["dtype"] = gr.Dropdown(["auto", "float32", "bfloat16"], value="auto", label="dtype",
@@ -114,7 +114,7 @@ def _views(c: dict) -> None:
     with gr.Row(equal_height=False):
         with gr.Column(scale=5, min_width=320, elem_classes="dl-inspector"):
             with gr.Row(equal_height=True):
-                c["step"] = gr.Number(None, label="Step", precision=0, minimum=0, scale=0, min_width=90,
+                c["step"] = gr.Number(None, label="Step", precision=0, scale=0, min_width=90,
                                       elem_id="dl-step")
                 c["alternatives"] = gr.Dropdown([], label="Alternatives at this step", interactive=False, scale=4,
                                                 elem_id="dl-alternatives")

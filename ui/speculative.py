@@ -18,8 +18,8 @@ from decoding.models import SUGGESTED_HUB_IDS
 from decoding.registry import param_specs
 from decoding.speculative.strategy import DRAFTERS, TREES
 from ui import speculative_callbacks as cb
-from ui.common import (QUIET, bind, lab_columns, model_choices, named_inputs, serve, spec_widget, standalone,
-                       wire_lab)
+from ui.common import (QUIET, bind, lab_columns, model_choices, named_inputs, seed_box, serve, spec_widget,
+                       standalone, wire_lab)
 from ui.speculative_views import (CONTROLS, DEFAULT_DRAFT_MODEL, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODEL,
                                   DEFAULT_PROMPT, DEFAULT_SETTINGS, OUTPUTS, SPEC_FIELDS, STRATEGY, UI_MAX_NEW_TOKENS,
                                   views)
@@ -68,7 +68,7 @@ def _controls(c: dict) -> None:
         c["spec:temperature"] = gr.Slider(0, 2, value=d["temperature"], step=0.05, label="temperature",
                                           info="0 = greedy verification", elem_id="spec-temperature")
     with gr.Row():
-        c["spec:exit_layer"] = gr.Number(d["exit_layer"], precision=0, minimum=0, label="exit layer",
+        c["spec:exit_layer"] = gr.Number(d["exit_layer"], precision=0, label="exit layer",
                                          info="early-exit; 0 = choose per round (DEL)",
                                          visible=d["drafter"] == "early-exit", elem_id="spec-exit-layer")
         c["spec:ngram"] = gr.Slider(1, 8, value=d["ngram"], step=1, label="n-gram", info="prompt-lookup",
@@ -83,7 +83,7 @@ def _controls(c: dict) -> None:
     with gr.Row():
         c["max_new_tokens"] = gr.Slider(1, UI_MAX_NEW_TOKENS, value=DEFAULT_MAX_NEW_TOKENS, step=1,
                                         label="Max new tokens", elem_id="spec-max-new-tokens", scale=2)
-        c["seed"] = gr.Number(0, label="Seed", precision=0, minimum=0, elem_id="spec-seed", scale=1, min_width=90)
+        c["seed"] = seed_box("spec-seed")
     with gr.Row():
         c["chat"] = gr.Checkbox(True, label="Chat template", info="Send the prompt as a user message.")
         c["compare"] = gr.Checkbox(True, label="Also run plain decoding", elem_id="spec-compare",
