@@ -53,6 +53,10 @@ def _param_widget(w: ParamWidget) -> gr.components.Component:
 
 
 def _controls(c: dict) -> None:
+    c["preset"] = gr.Dropdown(cb.preset_choices(), value=None, label="Preset", elem_id="dl-preset",
+                              info="A classroom demo: sets the model, strategy, parameters and prompt, and explains "
+                                   "what to look for.")
+    c["note"] = gr.Markdown("", elem_classes="dl-help", elem_id="dl-note")
     c["model"] = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model", allow_custom_value=True,
                              info=f"Embedded models work offline; with internet, type any hub id "
                                   f"(e.g. {SUGGESTED_HUB_IDS[-1]}).", elem_id="dl-model")
@@ -153,6 +157,8 @@ def _wire(c: dict) -> None:
     strategy_outputs = {k: c[k] for k in [f"group:{n}" for n in playground_strategies()] + ["strategy", "beams"]}
     c["strategy"].change(bind(cb.strategy_changed, strategy_outputs), c["strategy"], list(strategy_outputs.values()),
                          **quiet)
+    preset_outputs = {k: c[k] for k in CONTROLS + ("note",)} | {w.key: c[w.key] for w in param_widgets()}
+    c["preset"].input(bind(cb.preset_chosen, preset_outputs), c["preset"], list(preset_outputs.values()), **quiet)
     controls = ("model", "strategy", "prompt", "max_new_tokens", "seed", "chat", "dtype", "color_by", "selection")
     run_inputs = named_inputs({k: c[k] for k in controls}, {w.key: c[w.key] for w in param_widgets()})
     run = c["generate"].click(model_event(bind(cb.generate_run, outputs, run_inputs)), list(run_inputs.values()),
