@@ -19,8 +19,8 @@ import gradio as gr
 
 from ui import diffusion_callbacks as cb
 from ui.diffusion_tasks import FREE_PROMPT, benchmark_views, num_problems, shows_tasks, task_choices
-from ui.common import (QUIET, bind, lab_columns, model_choices, named_inputs, seed_box, serve, spec_widget,
-                       standalone, wire_lab)
+from ui.common import (QUIET, bind, explain_clamping, lab_columns, model_choices, named_inputs, seed_box, serve,
+                       spec_widget, standalone, wire_lab)
 from ui.diffusion_views import (CHOICES, COMPARISONS, CONTROLS, DEFAULT_LENGTH, DEFAULT_MODEL, DEFAULT_PROMPT,
                                 DEFAULT_SETTINGS, FIELDS, NO_COMPARISON, OUTPUTS, PLAYBACK, SPECIFIC, UI_MAX_LENGTH,
                                 help_of, spec_of, views, visible_fields)
@@ -170,6 +170,7 @@ def build_diffusion() -> dict:
 def _wire(c: dict) -> None:
     outputs = {name: c[name] for name in OUTPUTS}
     state = [c["trace"], c["other"]]
+    explain_clamping(c, {"length": None} | {f"df:{f}": spec_of(f) for f in FIELDS})
 
     shown = {f"df:{f}": c[f"df:{f}"] for f in SPECIFIC}
     for trigger in (c["df:sampler"], c["df:cache"]):

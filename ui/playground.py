@@ -17,8 +17,8 @@ import gradio as gr
 
 from decoding.models import DEFAULT_MODEL, SUGGESTED_HUB_IDS
 from ui import playground_callbacks as cb
-from ui.common import (MODEL_CONCURRENCY_ID, bind, model_choices, model_concurrency, model_event, named_inputs,
-                       seed_box, serve, standalone)
+from ui.common import (MODEL_CONCURRENCY_ID, bind, explain_clamping, model_choices, model_concurrency, model_event,
+                       named_inputs, seed_box, serve, slider_range_text, standalone)
 from ui.playground_views import (COLOR_CHOICES, CONTROLS, DEFAULT_STRATEGY, EXAMPLE_PROMPTS, OUTPUTS,
                                  PRIMARY_PARAMS, UI_MAX_NEW_TOKENS, ParamWidget, new_selection, param_widgets,
                                  playground_strategies, views)
@@ -41,7 +41,8 @@ def _param_widget(w: ParamWidget) -> gr.components.Component:
     """A slider for a numeric range, else a number box, checkbox, menu or text box; help as `info`."""
     common = dict(label=w.name.replace("_", " "), elem_id=f"dl-{w.key.replace(':', '-').replace('.', '-')}")
     info = f"{w.help} Allowed: {w.range_text}."
-    if w.kind in ("int", "float") and w.low is not None:
+    if w.kind in ("int", "float") and w.low is not None:  # the info claims only what the slider reaches
+        info = f"{w.help} {slider_range_text(w.spec, w.low, w.high)}"
         return gr.Slider(w.low, w.high, value=w.default, step=w.step, info=info, **common)
     if w.kind in ("int", "float"):
         return gr.Number(w.default, precision=0 if w.kind == "int" else None, info=info, **common)
@@ -172,6 +173,7 @@ def _wire(c: dict) -> None:
     c["branch_text"].click(bind(cb.click_branch, outputs), state, list(outputs.values()), **quiet)
     c["step"].submit(bind(cb.type_step, outputs), [c["step"]] + state, list(outputs.values()), **quiet)
     c["color_by"].change(bind(cb.recolor, outputs), state, list(outputs.values()), **quiet)
+    explain_clamping(c, {w.key: w.spec for w in param_widgets() if w.spec})
     replay_outputs = outputs | {k: c[k] for k in CONTROLS} | {w.key: c[w.key] for w in param_widgets()}
     c["upload"].upload(bind(cb.replay, replay_outputs), [c["upload"]] + state, list(replay_outputs.values()),
                        **quiet)

@@ -73,6 +73,7 @@ class ParamWidget:
     help: str
     range_text: str
     choices: tuple = ()
+    spec: dict | None = None  # the parameter's `describe` row: its allowed range (numbers only)
 
     @property
     def key(self) -> str:
@@ -105,7 +106,7 @@ def param_widgets(strategy: str | None = None) -> list[ParamWidget]:
                 elif not spec["high_inclusive"]:
                     high -= step
             widgets.append(ParamWidget(name, spec["name"], kind, spec["default"], low, high, step, spec["help"],
-                                       range_text))
+                                       range_text, spec=spec))
     return widgets
 
 

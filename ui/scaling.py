@@ -19,8 +19,8 @@ import gradio as gr
 from decoding.models import SUGGESTED_HUB_IDS
 from decoding.registry import get_strategy
 from ui import scaling_callbacks as cb
-from ui.common import (QUIET, bind, lab_columns, model_choices, named_inputs, seed_box, serve, spec_widget,
-                       standalone, wire_lab)
+from ui.common import (QUIET, bind, explain_clamping, lab_columns, model_choices, named_inputs, seed_box, serve,
+                       spec_widget, standalone, wire_lab)
 from ui.scaling_views import (CONTROLS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_METHOD, DEFAULT_MODEL, DEFAULT_PROMPT,
                               DEFAULT_SETTINGS, DEFAULT_TASK, FIELDS, METHODS, OUTPUTS, REWARDS, SPECIFIC,
                               UI_MAX_CHUNK_TOKENS, UI_MAX_N, UI_MAX_NEW_TOKENS, UI_MAX_STEP_TOKENS, help_of, spec_of,
@@ -178,6 +178,7 @@ def build_scaling() -> dict:
 def _wire(c: dict) -> None:
     outputs = {name: c[name] for name in OUTPUTS}
     state = [c["trace"], c["other"]]
+    explain_clamping(c, {f"sc:{f}": spec_of(f) for f in FIELDS})
 
     shown = {f"sc:{f}": c[f"sc:{f}"] for f in SPECIFIC} | {"reward_help": c["reward_help"]}
     for trigger in (c["method"], c["sc:reward"]):

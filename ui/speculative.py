@@ -18,8 +18,8 @@ from decoding.models import SUGGESTED_HUB_IDS
 from decoding.registry import param_specs
 from decoding.speculative.strategy import DRAFTERS, TREES
 from ui import speculative_callbacks as cb
-from ui.common import (QUIET, bind, lab_columns, model_choices, named_inputs, seed_box, serve, spec_widget,
-                       standalone, wire_lab)
+from ui.common import (QUIET, bind, explain_clamping, lab_columns, model_choices, named_inputs, seed_box, serve,
+                       spec_widget, standalone, wire_lab)
 from ui.speculative_views import (CONTROLS, DEFAULT_DRAFT_MODEL, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODEL,
                                   DEFAULT_PROMPT, DEFAULT_SETTINGS, OUTPUTS, SPEC_FIELDS, STRATEGY, UI_MAX_NEW_TOKENS,
                                   views)
@@ -124,6 +124,7 @@ def build_speculative() -> dict:
 def _wire(c: dict) -> None:
     outputs = {name: c[name] for name in OUTPUTS}
     state = [c["trace"], c["baseline"]]
+    explain_clamping(c, {f"spec:{p['name']}": p for p in param_specs(STRATEGY)})
 
     shown = {k: c[k] for k in ("spec:draft_model", "spec:exit_layer", "spec:ngram")}
     c["spec:drafter"].change(bind(cb.drafter_changed, shown), c["spec:drafter"], list(shown.values()), **QUIET)

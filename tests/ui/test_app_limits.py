@@ -67,3 +67,69 @@ def test_a_negative_seed_is_the_engines_message_without_a_traceback(tab):
     values = [-1 if component is c["seed"] else component.value for component in fn.inputs]
     error = refused_quietly(blocks, fn, values)
     assert "`seed` must be an integer in [0, 2**63), got -1" in str(error)
+
+
+# Sliders: a number typed past a slider's end is said, not silently changed -------------------------
+def release(blocks: gr.Blocks, slider, typed) -> list[str]:
+    """The slider's `release` as the browser sends it when its box loses focus (the number typed is the
+    event's data); the warnings it shows."""
+    import warnings
+
+    (fn,) = [f for f in blocks.fns.values() if f.targets == [(slider._id, "release")] and not f.inputs]
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        asyncio.run(blocks.process_api(fn, [], state=None, event_data=gr.EventData(None, typed)))
+    return [str(w.message) for w in shown]
+
+
+def test_a_number_typed_beyond_a_slider_says_what_it_became_and_where_more_fits():
+    blocks, c = build("playground")
+    assert release(blocks, c["param:sample.temperature"], 1000) == [
+        "temperature: 1000 is beyond this slider's maximum, so it was set to 2. `temperature` allows (0, inf) "
+        "through the API and the CLI."]
+    assert release(blocks, c["param:beam.num_beams"], 500) == [
+        "num beams: 500 is beyond this slider's maximum, so it was set to 32."]  # the slider reaches [1, 32]
+    assert release(blocks, c["max_new_tokens"], 99999) == [
+        "Max new tokens: 99999 is beyond this slider's maximum, so it was set to 512. `max_new_tokens` allows "
+        "[1, 2048] through the API and the CLI."]
+    assert release(blocks, c["param:sample.top_p"], -1)[0].startswith("top p: -1 is beyond this slider's minimum")
+    assert release(blocks, c["param:sample.temperature"], 1.5) == []  # kept: nothing to say
+
+
+@pytest.mark.parametrize("tab", TABS)
+def test_every_control_slider_of_every_tab_explains_clamping(tab):
+    blocks, c = build(tab)
+    for name, widget in c.items():
+        if isinstance(widget, gr.Slider) and name not in ("step", "round", "problem"):  # views: their ends move
+            (message,) = release(blocks, widget, widget.maximum + 1000)
+            assert message.startswith(f"{widget.label}: {widget.maximum + 1000:g} is beyond this slider's maximum, "
+                                      f"so it was set to {widget.maximum:g}."), name
+
+
+def test_slider_info_claims_only_the_range_the_slider_reaches():
+    from decoding.registry import param_specs
+    from ui.playground_views import playground_strategies
+
+    blocks, c = build("playground")
+    for strategy in playground_strategies():
+        for spec in param_specs(strategy):
+            widget = c[f"param:{strategy}.{spec['name']}"]
+            if not isinstance(widget, gr.Slider):
+                continue
+            reaches = spec["low"] >= widget.minimum and spec["high"] <= widget.maximum
+            assert (f"Allowed: {spec['range']}." in widget.info) == reaches, widget.info
+            if not reaches:
+                assert f"This slider: {widget.minimum:g} to {widget.maximum:g}" in widget.info
+    assert "This slider: 0.05 to 2 (allowed (0, inf)" in c["param:sample.temperature"].info
+
+
+@pytest.mark.parametrize("params, max_new_tokens, message", [
+    ('{"num_beams": 500}', 8, r"`num_beams` must be .*\[1, 32\], got 500"),
+    ("{}", 99999, r"`max_new_tokens` must be an integer in \[1, 2048\], got 99999"),
+])
+def test_the_api_refuses_values_beyond_the_allowed_range_with_that_range(params, max_new_tokens, message):
+    from ui.api import api_generate
+
+    with pytest.raises(gr.Error, match=message) as refused:
+        next(api_generate("tiny-random", "beam", "hi", max_new_tokens, 0, params))
+    assert not refused.value.print_exception

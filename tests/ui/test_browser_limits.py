@@ -1,0 +1,91 @@
+"""Input beyond the tabs' limits in a real headless Chromium, against `python app.py` in a subprocess
+whose log the tests read (issue 18): handled user errors show a toast and log no traceback; a number
+typed past a slider's end is set to that end and the page says so."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from conftest import ROOT, free_port
+from test_browser import choose, open_page, set_number
+
+TRACEBACK_SIGNS = ("Traceback (most recent call last)", "didn't return enough output values")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """`python app.py` on a free port (no preload: these inputs never reach a model); (url, its log file)."""
+    log = tmp_path_factory.mktemp("server") / "app.log"
+    port = free_port()
+    env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1",
+               HF_HUB_DISABLE_TELEMETRY="1", DECODING_LAB_PRELOAD="0", PYTHONUNBUFFERED="1")
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(url, timeout=2).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"app.py did not start:\n{log.read_text()}")
+                time.sleep(0.5)
+        yield url, log
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def toasts(page, kind: str) -> list[str]:
+    return [t for t in page.locator(".toast-body").all_inner_texts() if t.lower().startswith(kind)]
+
+
+def wait_for_toast(page, text: str) -> None:
+    page.wait_for_function("t => [...document.querySelectorAll('.toast-body')].some(e => e.innerText.includes(t))",
+                           arg=text)
+
+
+def test_handled_user_errors_show_a_toast_and_log_no_traceback(server):
+    url, log = server
+    with open_page(url, "#dl-generate", timeout_ms=60_000) as page:
+        set_number(page, "dl-seed", -1)
+        page.locator("#dl-generate").click()
+        wait_for_toast(page, "`seed` must be an integer in [0, 2**63), got -1")
+        set_number(page, "dl-step", 999)
+        wait_for_toast(page, "Generate some text first")
+        page.get_by_role("tab", name="Diffusion").click()
+        set_number(page, "df-seed", -5)
+        page.locator("#df-generate").click()
+        wait_for_toast(page, "got -5")
+        page.wait_for_timeout(1000)  # the server has written what it writes for these events
+    text = log.read_text()
+    assert not any(sign in text for sign in TRACEBACK_SIGNS), text
+
+
+def test_a_number_typed_past_a_slider_end_is_set_to_it_and_the_page_says_so(server):
+    url, log = server
+    with open_page(url, "#dl-generate", timeout_ms=60_000) as page:
+        choose(page, "dl-strategy", "sample")
+        box = page.locator("#dl-param-sample-temperature input[type=number]")
+        box.fill("1000")
+        box.press("Tab")
+        wait_for_toast(page, "temperature: 1000 is beyond this slider's maximum, so it was set to 2.")
+        assert box.input_value() == "2"
+        assert "allows (0, inf) through the API and the CLI" in toasts(page, "warning")[-1]
+        info = page.locator("#dl-param-sample-temperature").inner_text()
+        assert "This slider: 0.05 to 2 (allowed (0, inf)" in info and "Allowed: (0, inf)" not in info
+        tokens = page.locator("#dl-max-new-tokens input[type=number]")
+        tokens.fill("99999")
+        tokens.press("Tab")
+        wait_for_toast(page, "Max new tokens: 99999 is beyond this slider's maximum, so it was set to 512.")
+        assert tokens.input_value() == "512"
+    text = log.read_text()
+    assert not any(sign in text for sign in TRACEBACK_SIGNS), text
