@@ -92,7 +92,7 @@ def _controls(c: dict) -> None:
     c["status"] = gr.Markdown("Ready.", elem_id="df-status")
     with gr.Row():
         c["length"] = gr.Slider(1, UI_MAX_LENGTH, value=DEFAULT_LENGTH, step=1, label="Length (max new tokens)",
-                                info="Canvas positions; all start masked.", elem_id="df-length", scale=2)
+                                info=cb.LENGTH_INFO, elem_id="df-length", scale=2)
         c["seed"] = seed_box("df-seed")
     _radio(c, "sampler", "Sampler")
     with gr.Row():
@@ -178,6 +178,9 @@ def _wire(c: dict) -> None:
     run_inputs = named_inputs({k: c[k] for k in ("model", "prompt", "length", "seed", "compare", "playback")},
                               {name: c[f"df:{name}"] for name in FIELDS})
     wire_lab(c, cb, outputs, state, run_inputs, CONTROLS)
+    for trigger in (c["model"], c["prompt"], c["length"]):  # the note under Length: what fits beside the prompt
+        trigger.change(bind(cb.length_checked, {"length": c["length"]}), [c["model"], c["prompt"], c["length"]],
+                       c["length"], trigger_mode="always_last", **QUIET)
     _wire_tasks(c)
     c["step"].input(bind(cb.choose_step, outputs), [c["step"]] + state, list(outputs.values()),
                     trigger_mode="always_last", **QUIET)

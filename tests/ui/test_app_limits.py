@@ -133,3 +133,30 @@ def test_the_api_refuses_values_beyond_the_allowed_range_with_that_range(params,
     with pytest.raises(gr.Error, match=message) as refused:
         next(api_generate("tiny-random", "beam", "hi", max_new_tokens, 0, params))
     assert not refused.value.print_exception
+
+
+# Diffusion: the canvas length beside the prompt, said before the run ------------------------------
+def test_the_length_note_says_what_fits_beside_the_prompt_before_the_run():
+    from decoding.run import as_lm
+    from ui import diffusion_callbacks as cb
+    from ui.diffusion_views import DEFAULT_SETTINGS, FIELDS
+
+    model, prompt = "tiny-random-diffusion", "x" * 900  # a byte tokenizer: the prompt takes 900+ of 1024 positions
+    lm = as_lm(model, progress=None)
+    used = len(lm.encode_prompt(prompt, chat=cb.CHAT)[0])
+    left = lm.max_length - used
+    fits = cb.length_checked(model, prompt, left)["length"]["info"]
+    assert fits == f"{cb.LENGTH_INFO} {model} has {lm.max_length} positions; this prompt takes {used}, leaving {left}."
+    too_long = cb.length_checked(model, prompt, left + 1)["length"]["info"]
+    assert too_long.endswith(f"⚠ {left + 1} does not fit: set at most {left}, or shorten the prompt.")
+    with pytest.raises(gr.Error, match=f"ask for at most {left}"):  # what the run says, the note said first
+        list(cb.generate_run(model, prompt, left + 1, 0, "none", **{f: DEFAULT_SETTINGS[f] for f in FIELDS}))
+    assert "shorten it" in cb.length_checked(model, "x" * 1100, 8)["length"]["info"]
+    assert cb.length_checked("llada-8b-instruct", prompt, 64)["length"]["info"] == cb.LENGTH_INFO  # loads nothing
+
+
+def test_the_length_note_follows_the_model_prompt_and_length():
+    blocks, c = build("diffusion")
+    triggers = {target for f in blocks.fns.values() if getattr(f.fn, "__name__", "") == "length_checked"
+                for target in f.targets}
+    assert triggers == {(c[k]._id, "change") for k in ("model", "prompt", "length")}

@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from conftest import ROOT, free_port
+from conftest import ROOT, free_port, screenshot_path
 from test_browser import choose, open_page, set_number
 
 TRACEBACK_SIGNS = ("Traceback (most recent call last)", "didn't return enough output values")
@@ -87,5 +87,23 @@ def test_a_number_typed_past_a_slider_end_is_set_to_it_and_the_page_says_so(serv
         tokens.press("Tab")
         wait_for_toast(page, "Max new tokens: 99999 is beyond this slider's maximum, so it was set to 512.")
         assert tokens.input_value() == "512"
+    text = log.read_text()
+    assert not any(sign in text for sign in TRACEBACK_SIGNS), text
+
+
+def test_the_diffusion_length_note_says_what_fits_before_the_run(server):
+    url, log = server
+    with open_page(url, "#dl-generate", timeout_ms=60_000) as page:
+        page.get_by_role("tab", name="Diffusion").click()
+        set_number(page, "df-length", 256)
+        page.wait_for_function("() => document.querySelector('#df-length').innerText.includes('does not fit')")
+        note = page.locator("#df-length").inner_text()
+        assert "tiny-diffusion has 256 positions; this prompt takes" in note and "⚠ 256 does not fit" in note
+        left = int(note.split("leaving ")[1].split(".")[0])
+        set_number(page, "df-length", left)
+        page.wait_for_function("() => !document.querySelector('#df-length').innerText.includes('does not fit')")
+        page.locator("#df-prompt textarea").fill("And God said, Let there be light: and there was light. " * 3)
+        page.wait_for_function("() => document.querySelector('#df-length').innerText.includes('does not fit')")
+        page.locator("#df-length").screenshot(path=str(screenshot_path("diffusion-length-note.png")))
     text = log.read_text()
     assert not any(sign in text for sign in TRACEBACK_SIGNS), text
