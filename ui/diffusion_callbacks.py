@@ -202,9 +202,9 @@ def _slow_motion(trace: Trace, shown: int, upto: int, rate: float) -> Iterator[d
         partial = Trace()
         for event in [trace.start] + steps[:index + 1]:
             partial.append(event)
-        running = "still running" if trace.finish is None else "finished"
+        running = "is still running" if trace.finish is None else "has finished"
         yield views(partial, live=True) | {
-            "status": f"Slow motion: step {index + 1} of the {len(steps)} computed so far (the model has {running})."}
+            "status": f"Slow motion: step {index + 1} of the {len(steps)} computed so far (the model {running})."}
         _pause(1 / rate)
 
 
