@@ -632,8 +632,9 @@ def fmt(value, digits: int = 2, unit: str = "") -> str:
 
 
 def stat_cards_html(cards: list[tuple[str, object]], caption: str) -> str:
-    """One row of (label, value) cards under a caption; every value is escaped."""
-    body = "".join(f'<div class="dl-stat"><div class="v">{esc(v)}</div>'
+    """One row of (label, value) cards under a caption; every value is escaped. A value in words ("end token")
+    gets the class `w`: a smaller font that wraps, where a number stays large."""
+    body = "".join(f'<div class="dl-stat"><div class="v{" w" * any(ch.isalpha() for ch in str(v))}">{esc(v)}</div>'
                    f'<div class="k">{esc(k)}</div></div>' for k, v in cards)
     return f'<div class="dl-stats"><div class="dl-caption">{esc(caption)}</div><div class="dl-cards">{body}</div></div>'
 

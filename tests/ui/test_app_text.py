@@ -24,3 +24,11 @@ def test_parameter_help_has_no_markdown_emphasis_marks():
     for name in STRATEGIES:
         for spec in param_specs(name):
             assert not re.search(r"\*\*|(?<![\w`])_\w+_(?![\w`])", spec["help"]), (name, spec["name"], spec["help"])
+
+
+def test_statistics_in_words_get_the_wrapping_style():
+    from ui.common import stat_cards_html
+
+    html = stat_cards_html([("tokens", 12), ("stopped by", "end token"), ("tokens / s", "7.1")], "run")
+    assert '<div class="v">12</div>' in html and '<div class="v">7.1</div>' in html
+    assert '<div class="v w">end token</div>' in html  # smaller and wrapping: an ellipsis cut it to "end tok…"

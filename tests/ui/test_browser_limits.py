@@ -107,3 +107,35 @@ def test_the_diffusion_length_note_says_what_fits_before_the_run(server):
         page.locator("#df-length").screenshot(path=str(screenshot_path("diffusion-length-note.png")))
     text = log.read_text()
     assert not any(sign in text for sign in TRACEBACK_SIGNS), text
+
+
+def overlaps(a: dict, b: dict) -> bool:
+    return not (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"]
+                or a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"])
+
+
+def test_labels_and_the_error_pill_do_not_cover_text(server):
+    """At 1400x1000: each tab's replay label above "Drop File Here", and the "Error" pill of a refused
+    Generate beside the status text, not over it."""
+    url, log = server
+    with open_page(url, "#dl-generate", timeout_ms=60_000) as page:
+        page.set_viewport_size({"width": 1400, "height": 1000})
+        for tab, prefix in (("Playground", "dl"), ("Speculative", "spec"), ("Scaling", "sc"), ("Diffusion", "df")):
+            page.get_by_role("tab", name=tab).click()
+            page.locator(f"#{prefix}-export").click()
+            upload = page.locator(f"#{prefix}-upload")
+            upload.scroll_into_view_if_needed()
+            label = upload.locator("label[data-testid='block-label']").bounding_box()
+            icon = upload.locator("[data-testid='upload-icon']").bounding_box()  # above "Drop File Here"
+            assert label["y"] + label["height"] <= icon["y"], tab
+            set_number(page, f"{prefix}-seed", -1)
+            page.locator(f"#{prefix}-generate").click()
+            pill = page.locator(f"#{prefix}-status .error")
+            pill.wait_for()
+            lines = page.evaluate("""s => {  // the status text's line boxes
+                const range = document.createRange();
+                range.selectNodeContents(document.querySelector(s + ' [data-testid=markdown]'));
+                return [...range.getClientRects()].map(r => ({x: r.x, y: r.y, width: r.width, height: r.height}));
+            }""", f"#{prefix}-status")
+            assert lines and not any(overlaps(pill.bounding_box(), line) for line in lines if line["width"]), tab
+            set_number(page, f"{prefix}-seed", 0)

@@ -11,7 +11,7 @@ TITLE = "Min-p keeps high temperature coherent"  # presets/03-min-p-at-high-temp
 
 def test_choosing_a_preset_sets_the_controls_and_generate_runs_it(app_url):
     with open_page(app_url, "#dl-generate") as page:
-        page.set_viewport_size({"width": 1400, "height": 1000})
+        page.set_viewport_size({"width": 1400, "height": 1000})  # the issue's window
         assert page.locator("#dl-strategy input").input_value() == "greedy"
         choose(page, "dl-preset", TITLE)
         page.wait_for_function("() => document.querySelector('#dl-note').innerText.includes('Min-p keeps only')")
@@ -28,4 +28,7 @@ def test_choosing_a_preset_sets_the_controls_and_generate_runs_it(app_url):
         wait_for_status(page, "Finished")
         assert "sample (temperature=1.5, min_p=0.1), seed 1" in page.locator("#dl-stats").inner_text()
         assert page.locator("#dl-main-text .tok[data-step]").count() >= 10
+        clipped = page.evaluate("""() => [...document.querySelectorAll('#dl-stats .dl-stat .v')]
+            .filter(v => v.scrollWidth > v.clientWidth).map(v => v.innerText)""")
+        assert clipped == []  # 1400 px wide: every statistic shows whole ("end tok…", "runnin…" were cut)
         assert error_toasts(page) == []
