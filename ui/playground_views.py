@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import gradio as gr
@@ -73,7 +73,7 @@ class ParamWidget:
     help: str
     range_text: str
     choices: tuple = ()
-    spec: dict | None = None  # the parameter's `describe` row: its allowed range (numbers only)
+    spec: dict | None = field(default=None, compare=False)  # its `describe` row (numbers): the allowed range
 
     @property
     def key(self) -> str:
