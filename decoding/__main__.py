@@ -150,20 +150,38 @@ def cmd_list(args) -> int:
         print(json.dumps(info, indent=2, default=str))
         return 0
     print("Models (or any Hugging Face hub id, e.g. " + ", ".join(SUGGESTED_HUB_IDS) + "):")
-    for name, description in info["models"].items():
-        print(f"  {name:<14} {description}")
+    print_columns(info["models"].items(), "  ")
     print("\nStrategies and parameters (set with --set name=value):")
     for name, s in info["strategies"].items():
-        print(f"  {name:<12} {s['help']}")
-        for p in s["params"]:
-            print(f"      {p['name']:<20} default {p['default']!s:<6} range {p['range']:<12} {p['help']}")
+        print_columns([(name, s["help"])], "  ", widths=[max(map(len, info["strategies"]))])
+        print_columns([(p["name"], f"default {p['default']!s}", f"range {p['range']}", p["help"]) for p in s["params"]],
+                      "      ")
     for title, key in (("Rewards for the scaling strategies (--set reward=NAME)", "rewards"),
                        ("Drafters for speculative (--set drafter=NAME)", "drafters"),
                        ("Samplers for diffusion (--set sampler=NAME)", "diffusion_samplers")):
         print(f"\n{title}:")
-        for name, text in info[key].items():
-            print(f"  {name:<16} {text}")
+        print_columns(info[key].items(), "  ")
     return 0
+
+
+def print_columns(rows, indent: str, widths: list[int] | None = None, max_width: int = 24) -> None:
+    """Print rows of cells so that every cell starts at its column: every column but the last is as wide as
+    its widest cell (or `widths`), at most `max_width`; a longer cell ends its line and the row goes on
+    under the next column (as argparse does with long option names)."""
+    rows = [tuple(map(str, row)) for row in rows]
+    if not rows:
+        return
+    widths = widths or [min(max(len(row[i]) for row in rows), max_width) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        line = indent
+        for cell, width in zip(row, widths):
+            start = len(line)
+            line += cell
+            if len(cell) > width:
+                print(line)
+                line = " " * start
+            line = line.ljust(start + width + 2)
+        print(line + row[-1])
 
 
 def cmd_presets(args) -> int:

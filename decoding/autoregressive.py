@@ -43,7 +43,7 @@ class GreedyParams(Params):
 class BeamParams(Params):
     num_beams: int = param(4, low=1, high=32, help="How many partial sequences stay alive after each step.")
     length_penalty: float = param(1.0, low=-5.0, high=5.0,
-                                  help="Finished scores are divided by length ** this: above 0 favours longer answers.")
+                                  help="Finished scores are divided by the length to this power: above 0 favours longer answers.")
 
 
 @dataclass(frozen=True)

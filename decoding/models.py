@@ -242,6 +242,11 @@ def local_models_allowed() -> bool:
     return os.environ.get(LOCAL_MODELS_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
+def suggested_names() -> list[str]:
+    """The registry names a message offers: the menus' models, not the tiny random ones tests build."""
+    return [name for name, spec in REGISTRY.items() if spec.suggested]
+
+
 def check_model_id(name, param: str = "model") -> str:
     """`name` stripped, when it is a registry name, a hub id (owner/name, no "..", not an existing
     local path) or, with DECODING_LAB_ALLOW_LOCAL_MODELS=1, an existing local folder. ValueError
@@ -252,13 +257,13 @@ def check_model_id(name, param: str = "model") -> str:
         raise ValueError(f"`{param}` must be a model name (text), got {short_repr(name, 80)}")
     name = name.strip()
     if not name:
-        raise ValueError(f"`{param}` is empty; choose one of {', '.join(REGISTRY)} or a hub id")
+        raise ValueError(f"`{param}` is empty; choose one of {', '.join(suggested_names())} or a hub id")
     if name in REGISTRY or any(s.hub_id and s.hub_id.lower() == name.lower() for s in REGISTRY.values()):
         return name
     local = _exists_locally(name)
     if local and local_models_allowed():
         return name
-    allowed = f"use one of {', '.join(REGISTRY)} or a Hugging Face hub id such as 'Qwen/Qwen2.5-0.5B-Instruct'"
+    allowed = f"use one of {', '.join(suggested_names())} or a Hugging Face hub id such as 'Qwen/Qwen2.5-0.5B-Instruct'"
     if local or _looks_like_a_path(name):
         raise ValueError(f"unknown model {short_repr(name, 80)} for `{param}`: that is a local path, not a model "
                          f"id; {allowed} (local folders load only where the operator sets {LOCAL_MODELS_ENV}=1)")

@@ -47,7 +47,7 @@ from decoding.env import env_int
 from decoding.events import BeamStep, DiffusionStep, Event, ParticleStep, TokenStep, Trace, stats
 from decoding.errors import short_repr
 from decoding.models import DEFAULT_MODEL, REGISTRY, TINY_MODEL, ModelLoadError, load_model, resolve_spec
-from decoding.run import generate
+from decoding.run import MAX_NEW_TOKENS_CAP, generate
 from decoding.trace_checks import upload_bytes
 from ui.exports import export_dir, gradio_cache_policy, sweep
 from ui.classroom import KEYS_JS, wire_lesson
@@ -370,6 +370,8 @@ def bind(fn: Callable, outputs: dict[str, gr.components.Component],
     """
 
     def by_component(update: dict) -> dict:
+        if not update:  # "change nothing": Gradio reads an empty dict as one value for all its outputs
+            return {component: gr.skip() for component in outputs.values()}
         return {outputs[name]: value for name, value in update.items()}
 
     call, names = fn, None
@@ -506,6 +508,68 @@ def benchmark_file(path, command: str, model: str, figure: Callable[[dict], obje
         return None, None, f"`{path.name}` cannot be read ({esc(str(err)[:200], quote=False)}). {how}"
 
 
+# Sliders: a number typed past a slider's end ----------------------------------------------------------
+# The browser sets a number typed into a slider's box beyond its ends to the nearest end when the box
+# loses focus, without a word; a run would then use another value than the one typed. Its `release`
+# event carries the typed number, so the server can say what was changed. (The event takes no input:
+# Gradio may read the slider before the browser has set it back, and refuse the typed number with a
+# traceback in the log.)
+MAX_NEW_TOKENS_SPEC = {"name": "max_new_tokens", "low": 1, "high": MAX_NEW_TOKENS_CAP,
+                       "range": f"[1, {MAX_NEW_TOKENS_CAP}]"}
+
+
+def clamp_message(label: str, typed, low: float, high: float, hint: str = "") -> str | None:
+    """What the browser did to `typed` in a slider from `low` to `high`, or None when it kept it; `hint`
+    says where more fits."""
+    if not isinstance(typed, (int, float)) or isinstance(typed, bool) or low <= typed <= high:
+        return None
+    end, value = ("maximum", high) if typed > high else ("minimum", low)
+    return f"{label}: {typed:g} is beyond this slider's {end}, so it was set to {value:g}." + (f" {hint}" if hint else "")
+
+
+def range_hint(spec: dict | None, low: float, high: float) -> str:
+    """For a slider from `low` to `high` over a parameter `spec` (a `decoding.params.describe` row): where
+    the rest of the allowed range is, or "" when the slider reaches both of its ends."""
+    if spec is None or (spec["low"] >= low and spec["high"] <= high):
+        return ""
+    return f"`{spec['name']}` allows {spec['range']} through the API and the CLI."
+
+
+def slider_range_text(spec: dict, low: float, high: float) -> str:
+    """The range a slider's info may claim: the allowed one when the slider reaches it, else the slider's own."""
+    if not range_hint(spec, low, high):
+        return f"Allowed: {spec['range']}."
+    return f"This slider: {low:g} to {high:g} (allowed {spec['range']} through the API and the CLI)."
+
+
+def explain_clamping(c: dict, specs: dict[str, dict | None]) -> None:
+    """Wire the sliders of a tab (`c`, widgets by name) named in `specs` ({name: parameter spec or None}),
+    and Max new tokens, to warn when the browser changed a typed number; a spec adds where the rest of the
+    parameter's allowed range is. Only sliders whose ends never change: the warning names the end."""
+    specs = {"max_new_tokens": MAX_NEW_TOKENS_SPEC} | specs
+    for key, spec in specs.items():
+        widget = c.get(key)
+        if isinstance(widget, gr.Slider):
+            low, high = widget.minimum, widget.maximum
+            widget.release(_clamp_warning(widget.label or key, low, high, range_hint(spec, low, high)), None, None,
+                           **QUIET)
+
+
+def _clamp_warning(label: str, low: float, high: float, hint: str) -> Callable:
+    def warn(evt: gr.EventData) -> None:
+        message = clamp_message(label, getattr(evt, "_data", None), low, high, hint)
+        if message:
+            gr.Warning(esc(message, quote=False))
+
+    return warn
+
+
+def seed_box(elem_id: str) -> gr.Number:
+    """The Seed box. It has no `minimum`: Gradio refuses a value below it before any callback runs and logs
+    a traceback for it; the engine refuses a negative seed itself, with the allowed range, as a toast."""
+    return gr.Number(0, label="Seed", precision=0, elem_id=elem_id, scale=1, min_width=90)
+
+
 def lab_columns(c: dict, controls: Callable[[dict], None], views: Callable[[dict], None], elem_id: str) -> None:
     """A lab tab's layout: controls on the left, views on the right (each fills `c` by name)."""
     with gr.Row(equal_height=False, elem_id=elem_id):
@@ -599,8 +663,9 @@ def fmt(value, digits: int = 2, unit: str = "") -> str:
 
 
 def stat_cards_html(cards: list[tuple[str, object]], caption: str) -> str:
-    """One row of (label, value) cards under a caption; every value is escaped."""
-    body = "".join(f'<div class="dl-stat"><div class="v">{esc(v)}</div>'
+    """One row of (label, value) cards under a caption; every value is escaped. A value in words ("end token")
+    gets the class `w`: a smaller font that wraps, where a number stays large."""
+    body = "".join(f'<div class="dl-stat"><div class="v{" w" * any(ch.isalpha() for ch in str(v))}">{esc(v)}</div>'
                    f'<div class="k">{esc(k)}</div></div>' for k, v in cards)
     return f'<div class="dl-stats"><div class="dl-caption">{esc(caption)}</div><div class="dl-cards">{body}</div></div>'
 

@@ -20,8 +20,8 @@ import gradio as gr
 from ui import diffusion_callbacks as cb
 from ui.diffusion_tasks import FREE_PROMPT, benchmark_views, num_problems, shows_tasks, task_choices
 from ui.classroom import lesson_row
-from ui.common import (QUIET, bind, lab_columns, model_choices, named_inputs, serve, session_state, spec_widget,
-                       standalone, wire_lab)
+from ui.common import (QUIET, bind, explain_clamping, lab_columns, model_choices, named_inputs, seed_box, serve,
+                       session_state, spec_widget, standalone, wire_lab)
 from ui.exports import NO_OTHER_RUN, download, wire_download
 from ui.diffusion_views import (CHOICES, COMPARISONS, CONTROLS, DEFAULT_LENGTH, DEFAULT_MODEL, DEFAULT_PROMPT,
                                 DEFAULT_SETTINGS, FIELDS, NO_COMPARISON, OUTPUTS, PLAYBACK, SPECIFIC, UI_MAX_LENGTH,
@@ -95,8 +95,8 @@ def _controls(c: dict) -> None:
     c["status"] = gr.Markdown("Ready.", elem_id="df-status")
     with gr.Row():
         c["length"] = gr.Slider(1, UI_MAX_LENGTH, value=DEFAULT_LENGTH, step=1, label="Length (max new tokens)",
-                                info="Canvas positions; all start masked.", elem_id="df-length", scale=2)
-        c["seed"] = gr.Number(0, label="Seed", precision=0, minimum=0, elem_id="df-seed", scale=1, min_width=90)
+                                info=cb.LENGTH_INFO, elem_id="df-length", scale=2)
+        c["seed"] = seed_box("df-seed")
     _radio(c, "sampler", "Sampler")
     with gr.Row():
         _slider(c, "steps", 0, UI_MAX_LENGTH, 1, "Steps (0 = one per token)")
@@ -175,6 +175,7 @@ def build_diffusion() -> dict:
 def _wire(c: dict) -> None:
     outputs = {name: c[name] for name in OUTPUTS}
     state = [c["trace"], c["other"]]
+    explain_clamping(c, {"length": None} | {f"df:{f}": spec_of(f) for f in FIELDS})
 
     shown = {f"df:{f}": c[f"df:{f}"] for f in SPECIFIC}
     for trigger in (c["df:sampler"], c["df:cache"]):
@@ -182,6 +183,9 @@ def _wire(c: dict) -> None:
     run_inputs = named_inputs({k: c[k] for k in ("model", "prompt", "length", "seed", "compare", "playback")},
                               {name: c[f"df:{name}"] for name in FIELDS})
     wire_lab(c, cb, outputs, state, run_inputs, CONTROLS, lab="diffusion")
+    for trigger in (c["model"], c["prompt"], c["length"]):  # the note under Length: what fits beside the prompt
+        trigger.change(bind(cb.length_checked, {"length": c["length"]}), [c["model"], c["prompt"], c["length"]],
+                       c["length"], trigger_mode="always_last", **QUIET)
     _wire_tasks(c)
     c["step"].input(bind(cb.choose_step, outputs), [c["step"]] + state, list(outputs.values()),
                     trigger_mode="always_last", **QUIET)

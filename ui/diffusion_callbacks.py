@@ -23,7 +23,7 @@ import gradio as gr
 from decoding.events import Trace, stats
 from decoding.models import REGISTRY
 from decoding.presets import find_preset, preset_menu
-from decoding.run import validate_request
+from decoding.run import as_lm, validate_request
 from ui.common import (USER_ERRORS, as_int, check_model, load_replay, run_work, stream_views, user_error,
                        wait_for_finish)
 from ui.diffusion_tasks import (FREE_PROMPT, TASK_LENGTH, num_problems, problem, problem_number, shows_tasks,
@@ -102,6 +102,43 @@ def prompt_edited(prompt, task) -> dict:
     return {} if out["task"] == task and "problem" not in out else out
 
 
+# The canvas length against the model's positions -------------------------------------------------
+LENGTH_INFO = "Canvas positions; all start masked."
+
+
+def canvas_room(model, prompt) -> tuple[int, int] | None:
+    """(the model's positions, the prompt's tokens as a run encodes it) for a shipped diffusion model (small:
+    loaded here, as its first run would), None for a hub model, which only a run loads (and then checks)."""
+    spec = REGISTRY.get(model)
+    if spec is None or spec.kind != "diffusion" or spec.hub_id or not isinstance(prompt, str) or not prompt.strip():
+        return None
+    lm = as_lm(model, progress=None)
+    if lm.max_length is None:
+        return None
+    return lm.max_length, len(lm.encode_prompt(prompt, chat=CHAT)[0])
+
+
+def length_checked(model, prompt, length) -> dict:
+    """The Length slider's note, kept up to date as the model, prompt or length change, so a canvas that
+    does not fit beside the prompt is said before Generate (the run would be refused)."""
+    try:
+        room = canvas_room(model, prompt)
+    except USER_ERRORS:  # a model that cannot load: Generate says why
+        room = None
+    if room is None:
+        return {"length": gr.update(info=LENGTH_INFO)}
+    positions, used = room
+    left = positions - used
+    if left < 1:
+        return {"length": gr.update(info=f"{LENGTH_INFO} ⚠ This prompt takes {used} tokens, more than {model}'s "
+                                         f"{positions} positions: shorten it.")}
+    note = f"{LENGTH_INFO} {model} has {positions} positions; this prompt takes {used}, leaving {left}."
+    length = as_int(length)
+    if isinstance(length, int) and length > left:
+        note += f" ⚠ {length} does not fit: set at most {left}, or shorten the prompt."
+    return {"length": gr.update(info=note)}
+
+
 def check_diffusion_model(model: str) -> None:
     """A registry model must be a masked diffusion LM (hub ids are checked when they load)."""
     check_model(model)
@@ -165,9 +202,9 @@ def _slow_motion(trace: Trace, shown: int, upto: int, rate: float) -> Iterator[d
         partial = Trace()
         for event in [trace.start] + steps[:index + 1]:
             partial.append(event)
-        running = "still running" if trace.finish is None else "finished"
+        running = "is still running" if trace.finish is None else "has finished"
         yield views(partial, live=True) | {
-            "status": f"Slow motion: step {index + 1} of the {len(steps)} computed so far (the model has {running})."}
+            "status": f"Slow motion: step {index + 1} of the {len(steps)} computed so far (the model {running})."}
         _pause(1 / rate)
 
 

@@ -18,8 +18,9 @@ import gradio as gr
 
 from decoding.models import DEFAULT_MODEL, SUGGESTED_HUB_IDS
 from ui import playground_callbacks as cb
-from ui.common import (MODEL_CONCURRENCY_ID, bind, model_choices, model_concurrency, model_event, named_inputs, serve,
-                       session_state, standalone)
+from ui.classroom import lesson_row, wire_lesson
+from ui.common import (MODEL_CONCURRENCY_ID, bind, explain_clamping, model_choices, model_concurrency, model_event,
+                       named_inputs, seed_box, serve, session_state, slider_range_text, standalone)
 from ui.exports import HTML_NOTE, download, wire_download
 from ui.playground_views import (COLOR_CHOICES, CONTROLS, DEFAULT_STRATEGY, EXAMPLE_PROMPTS, OUTPUTS,
                                  PRIMARY_PARAMS, UI_MAX_NEW_TOKENS, ParamWidget, new_selection, param_widgets,
@@ -44,7 +45,8 @@ def _param_widget(w: ParamWidget) -> gr.components.Component:
     """A slider for a numeric range, else a number box, checkbox, menu or text box; help as `info`."""
     common = dict(label=w.name.replace("_", " "), elem_id=f"dl-{w.key.replace(':', '-').replace('.', '-')}")
     info = f"{w.help} Allowed: {w.range_text}."
-    if w.kind in ("int", "float") and w.low is not None:
+    if w.kind in ("int", "float") and w.low is not None:  # the info claims only what the slider reaches
+        info = f"{w.help} {slider_range_text(w.spec, w.low, w.high)}"
         return gr.Slider(w.low, w.high, value=w.default, step=w.step, info=info, **common)
     if w.kind in ("int", "float"):
         return gr.Number(w.default, precision=0 if w.kind == "int" else None, info=info, **common)
@@ -56,6 +58,11 @@ def _param_widget(w: ParamWidget) -> gr.components.Component:
 
 
 def _controls(c: dict) -> None:
+    c["preset"] = gr.Dropdown(cb.preset_choices(), value=None, label="Preset", elem_id="dl-preset",
+                              info="A classroom demo: sets the model, strategy, parameters and prompt, and explains "
+                                   "what to look for.")
+    lesson_row(c, "playground", "dl")
+    c["note"] = gr.Markdown("", elem_classes="dl-help", elem_id="dl-note")
     c["model"] = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model", allow_custom_value=True,
                              info=f"Embedded models work offline; with internet, type any hub id "
                                   f"(e.g. {SUGGESTED_HUB_IDS[-1]}).", elem_id="dl-model")
@@ -82,7 +89,7 @@ def _controls(c: dict) -> None:
     with gr.Row():
         c["max_new_tokens"] = gr.Slider(1, UI_MAX_NEW_TOKENS, value=64, step=1, label="Max new tokens",
                                         elem_id="dl-max-new-tokens", scale=2)
-        c["seed"] = gr.Number(0, label="Seed", precision=0, minimum=0, elem_id="dl-seed", scale=1, min_width=90)
+        c["seed"] = seed_box("dl-seed")
     with gr.Row():
         c["chat"] = gr.Checkbox(True, label="Chat template", info="Send the prompt as a user message.")
         c["dtype"] = gr.Dropdown(["auto", "float32", "bfloat16"], value="auto", label="dtype",
@@ -119,7 +126,7 @@ def _views(c: dict) -> None:
     with gr.Row(equal_height=False):
         with gr.Column(scale=5, min_width=320, elem_classes="dl-inspector"):
             with gr.Row(equal_height=True):
-                c["step"] = gr.Number(None, label="Step", precision=0, minimum=0, scale=0, min_width=90,
+                c["step"] = gr.Number(None, label="Step", precision=0, scale=0, min_width=90,
                                       elem_id="dl-step")
                 c["alternatives"] = gr.Dropdown([], label="Alternatives at this step", interactive=False, scale=4,
                                                 elem_id="dl-alternatives")
@@ -158,6 +165,10 @@ def _wire(c: dict) -> None:
     strategy_outputs = {k: c[k] for k in [f"group:{n}" for n in playground_strategies()] + ["strategy", "beams"]}
     c["strategy"].change(bind(cb.strategy_changed, strategy_outputs), c["strategy"], list(strategy_outputs.values()),
                          **quiet)
+    preset_outputs = {k: c[k] for k in CONTROLS + ("note",)} | {w.key: c[w.key] for w in param_widgets()}
+    chosen = bind(cb.preset_chosen, preset_outputs)
+    c["preset"].input(chosen, c["preset"], list(preset_outputs.values()), **quiet)
+    wire_lesson(c, "playground", chosen, list(preset_outputs.values()))  # classroom mode's Next / Previous
     controls = ("model", "strategy", "prompt", "max_new_tokens", "seed", "chat", "dtype", "color_by", "selection")
     run_inputs = named_inputs({k: c[k] for k in controls}, {w.key: c[w.key] for w in param_widgets()})
     run = c["generate"].click(model_event(bind(cb.generate_run, outputs, run_inputs)), list(run_inputs.values()),
@@ -171,6 +182,7 @@ def _wire(c: dict) -> None:
     c["branch_text"].click(bind(cb.click_branch, outputs), state, list(outputs.values()), **quiet)
     c["step"].submit(bind(cb.type_step, outputs), [c["step"]] + state, list(outputs.values()), **quiet)
     c["color_by"].change(bind(cb.recolor, outputs), state, list(outputs.values()), **quiet)
+    explain_clamping(c, {w.key: w.spec for w in param_widgets() if w.spec})
     replay_outputs = outputs | {k: c[k] for k in CONTROLS} | {w.key: c[w.key] for w in param_widgets()}
     c["upload"].upload(bind(cb.replay, replay_outputs), [c["upload"]] + state, list(replay_outputs.values()),
                        **quiet)

@@ -13,6 +13,7 @@ from typing import Iterator
 import gradio as gr
 
 from decoding.events import Trace, TokenStep, stats
+from decoding.presets import find_preset, preset_menu
 from decoding.run import validate_request
 from decoding.registry import STRATEGIES
 from ui.common import (USER_ERRORS, as_int, check_model, finished_status, load_replay, run_work, stream_views,
@@ -205,3 +206,20 @@ def replay(path, trace, branch, selection, color_by) -> dict:
     return shown | controls | {"trace": loaded, "branch": None, "selection": selection,
                                      "status": status}
 
+
+
+# Presets -------------------------------------------------------------------------------------------
+def preset_choices() -> list[tuple[str, str]]:
+    return preset_menu("playground")
+
+
+def preset_chosen(name) -> dict:
+    """The preset's model, strategy, prompt, limits and parameters (defaults for those it leaves out), and its
+    teaching note; the strategy's `.change` then shows that strategy's parameters."""
+    preset = find_preset("playground", name)
+    if preset is None:
+        return {"note": ""}
+    out = {"model": preset.model, "strategy": preset.strategy, "prompt": preset.prompt,
+           "max_new_tokens": min(preset.max_new_tokens, UI_MAX_NEW_TOKENS), "seed": preset.seed, "chat": preset.chat,
+           "note": f"**{preset.title}.** {preset.note.strip()}"}
+    return out | {w.key: preset.params.get(w.name, w.default) for w in param_widgets(preset.strategy)}

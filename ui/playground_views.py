@@ -17,7 +17,7 @@ Glossary
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import gradio as gr
 
@@ -69,6 +69,7 @@ class ParamWidget:
     help: str
     range_text: str
     choices: tuple = ()
+    spec: dict | None = field(default=None, compare=False)  # its `describe` row (numbers): the allowed range
 
     @property
     def key(self) -> str:
@@ -101,7 +102,7 @@ def param_widgets(strategy: str | None = None) -> list[ParamWidget]:
                 elif not spec["high_inclusive"]:
                     high -= step
             widgets.append(ParamWidget(name, spec["name"], kind, spec["default"], low, high, step, spec["help"],
-                                       range_text))
+                                       range_text, spec=spec))
     return widgets
 
 

@@ -20,8 +20,8 @@ from decoding.models import SUGGESTED_HUB_IDS
 from decoding.registry import get_strategy
 from ui import scaling_callbacks as cb
 from ui.classroom import lesson_row
-from ui.common import (QUIET, bind, lab_columns, model_choices, named_inputs, serve, session_state, spec_widget,
-                       standalone, wire_lab)
+from ui.common import (QUIET, bind, explain_clamping, lab_columns, model_choices, named_inputs, seed_box, serve,
+                       session_state, spec_widget, standalone, wire_lab)
 from ui.exports import NO_OTHER_RUN, download, wire_download
 from ui.scaling_views import (CONTROLS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_METHOD, DEFAULT_MODEL, DEFAULT_PROMPT,
                               DEFAULT_SETTINGS, DEFAULT_TASK, FIELDS, METHODS, OUTPUTS, REWARDS, SPECIFIC,
@@ -137,7 +137,7 @@ def _controls(c: dict) -> None:
     with gr.Row():
         c["max_new_tokens"] = gr.Slider(1, UI_MAX_NEW_TOKENS, value=DEFAULT_MAX_NEW_TOKENS, step=1,
                                         label="Max new tokens (per particle)", elem_id="sc-max-new-tokens", scale=2)
-        c["seed"] = gr.Number(0, label="Seed", precision=0, minimum=0, elem_id="sc-seed", scale=1, min_width=90)
+        c["seed"] = seed_box("sc-seed")
     with gr.Row():
         c["chat"] = gr.Checkbox(True, label="Chat template", info="Send the prompt as a user message.",
                                 elem_id="sc-chat")
@@ -192,6 +192,7 @@ def build_scaling() -> dict:
 def _wire(c: dict) -> None:
     outputs = {name: c[name] for name in OUTPUTS}
     state = [c["trace"], c["other"]]
+    explain_clamping(c, {f"sc:{f}": spec_of(f) for f in FIELDS})
 
     shown = {f"sc:{f}": c[f"sc:{f}"] for f in SPECIFIC} | {"reward_help": c["reward_help"]}
     for trigger in (c["method"], c["sc:reward"]):

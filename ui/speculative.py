@@ -19,8 +19,8 @@ from decoding.registry import param_specs
 from decoding.speculative.strategy import DRAFTERS, TREES
 from ui import speculative_callbacks as cb
 from ui.classroom import lesson_row
-from ui.common import (QUIET, bind, lab_columns, model_choices, named_inputs, serve, session_state, spec_widget,
-                       standalone, wire_lab)
+from ui.common import (QUIET, bind, explain_clamping, lab_columns, model_choices, named_inputs, seed_box, serve,
+                       session_state, spec_widget, standalone, wire_lab)
 from ui.exports import download, wire_download
 from ui.speculative_views import (CONTROLS, DEFAULT_DRAFT_MODEL, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODEL,
                                   DEFAULT_PROMPT, DEFAULT_SETTINGS, OUTPUTS, SPEC_FIELDS, STRATEGY, UI_MAX_NEW_TOKENS,
@@ -72,7 +72,7 @@ def _controls(c: dict) -> None:
         c["spec:temperature"] = gr.Slider(0, 2, value=d["temperature"], step=0.05, label="temperature",
                                           info="0 = greedy verification", elem_id="spec-temperature")
     with gr.Row():
-        c["spec:exit_layer"] = gr.Number(d["exit_layer"], precision=0, minimum=0, label="exit layer",
+        c["spec:exit_layer"] = gr.Number(d["exit_layer"], precision=0, label="exit layer",
                                          info="early-exit; 0 = choose per round (DEL)",
                                          visible=d["drafter"] == "early-exit", elem_id="spec-exit-layer")
         c["spec:ngram"] = gr.Slider(1, 8, value=d["ngram"], step=1, label="n-gram", info="prompt-lookup",
@@ -87,7 +87,7 @@ def _controls(c: dict) -> None:
     with gr.Row():
         c["max_new_tokens"] = gr.Slider(1, UI_MAX_NEW_TOKENS, value=DEFAULT_MAX_NEW_TOKENS, step=1,
                                         label="Max new tokens", elem_id="spec-max-new-tokens", scale=2)
-        c["seed"] = gr.Number(0, label="Seed", precision=0, minimum=0, elem_id="spec-seed", scale=1, min_width=90)
+        c["seed"] = seed_box("spec-seed")
     with gr.Row():
         c["chat"] = gr.Checkbox(True, label="Chat template", info="Send the prompt as a user message.")
         c["compare"] = gr.Checkbox(True, label="Also run plain decoding", elem_id="spec-compare",
@@ -130,6 +130,7 @@ def build_speculative() -> dict:
 def _wire(c: dict) -> None:
     outputs = {name: c[name] for name in OUTPUTS}
     state = [c["trace"], c["baseline"]]
+    explain_clamping(c, {f"spec:{p['name']}": p for p in param_specs(STRATEGY)})
 
     shown = {k: c[k] for k in ("spec:draft_model", "spec:exit_layer", "spec:ngram")}
     c["spec:drafter"].change(bind(cb.drafter_changed, shown), c["spec:drafter"], list(shown.values()), **QUIET)

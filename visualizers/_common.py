@@ -17,6 +17,7 @@ Glossary
 from __future__ import annotations
 
 import html
+import textwrap
 
 import plotly.graph_objects as go
 
@@ -73,6 +74,18 @@ def esc(value, *, quote: bool = True) -> str:
 def plotly_safe(text) -> str:
     """Escape text for plotly labels and hovers (plotly decodes &lt; &gt; &amp; when drawing)."""
     return esc(text, quote=False)
+
+
+def title_block(lines: list[str], *, width: int = 64, small: str = "") -> tuple[dict, int]:
+    """A figure title that fits a half-page chart: every line wrapped at `width` characters (plotly never
+    wraps, it cuts at the figure's edge), then `small` in a smaller font; pinned to the top of the figure.
+    Returns (layout `title`, the top margin it and a legend row above the plot need)."""
+    wrapped = [part for line in lines for part in textwrap.wrap(line, width, break_long_words=False,
+                                                                         break_on_hyphens=False) or [""]]
+    text = "<br>".join(wrapped) + (f"<br><span style='font-size:12px'>{small}</span>" if small else "")
+    count = len(wrapped) + bool(small)
+    # pad: below the floating label Gradio draws over a plot's top-left corner
+    return dict(text=text, x=0.01, xanchor="left", y=1, yref="container", yanchor="top", pad=dict(t=28)), 64 + 17 * count
 
 
 def empty_figure(message: str = WAITING, *, title: str | None = None, height: int = 300,

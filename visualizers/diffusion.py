@@ -304,7 +304,7 @@ def compare_samplers_figure(runs: dict[str, list[DiffusionStep]]) -> go.Figure:
     x_title, y_title = "NFE (model calls)", "tokens committed"
     if not runs:
         return empty_figure("no runs to compare yet", x_title=x_title, y_title=y_title)
-    fig, length = go.Figure(), 0
+    fig, length, most = go.Figure(), 0, 0
     for k, (name, steps) in enumerate(runs.items()):
         steps = _check_steps(steps)
         xs, ys = [0], [0]
@@ -312,6 +312,7 @@ def compare_samplers_figure(runs: dict[str, list[DiffusionStep]]) -> go.Figure:
             xs.append(s.nfe)
             ys.append(len(s.canvas) - s.canvas.count(-1))
             length = max(length, len(s.canvas))
+        most = max(most, xs[-1])
         fig.add_trace(go.Scatter(
             x=xs, y=ys, mode="lines+markers+text", name=plotly_safe(str(name)),
             text=[""] * (len(xs) - 1) + [f"{xs[-1]} NFE"], textposition="middle right",
@@ -322,7 +323,7 @@ def compare_samplers_figure(runs: dict[str, list[DiffusionStep]]) -> go.Figure:
                       annotation_text=f"canvas L = {length}", annotation_position="bottom left")
     fig.update_layout(template=TEMPLATE, height=340, margin=dict(l=55, r=40, t=30, b=45),
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0),
-                      xaxis=dict(title=dict(text=x_title), rangemode="tozero"),
+                      xaxis=dict(title=dict(text=x_title), range=[0, most * 1.2 + 1]),  # room for "48 NFE"
                       yaxis=dict(title=dict(text=y_title), rangemode="tozero"))
     return fig
 

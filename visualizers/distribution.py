@@ -14,7 +14,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from decoding.events import TokenStep, Trace
-from visualizers._common import TEMPLATE, beam_steps, empty_figure, label, plotly_safe, token_steps, vocab_size
+from visualizers._common import (TEMPLATE, beam_steps, empty_figure, label, plotly_safe, title_block, token_steps,
+                                 vocab_size)
 
 HEIGHT = 320
 X_TITLE, Y_TITLE = "next token (top alternatives, most likely first)", "probability (raw, T = 1)"
@@ -70,11 +71,11 @@ def _bars(e: TokenStep, vocab: int | None) -> go.Figure:
     if outside:
         labels[-1] = f"… {labels[-1]} (rank {ranks[-1]})"
     kept_part = f"kept {e.kept_size} of {vocab} tokens" if vocab else f"kept {e.kept_size} tokens"
-    title = (f"step {e.step}: chose {plotly_safe(label(e.token_text))} "
-             f"(p={e.prob:.3g}, rank {e.rank}) · {kept_part}")
+    title, top = title_block([f"step {e.step}: chose {plotly_safe(label(e.token_text))} (p={e.prob:.3g}, rank {e.rank})"],
+                             width=46, small=kept_part)
     fig.update_layout(
-        template=TEMPLATE, height=HEIGHT, title=dict(text=title, font=dict(size=14)), barmode="overlay",
-        margin=dict(l=55, r=20, t=70, b=60), bargap=0.25,
+        template=TEMPLATE, height=HEIGHT + top - 90, title=title | dict(font=dict(size=14)), barmode="overlay",
+        margin=dict(l=55, r=20, t=top, b=60), bargap=0.25,
         legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0),
         xaxis=dict(title=dict(text=X_TITLE), tickmode="array", tickvals=x, ticktext=labels, tickangle=-35),
         yaxis=dict(title=dict(text=Y_TITLE), rangemode="tozero"))

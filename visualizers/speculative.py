@@ -24,7 +24,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from decoding.events import SpecRound, Trace, stats
-from visualizers._common import TEMPLATE, WAITING, empty_figure, esc, label, plotly_safe, token_steps, visible
+from visualizers._common import (TEMPLATE, WAITING, empty_figure, esc, label, plotly_safe, title_block, token_steps,
+                                 visible)
 from visualizers.beams import _lines
 from visualizers.tokens import _chip_text
 
@@ -189,7 +190,7 @@ def acceptance_figure(trace: Trace) -> go.Figure:
         acc_sum, judged_sum = acc_sum + a, judged_sum + j
         running.append(acc_sum / judged_sum if judged_sum else None)
     max_depth = max([n["depth"] for r in rounds for n in r.nodes] + accepted + [0])
-    fig = make_subplots(rows=1, cols=3, specs=[[{"secondary_y": True}, {}, {}]], horizontal_spacing=0.12,
+    fig = make_subplots(rows=1, cols=3, specs=[[{"secondary_y": True}, {}, {}]], horizontal_spacing=0.16,
                         column_widths=[0.45, 0.25, 0.3],
                         subplot_titles=("accepted per round", "accepted-length histogram", "acceptance by depth"))
     fig.add_trace(go.Bar(
@@ -302,20 +303,27 @@ def overlap_figure(trace: Trace, round_index: int | None = None, parent: int = -
             status = n.get("status")
             fig.add_annotation(x=xs[i], y=top, text=f"▼ drafted {mark.get(status, '?')}", showarrow=False,
                                yanchor="bottom", yshift=2, font=dict(size=11, color=COLORS.get(status, "#333")))
-    if parent == _extra_anchor(r) and r.extra_token_id in ids:
-        i = ids.index(r.extra_token_id)
-        fig.add_annotation(x=xs[i], y=0, text=f"◆ {plotly_safe(r.extra_kind)}", showarrow=False, yanchor="top", yshift=-2,
-                           font=dict(size=11, color="#b58900"))
+    if parent == _extra_anchor(r) and r.extra_token_id in ids:  # above its bars (under the axis it hid a tick label)
+        t = r.extra_token_id
+        drafted = any(n["token_id"] == t for n in kids)
+        fig.add_annotation(x=xs[ids.index(t)], y=max(p_top.get(t) or 0, q_top.get(t) or 0),
+                           text=f"◆ {plotly_safe(r.extra_kind)}", showarrow=False, yanchor="bottom",
+                           yshift=18 if drafted else 2, font=dict(size=11, color="#b58900"))
+    highest = max([v for v in list(p_top.values()) + list(q_top.values()) if v is not None] + [0.01])
+    lines, drafted = _overlap_title(trace, r, d, parent, kids, p_top, q_top)
+    title, top = title_block(lines, width=90, small=drafted)
     fig.update_layout(
-        template=TEMPLATE, height=340, barmode="overlay", margin=dict(l=55, r=20, t=95, b=70),
-        title=dict(text=_overlap_title(trace, r, d, parent, kids, p_top, q_top), font=dict(size=13)),
+        template=TEMPLATE, height=267 + top, barmode="overlay", margin=dict(l=55, r=20, t=top + 22, b=70),
+        title=title | dict(font=dict(size=13)),
         legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1),
         xaxis=dict(title=dict(text=x_title), tickmode="array", tickvals=xs, ticktext=labels, tickangle=-35),
-        yaxis=dict(title=dict(text=y_title), rangemode="tozero"))
+        yaxis=dict(title=dict(text=y_title), range=[0, highest * 1.25]))  # room for the labels above the bars
     return fig
 
 
-def _overlap_title(trace, r, d, parent, kids, p_top, q_top) -> str:
+def _overlap_title(trace, r, d, parent, kids, p_top, q_top) -> tuple[list[str], str]:
+    """(the title's lines: where, how drafts are checked here, a figure that goes with it; the drafted tokens'
+    verdicts as the small line). One thought per line: plotly cuts a long title at the figure's edge."""
     if parent == -1:
         ctx = _context_text(trace, r)
         where = f"after the context {plotly_safe(label(ctx, 12))}" if ctx is not None else "after the prompt"
@@ -325,21 +333,22 @@ def _overlap_title(trace, r, d, parent, kids, p_top, q_top) -> str:
     verdicts = ", ".join(f"{plotly_safe(label(n['token_text'], 12))} {plotly_safe(n.get('status'))}" for n in kids)
     drafted = f"drafted here: {verdicts}" if kids else "nothing drafted here"
     greedy = bool(kids) and all(n.get("u") is None for n in kids if n.get("status") != "unvisited")
+    lines = [f"round {r.round}, {where}:"]
     if not q_top:
-        how = ("greedy check: a draft token is accepted iff it is the target's argmax" if greedy else
-               "deterministic drafter: a drafted token x is accepted with probability p(x)")
+        lines.append("greedy check: a draft token is accepted iff it is the target's argmax" if greedy else
+                     "deterministic drafter: a drafted token x is accepted with probability p(x)")
         if isinstance(d.get("overlap"), (int, float)) and kids and not greedy:
-            how += f"; Σ p(drafted) = {d['overlap']:.3f}"
+            lines.append(f"Σ p(drafted) = {d['overlap']:.3f}")
     else:
         exact = d.get("overlap")
         if isinstance(exact, (int, float)):
-            how = f"overlap Σ min(p, q) = {exact:.3f} = P(accept a token drawn from q)"
+            lines.append(f"overlap Σ min(p, q) = {exact:.3f} = P(accept a token drawn from q)")
         else:
             top = sum(min(p, q_top[t]) for t, p in p_top.items() if p is not None and q_top.get(t) is not None)
-            how = f"overlap Σ min(p, q) ≥ {top:.3f} (recorded top tokens only) = P(accept a token drawn from q)"
+            lines.append(f"overlap Σ min(p, q) ≥ {top:.3f} (recorded top tokens only) = P(accept a token drawn from q)")
         if greedy:
-            how += " with sampling; greedy check here: accepted iff argmax"
-    return f"round {r.round}, {where}: {how}<br><span style='font-size:12px'>{drafted}</span>"
+            lines.append("(with sampling; the check here was greedy: accepted iff argmax)")
+    return lines, drafted
 
 
 # ---------------------------------------------------------------- text and summary (HTML)

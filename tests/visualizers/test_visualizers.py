@@ -189,7 +189,8 @@ def test_distribution_figure_kept_cut_and_chosen(sample_trace):
     assert kept.marker.color != cut.marker.color
     assert list(kept.marker.line.width) == [3, 0] and list(cut.marker.line.width) == [0]  # chosen 'a' outlined
     assert list(fig.layout.xaxis.ticktext) == ["'a'", "'b'", "'c'"]
-    assert fig.layout.title.text == f"step 0: chose 'a' (p=0.5, rank 1) · kept 2 of {VOCAB} tokens"
+    assert fig.layout.title.text == (f"step 0: chose 'a' (p=0.5, rank 1)<br>"
+                                     f"<span style='font-size:12px'>kept 2 of {VOCAB} tokens</span>")
     assert any(a.text == "▼ chosen" and a.x == 1 for a in fig.layout.annotations)
 
 

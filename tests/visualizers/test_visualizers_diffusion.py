@@ -248,6 +248,7 @@ def test_compare_one_line_per_run_ending_at_its_nfe(steps):
     assert list(slow.x) == [0, 2, 3, 5, 6] and list(slow.y) == [0, 1, 4, 6, 8]
     assert (quick.x[-1], quick.y[-1]) == (fast[-1].nfe, L) == (2, 8)
     assert quick.text[-1] == "2 NFE"
+    assert fig.layout.xaxis.range[1] >= 1.2 * slow.x[-1]  # the end labels ("5 NFE") fit right of the last point
     assert [s.y0 for s in fig.layout.shapes] == [L]
 
 

@@ -285,11 +285,12 @@ def test_overlap_figure_deterministic_drafter(greedy_trace):
     sampled_nodes = [dict(n, u=0.5) for n in r.nodes]
     events[1] = SpecRound(**{**r.__dict__, "nodes": sampled_nodes})
     sampled = overlap_figure(Trace(events))
-    assert "accepted with probability p(x); Σ p(drafted) = 0.600" in sampled.layout.title.text
+    assert "accepted with probability p(x)<br>Σ p(drafted) = 0.600" in sampled.layout.title.text
     # position after 'a': the correction 'c' was drawn there; 'b' has its text from the nodes, 'c' from the round
     after_a = overlap_figure(greedy_trace, parent=0)
     assert list(after_a.layout.xaxis.ticktext) == ["'c'", "'b'"] and list(after_a.data[0].y) == [0.7, 0.2]
-    assert any(a.text == "◆ correction" for a in after_a.layout.annotations)
+    mark = next(a for a in after_a.layout.annotations if a.text == "◆ correction")
+    assert (mark.y, mark.yanchor) == (0.7, "bottom")  # on its bar: under the axis it covered a tick label
     assert any(a.text == "▼ drafted ✗" and a.x == 2 for a in after_a.layout.annotations)
     missing = overlap_figure(greedy_trace, parent=1)  # 'b' is a leaf: never expanded
     assert len(missing.data) == 0 and "recorded: -1, 0" in missing.layout.annotations[0].text

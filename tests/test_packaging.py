@@ -1,0 +1,97 @@
+"""`pip install -e .` (pyproject.toml): every top-level package the code imports is installed, the
+dependencies are requirements.txt's, the `decoding` command is the CLI, and the README's Python snippet
+runs from another directory once installed (slow: a virtual environment and a real install)."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+
+import pytest
+from setuptools import find_packages
+
+from conftest import ROOT
+
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+SOURCES = ("decoding", "ui", "visualizers", "app.py", "bench")  # what the app, the CLI and the benchmarks run
+
+
+def local_imports() -> set[str]:
+    """The repository's own top-level modules and packages that its code imports."""
+    local = {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()} | {p.stem for p in ROOT.glob("*.py")}
+    names = set()
+    for source in SOURCES:
+        path = ROOT / source
+        for file in [path] if path.is_file() else path.rglob("*.py"):
+            for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    names |= {alias.name.split(".")[0] for alias in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                    names.add(node.module.split(".")[0])
+    return names & local
+
+
+def installed() -> tuple[set[str], set[str]]:
+    """(the packages, the single-file modules) the setuptools configuration installs."""
+    tool = PYPROJECT["tool"]["setuptools"]
+    packages = set(find_packages(ROOT, include=tool["packages"]["find"]["include"]))
+    return packages, set(tool.get("py-modules", []))
+
+
+def test_every_package_the_code_imports_is_installed_with_its_subpackages():
+    packages, modules = installed()
+    assert local_imports() <= packages | modules
+    every_subpackage = {".".join(p.relative_to(ROOT).parent.parts) for top in packages if "." not in top
+                        for p in (ROOT / top).rglob("__init__.py")}
+    assert every_subpackage <= packages  # e.g. decoding.diffusion, decoding.scaling
+
+
+def test_dependencies_are_the_requirements_and_the_command_is_the_cli():
+    assert PYPROJECT["tool"]["setuptools"]["dynamic"]["dependencies"]["file"] == ["requirements.txt"]
+    module, _, name = PYPROJECT["project"]["scripts"]["decoding"].partition(":")
+    import importlib
+
+    assert callable(getattr(importlib.import_module(module), name))
+
+
+def readme_snippet() -> str:
+    section = (ROOT / "README.md").read_text(encoding="utf-8").split("## From Python", 1)[1]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def test_readme_says_how_to_install_the_packages():
+    setup = (ROOT / "README.md").read_text(encoding="utf-8").split("## Set-up", 1)[1].split("\n## ", 1)[0]
+    assert "pip install -e ." in setup
+
+
+@pytest.mark.slow
+def test_the_readme_snippet_runs_from_another_directory_after_install(tmp_path):
+    """A copy of the sources (pip builds an editable install in place, and tests write only to temporary
+    folders) installed into a virtual environment that sees this one's packages; the snippet runs in
+    another folder with no PYTHONPATH, on the tiny random model instead of SmolLM2 (the same calls)."""
+    source = tmp_path / "src"
+    for name in ("decoding", "ui", "visualizers", "presets"):
+        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("app.py", "pyproject.toml", "README.md", "requirements.txt"):
+        shutil.copy(ROOT / name, source / name)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "-e", str(source)], check=True,
+                   capture_output=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "snippet.py").write_text(readme_snippet().replace('"smollm2-135m"', '"tiny-random"'))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"HF_HUB_OFFLINE": "1"}
+    run = subprocess.run([str(python), "snippet.py"], cwd=elsewhere, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[0].startswith("start") and (elsewhere / "beam.json").exists()
+    cli = subprocess.run([str(venv / "bin" / "decoding"), "presets"], cwd=elsewhere, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert cli.returncode == 0 and "03-min-p-at-high-temperature" in cli.stdout, cli.stderr
