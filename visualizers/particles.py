@@ -31,7 +31,8 @@ COLORS = {"dead": "#c7c7c7", "edge": "#8c8c8c", "chosen": "#f2b701", "prompt": "
           "threshold": "#e45756", "ess": "#333333"}
 METHOD_COLORS = {"best-of-n": "#4c78a8", "majority-vote": "#f58518", "reward-beam": "#54a24b",
                  "particle-filter": "#e45756", "first-finish": "#b279a2", "greedy": "#555555",
-                 "weighted-vote": "#9d755d", "a-star": "#72b7b2", "oracle pass@N": "#bab0ac"}
+                 "weighted-vote": "#9d755d", "a-star": "#72b7b2", "oracle pass@N": "#bab0ac", "refine": "#d6616b",
+                 "particle-filter, spare": "#17becf", "particle-filter, arith-lastdigit": "#8c564b"}
 RULES = {"best-of-n": "best score: the particle whose final score is highest wins",
          "majority-vote": "majority: the answer given by the most particles wins",
          "reward-beam": "best score: the highest-scoring beam left at the end wins",
@@ -361,7 +362,7 @@ def budget_figure(rows: list[dict], x: str = "budget") -> go.Figure:
         fig.add_trace(go.Scatter(
             x=[r[x] for r in rs], y=[r["accuracy"] for r in rs], mode="lines+markers", name=plotly_safe(method),
             line=dict(color=METHOD_COLORS.get(method, SLOT_COLORS[k % len(SLOT_COLORS)]), width=2,
-                      dash="dot" if method.startswith("oracle") else None),
+                      dash="dot" if method.startswith("oracle") else "dash" if "," in method else None),
             customdata=[[r["budget"], _fmt(r.get("tokens"), ",")] for r in rs],
             hovertemplate=f"{plotly_safe(method)}<br>N = %{{customdata[0]}}: %{{y:.1%}}"
                           + ("<br>tokens %{customdata[1]}" if any("tokens" in r for r in rs) else "")
