@@ -12,6 +12,9 @@ measures pass@1), step reward `arith-step`. For every problem and budget N in --
   particle-filter Puri et al. with the arith-step reward, multinomial resampling every step
   a-star          A*-decoding: N candidate steps per expansion, at most 16 expansions
   refine          review, refine, repeat: N samples, rewrite the best from its first bad step, 3 rounds
+  best-of-n, judge T=0.1 (R)        one of the same N samples drawn from softmax(score under R / 0.1): the
+                                    expected accuracy of selection by a judge at a temperature (R: arith-step,
+                                    or the misspecified arith-lastdigit)
   particle-filter, spare            the particle filter with the reference-guided step reward
   particle-filter, arith-lastdigit  ... with a checker blind to slipped carries (reward hacking)
 A problem counts as solved when the chosen answer equals the reference. Best-of-N, the votes and
@@ -123,13 +126,33 @@ class Tally:
     def __init__(self):
         self.solved, self.tokens, self.count = {}, {}, 0
 
-    def add(self, method: str, n: int, ok: bool, spent: float) -> None:
-        self.solved[(method, n)] = self.solved.get((method, n), 0) + int(ok)
+    def add(self, method: str, n: int, ok: float, spent: float) -> None:
+        """`ok`: solved (True / False), or the probability that a random choice solves it."""
+        self.solved[(method, n)] = self.solved.get((method, n), 0) + float(ok)
         self.tokens.setdefault((method, n), []).append(spent)
 
     def rows(self) -> list[dict]:
         return [{"method": m, "budget": n, "accuracy": round(ok / self.count, 4),
                  "tokens": round(statistics.mean(self.tokens[(m, n)]), 1)} for (m, n), ok in self.solved.items()]
+
+
+JUDGE_T = 0.1
+JUDGES = {"arith-step": rw.ArithmeticStepChecker(floor=0.05, ceiling=0.95, neutral=0.5),
+          "arith-lastdigit": rw.LastDigitChecker(floor=0.05, ceiling=0.95, neutral=0.5)}
+
+
+def judge_score(reward, prompt: str, text: str) -> float:
+    """A finished sample's score under `reward`: the minimum over its lines (each line one step)."""
+    lines = [line for line in text.splitlines() if line.strip()] or [""]
+    return min(reward.score(prompt, lines[: i + 1], i == len(lines) - 1).value for i in range(len(lines)))
+
+
+def judge_pick(scores: list[float], right: list[bool], ended: list[bool], temperature: float = JUDGE_T) -> float:
+    """Probability that a draw from softmax(score / T) over the complete samples (all when none is)
+    picks a right one: "selection by a judge at a temperature", computed exactly, not sampled."""
+    pool = [i for i, e in enumerate(ended) if e] or list(range(len(scores)))
+    weights = torch.softmax(torch.tensor([scores[i] / temperature for i in pool], dtype=torch.float64), 0)
+    return float(sum(w for w, i in zip(weights, pool) if right[i]))
 
 
 def math_rows(lm, problems, budgets, max_new_tokens, seed, log, only=()) -> list[dict]:
@@ -145,6 +168,7 @@ def math_rows(lm, problems, budgets, max_new_tokens, seed, log, only=()) -> list
         greedy_ok = correct(answer_of(greedy.finish.text, greedy.finish.stop_reason == "eos"), ref)
         sampled = run_to_trace(lm, prompt, strategy="best-of-n", params={"n": top, **MATH}, **run)
         particles = sampled.finish.extra["particles"]
+        judged = {name: [judge_score(reward, prompt, p["text"]) for p in particles] for name, reward in JUDGES.items()}
         for n in budgets:
             tally.add("greedy", n, greedy_ok, len(greedy.finish.token_ids))
             first = particles[:n]
@@ -155,6 +179,10 @@ def math_rows(lm, problems, budgets, max_new_tokens, seed, log, only=()) -> list
             tally.add("majority-vote", n, correct(majority, ref), spent)
             tally.add("weighted-vote", n, correct(weighted, ref), spent)
             tally.add("oracle pass@N", n, any(correct(p["answer"], ref) for p in first if p["ended"]), spent)
+            for reward, scores in judged.items():  # selection by a judge at a temperature (expected accuracy)
+                tally.add(f"best-of-n, judge T={JUDGE_T:g} ({reward})", n,
+                          judge_pick(scores[:n], [correct(p["answer"], ref) for p in first],
+                                     [p["ended"] for p in first]), spent)
             for name, extra in searches:
                 method = name.split(",")[0]
                 extra = extra | ({"beam_width": 2 if n > 1 else 1} if method == "reward-beam" else {})
@@ -300,10 +328,10 @@ def merge(parts: list[dict]) -> dict:
 def print_table(result: dict) -> None:
     budgets = result["budgets"]
     print(f"\naccuracy on {result['tasks']} tasks (mean tokens spent)")
-    print(f"{'method':<33}" + "".join(f"N={n:<13}" for n in budgets))
+    print(f"{'method':<42}" + "".join(f"N={n:<13}" for n in budgets))
     for method in dict.fromkeys(r["method"] for r in result["rows"]):
         cells = {r["budget"]: r for r in result["rows"] if r["method"] == method}
-        print(f"{method:<33}" + "".join(f"{cells[n]['accuracy']:<5.0%}({cells[n]['tokens']:<6.0f}) " for n in budgets))
+        print(f"{method:<42}" + "".join(f"{cells[n]['accuracy']:<5.0%}({cells[n]['tokens']:<6.0f}) " for n in budgets))
 
 
 def draw(rows: list[dict], png: Path) -> None:

@@ -2,9 +2,12 @@
 
     methods.py         the scaling strategies (best-of-N, majority vote, reward beam, particle filter,
                        First Finish) and their shared parameters
+    astar.py           A*-decoding: best-first search over step prefixes (strategy a-star)
+    refine.py          review, refine, repeat: rewrite the best solution from its first bad step
     particles.py       weights, ESS, resampling, lineage (pure functions)
     particle_batch.py  N particles as rows of one batched KV cache
-    rewards.py         programmatic rewards: step checkers, constraints, final answers, LM judge
+    rewards.py         programmatic rewards: step checkers (arithmetic, last digit only, reference-guided
+                       SPARE), constraints, final answers, LM judge
     prm.py             hub process reward models
     tasks.py           the shipped arithmetic task set (SmolLM2's word problems)
     math_tasks.py      tiny-math's generated multi-step problems, their checker, the training noise
