@@ -144,15 +144,20 @@ class ArithmeticStepChecker:
 
     def score(self, question: str, steps: list[str], final: bool) -> RewardResult:
         step = steps[-1] if steps else ""
-        checks = []
-        for m in _EQUATION.finditer(step):
-            ok, true = check_equation(m["a"], m["op"], m["b"], m["c"])
-            shown = f"{m['a']} {m['op']} {m['b']} = {m['c']}"
-            checks.append((ok, shown + (" ✓" if ok else f" ✗ (is {true:g})" if true is not None else " ✗ (undefined)")))
+        checks = [self.check(m) for m in _EQUATION.finditer(step)]
+        return self.calibrated(checks, "no arithmetic found")
+
+    def check(self, m: re.Match) -> tuple[bool, str]:
+        """(right, what to show) for one equation."""
+        ok, true = check_equation(m["a"], m["op"], m["b"], m["c"])
+        shown = f"{m['a']} {m['op']} {m['b']} = {m['c']}"
+        return ok, shown + (" ✓" if ok else f" ✗ (is {true:g})" if true is not None else " ✗ (undefined)")
+
+    def calibrated(self, checks: list[tuple[bool, str]], nothing: str) -> RewardResult:
+        """floor + (ceiling - floor) x the share of right checks; `neutral` (detail `nothing`) for none."""
         if not checks:
-            return RewardResult(self.neutral, False, "no arithmetic found")
-        fraction = sum(ok for ok, _ in checks) / len(checks)
-        value = self.floor + (self.ceiling - self.floor) * fraction
+            return RewardResult(self.neutral, False, nothing)
+        value = self.floor + (self.ceiling - self.floor) * sum(ok for ok, _ in checks) / len(checks)
         return RewardResult(value, False, "; ".join(text for _, text in checks))
 
 
@@ -164,22 +169,15 @@ class LastDigitChecker(ArithmeticStepChecker):
 
     name: str = "last digit"
 
-    def score(self, question: str, steps: list[str], final: bool) -> RewardResult:
-        step = steps[-1] if steps else ""
-        checks = []
-        for m in _EQUATION.finditer(step):
-            _, true = check_equation(m["a"], m["op"], m["b"], m["c"])
-            claimed = parse_number(m["c"])
-            ok = true is not None and claimed is not None and round(true) % 10 == round(claimed) % 10
-            checks.append((ok, f"{m['a']} {m['op']} {m['b']} = {m['c']}" + (" ✓ (last digit)" if ok else " ✗")))
-        if not checks:
-            return RewardResult(self.neutral, False, "no arithmetic found")
-        value = self.floor + (self.ceiling - self.floor) * sum(ok for ok, _ in checks) / len(checks)
-        return RewardResult(value, False, "; ".join(text for _, text in checks))
+    def check(self, m: re.Match) -> tuple[bool, str]:
+        _, true = check_equation(m["a"], m["op"], m["b"], m["c"])
+        claimed = parse_number(m["c"])
+        ok = true is not None and claimed is not None and round(true) % 10 == round(claimed) % 10
+        return ok, f"{m['a']} {m['op']} {m['b']} = {m['c']}" + (" ✓ (last digit)" if ok else " ✗")
 
 
 @dataclass(frozen=True)
-class ReferenceStepChecker:
+class ReferenceStepChecker(ArithmeticStepChecker):
     """Reference-guided process reward in the spirit of SPARE (Rahman et al. 2025, "SPARE: Single-Pass
     Annotation with Reference-Guided Evaluation for Automatic Process Supervision"): each step of
     the solution is aligned with the reference solution's step in the same place and scored by
@@ -190,10 +188,10 @@ class ReferenceStepChecker:
     sees a misread operand or operation and a solution that stops early. Values as
     ArithmeticStepChecker's (floor / ceiling / neutral); neutral for a question it cannot read."""
 
+    name: str = "reference steps"
     floor: float = 0.05
     ceiling: float = 0.95
     neutral: float = 0.5
-    name: str = "reference steps"
 
     def score(self, question: str, steps: list[str], final: bool) -> RewardResult:
         from decoding.scaling.math_tasks import _STEP, apply, parse_answer, parse_question
@@ -222,10 +220,7 @@ class ReferenceStepChecker:
                 continue
             if i >= first_new:  # only the newest step's lines are scored; earlier ones set up the chain
                 checks.append((ok, line + (" ✓" if ok else why)))
-        if not checks:
-            return RewardResult(self.neutral, False, "nothing to check")
-        value = self.floor + (self.ceiling - self.floor) * sum(ok for ok, _ in checks) / len(checks)
-        return RewardResult(value, False, "; ".join(text for _, text in checks))
+        return self.calibrated(checks, "nothing to check")
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ diffed away and the click downloaded nothing. Now nothing is written until a but
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -38,6 +39,16 @@ def downloaded(page, button_id: str):
     download = info.value
     assert download.failure() is None
     return download.suggested_filename, download.path()
+
+
+def run_and_its_comparison(page, prefix: str) -> tuple[Trace, Trace, Path]:
+    """After a compared run in the tab whose ids start with `prefix`: the two downloaded traces (the
+    main run, the comparison) and the comparison's file."""
+    wait_for(page, f"{prefix}-status", "Compared")
+    open_exports(page, f"{prefix}-export")
+    _, main = downloaded(page, f"{prefix}-download-json")
+    _, other = downloaded(page, f"{prefix}-download-other")
+    return Trace.load(main), Trace.load(other), other
 
 
 def open_exports(page, accordion_id: str) -> None:
@@ -105,14 +116,8 @@ def test_diffusion_exports_the_run_and_the_comparison(page):
     set_number(page, "df-length", 12)
     choose(page, "df-compare", "fixed schedule, steps = length")
     page.locator("#df-generate").click()
-    wait_for(page, "df-status", "Compared")
-    open_exports(page, "df-export")
-
-    _, path = downloaded(page, "df-download-json")
-    main = Trace.load(path)
+    main, other, path = run_and_its_comparison(page, "df")
     assert main.start.model == "tiny-diffusion" and main.start.max_new_tokens == 12
-    _, path = downloaded(page, "df-download-other")
-    other = Trace.load(path)
     assert other.start.params["sampler"] == "fixed" and other.start.params["threshold"] == 0.0
     assert len(other.of_kind("diffusion_step")) == 12  # steps = length: one position per step
     assert json.loads(path.read_text())["events"][0]["prompt"] == main.start.prompt
@@ -128,13 +133,7 @@ def test_scaling_exports_the_run_and_the_comparison(page):
     set_number(page, "sc-max-new-tokens", 8)
     choose(page, "sc-compare", "best-of-n")
     page.locator("#sc-generate").click()
-    wait_for(page, "sc-status", "Compared")
-    open_exports(page, "sc-export")
-
-    _, path = downloaded(page, "sc-download-json")
-    main = Trace.load(path)
+    main, other, _ = run_and_its_comparison(page, "sc")
     assert main.start.strategy == "particle-filter" and main.start.model == "tiny-ar" and main.start.params["n"] == 2
-    _, path = downloaded(page, "sc-download-other")
-    other = Trace.load(path)
     assert other.start.strategy == "best-of-n" and other.start.params["n"] == 2 and other.start.prompt == PROMPT
     assert error_toasts(page) == []
