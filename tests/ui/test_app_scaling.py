@@ -306,3 +306,18 @@ def test_the_tiny_math_presets_do_what_their_notes_say(name, answer, resamplings
     assert trace.finish.extra["answer"] == answer and verdict(trace) is True
     assert sum(s.resampled for s in trace.of_kind("particles")) == resamplings
     assert other.start.strategy == "best-of-n" and other.finish.extra["answer"] == compared and verdict(other) is False
+
+
+@pytest.mark.parametrize("name, answer, compared", [
+    ("26-review-refine-repeat", "91", "81"),  # the note: the rewrite reaches 91, one sample ends at 81
+    ("27-reward-hacking", "128", "210"),  # the note: the hacked filter ends at 128 (the honest one: 220)
+])
+def test_the_refine_and_reward_hacking_presets_do_what_their_notes_say(name, answer, compared):
+    preset = cb.preset_chosen(name)
+    fields = {f: preset[f"sc:{f}"] for f in FIELDS}
+    final = merged(list(cb.generate_run(preset["model"], preset["prompt"], preset["method"], preset["max_new_tokens"],
+                                        preset["seed"], preset["chat"], "best-of-n", **fields)))
+    assert final["trace"].finish.extra["answer"] == answer and answer in preset["note"]
+    assert final["other"].finish.extra["answer"] == compared
+    if name == "27-reward-hacking":  # the two slipped lines the note quotes are in the chosen answer
+        assert "63 - 13 = 40" in final["trace"].finish.text and "89 + 158 = 147" in final["trace"].finish.text
