@@ -276,6 +276,19 @@ def _highlighted(text: str, step_text: str) -> str:
     return esc(text)
 
 
+def _search_note(extra: dict) -> str:
+    """What a search method's step is doing: refine's round, A*'s expanded node (from `extra`)."""
+    if "round" in extra:
+        bad = extra.get("bad_step")
+        return f' · round {extra["round"]}' + (f', rewriting from step {bad + 1} (steps before it kept)'
+                                                 if isinstance(bad, int) else "")
+    if isinstance(extra.get("expanded"), dict):
+        node = extra["expanded"]
+        return (f' · expanding node {node.get("id")} (depth {node.get("depth")}, f {_fmt(node.get("f"))}); '
+                f'frontier {extra.get("frontier")}')
+    return ""
+
+
 def particles_html(step: ParticleStep | None, chosen: int | None = None) -> str:
     """The particles of one step as cards: weight bar (width = weight), reward, score, the reward's
     detail, badges, and the text with this step's addition highlighted. Dropped or zero-weight
@@ -305,7 +318,8 @@ def particles_html(step: ParticleStep | None, chosen: int | None = None) -> str:
             f'<div class="text">{_highlighted(p.get("text", ""), p.get("step_text", ""))}</div></div>')
     n = len(step.particles)
     head = esc(f'step {step.step} · {step.method} · ESS {step.ess:.2f} of {n}'
-               + (f' · resampled: {len(kept)} of {n} slots continue' if step.resampled else ""))
+               + (f' · resampled: {len(kept)} of {n} slots continue' if step.resampled else "")
+               + _search_note(step.extra or {}))
     return (f'<div class="dl-particles"><style>{_CSS}</style><div class="dl-head">{head}</div>'
             f'<div class="grid">{"".join(cards)}</div></div>')
 

@@ -56,3 +56,10 @@ def test_under_a_constant_reward_refine_is_plain_sampling():
 def test_rounds_and_accept_are_checked():
     with pytest.raises(ValueError, match="rounds"):
         run("m0", rounds=0)
+
+
+def test_the_particles_header_says_the_round_and_where_it_rewrites():
+    from visualizers.particles import particles_html
+
+    later = next(s for s in run("m6").of_kind("particles") if s.extra["round"] == 2)
+    assert f"round 2, rewriting from step {later.extra['bad_step'] + 1}" in particles_html(later)
