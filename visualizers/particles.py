@@ -32,7 +32,8 @@ COLORS = {"dead": "#c7c7c7", "edge": "#8c8c8c", "chosen": "#f2b701", "prompt": "
 METHOD_COLORS = {"best-of-n": "#4c78a8", "majority-vote": "#f58518", "reward-beam": "#54a24b",
                  "particle-filter": "#e45756", "first-finish": "#b279a2", "greedy": "#555555",
                  "weighted-vote": "#9d755d", "a-star": "#72b7b2", "oracle pass@N": "#bab0ac", "refine": "#d6616b",
-                 "particle-filter, spare": "#17becf", "particle-filter, arith-lastdigit": "#8c564b"}
+                 "particle-filter, spare": "#17becf", "particle-filter, arith-lastdigit": "#8c564b",
+                 "particle-filter, probe": "#bcbd22"}
 RULES = {"best-of-n": "best score: the particle whose final score is highest wins",
          "majority-vote": "majority: the answer given by the most particles wins",
          "reward-beam": "best score: the highest-scoring beam left at the end wins",

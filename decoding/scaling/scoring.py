@@ -85,6 +85,14 @@ def _lm_judge(params: ScalingParams, policy):
     return rw.LMJudgeReward(lm_judge(judge_lm)), [] if judge_lm is policy else [judge_lm]
 
 
+@REWARDS.register("probe", help="self-evaluation: a linear probe on the policy's hidden state predicts whether the "
+                                 "solution will end right (trained per model; tiny-math ships one)")
+def _probe(params: ScalingParams, policy):
+    from decoding.scaling.probe import ProbeReward
+
+    return ProbeReward(policy), []
+
+
 @REWARDS.register("prm", help="a hub process reward model (`prm_model`, e.g. Qwen2.5-Math-PRM-7B; needs internet and a GPU)")
 def _prm(params: ScalingParams, policy):
     from decoding.scaling.prm import HubPRM
