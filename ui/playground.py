@@ -16,6 +16,7 @@ import importlib.util
 import decoding  # noqa: F401  (switches telemetry off before gradio is imported)
 import gradio as gr
 
+from decoding.remote.source import model_field_hint
 from decoding.models import DEFAULT_MODEL, SUGGESTED_HUB_IDS
 from ui import playground_callbacks as cb
 from ui.common import (MODEL_CONCURRENCY_ID, bind, model_choices, model_concurrency, model_event, named_inputs, serve,
@@ -58,7 +59,7 @@ def _param_widget(w: ParamWidget) -> gr.components.Component:
 def _controls(c: dict) -> None:
     c["model"] = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model", allow_custom_value=True,
                              info=f"Embedded models work offline; with internet, type any hub id "
-                                  f"(e.g. {SUGGESTED_HUB_IDS[-1]}).", elem_id="dl-model")
+                                  f"(e.g. {SUGGESTED_HUB_IDS[-1]}).{model_field_hint()}", elem_id="dl-model")
     c["strategy"] = gr.Dropdown(playground_strategies(), value=DEFAULT_STRATEGY, label="Decoding strategy",
                                 info=cb.strategy_help(DEFAULT_STRATEGY), elem_id="dl-strategy")
     c["prompt"] = gr.Textbox(EXAMPLE_PROMPTS[0], label="Prompt", lines=3, max_lines=12, elem_id="dl-prompt")
