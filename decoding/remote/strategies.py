@@ -17,7 +17,8 @@ Exact and estimated (what a TokenStep of a remote run means)
 Strategies a remote engine cannot run are refused with the reason (`REMOTE_REFUSED`): beam search
 and contrastive search need several rows of the model at every step (contrastive also its hidden
 states), the speculative drafters need the target's logits for a whole draft in one pass, and a
-diffusion model is not served through the completions API.
+diffusion model is not served through the completions API. The scaling methods that grow steps of
+text (best-of-n, majority vote, reward beam, particle filter) run through `RemoteParticleBatch`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ ENTROPY_LABEL = f"lower bound from the top-{TOP_ALTERNATIVES} (the rest of the m
 NEUTRAL = {"top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0, "repetition_penalty": 1.0}  # engines' samplers off
 #          (llama.cpp's server defaults to top_k 40, min_p 0.05, repeat_penalty 1.1: greedy would not be argmax)
 
+REMOTE_SCALING = ("best-of-n", "majority-vote", "reward-beam", "particle-filter")  # step-wise: run as they are
 REMOTE: Registry[Callable] = Registry("remote strategy")  # strategy name -> fn(ctx, params, outcome)
 REMOTE_REFUSED = {
     "beam": "beam search keeps several rows of the model alive at every step; a completions API serves one sequence "
@@ -58,9 +60,11 @@ def remote_strategy(info: StrategyInfo) -> Callable:
     """The function that runs `info` over a remote engine; ValueError with the reason when none can."""
     if info.name in REMOTE:
         return REMOTE.get(info.name)
+    if info.name in REMOTE_SCALING:  # unchanged: their `ScalingRun` takes a `RemoteParticleBatch`
+        return info.fn
     reason = REMOTE_REFUSED.get(info.name) or REMOTE_REFUSED.get(info.family) or "it has no remote implementation"
     raise ValueError(f"strategy {info.name!r} cannot run on a remote engine: {reason}. Remote engines run "
-                     f"{', '.join(REMOTE.names())}")
+                     f"{', '.join(REMOTE.names() + REMOTE_SCALING)}")
 
 
 def entropy_lower_bound(logprobs: list[float]) -> float:
