@@ -1,0 +1,245 @@
+"""Remote engines (decoding.remote) against a REAL OpenAI-compatible server: llama.cpp's server from
+llama-cpp-python serving the embedded SmolLM2 GGUF on loopback, started once for the session.
+
+No mock stands in for the engine. Two tiny fake servers appear below, each labelled FAKE: they
+produce what a healthy llama.cpp server cannot (HTTP 429, a stream without log-probabilities, a
+server that never answers), to check the messages a user gets.
+"""
+
+import http.server
+import json
+import math
+import threading
+import time
+
+import pytest
+
+from decoding import run_to_trace
+from decoding.events import Trace
+from decoding.remote.client import Client, RemoteError
+from decoding.remote.lm import RemoteLM
+from decoding.remote.source import ALLOW_ENV, KEY_ENVS
+from decoding.remote.strategies import NEUTRAL, TOP_ALTERNATIVES, entropy_lower_bound
+from decoding.run import generate
+
+PROMPT = "<|im_start|>user\nWhy is the sky blue?<|im_end|>\n<|im_start|>assistant\n"
+MATH = ("<|im_start|>user\nTom has 3 apples. He buys 4 more. How many apples does he have? Solve it step by step, one "
+        "short step per line. Finish with \"The answer is\" and the number.<|im_end|>\n<|im_start|>assistant\n")
+
+
+@pytest.fixture(autouse=True)
+def remote_allowed(monkeypatch):
+    monkeypatch.setenv(ALLOW_ENV, "1")
+
+
+@pytest.fixture(scope="session")
+def server():
+    """The base URL of llama.cpp's server on a free loopback port (stopped after the session)."""
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python[server] is not installed (requirements-dev.txt)")
+    from decoding.remote.llama_server import running
+
+    with running() as base_url:
+        yield base_url
+
+
+def source(base_url: str, model: str = "smollm2-135m") -> str:
+    return f"openai:{base_url}#{model}"
+
+
+def server_greedy(base_url: str, prompt: str, max_tokens: int, logprobs: int | None = None) -> dict:
+    """The server's own greedy completion (its samplers' defaults switched off, as the strategies do)."""
+    body = NEUTRAL | {"model": "smollm2-135m", "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0}
+    return Client(base_url).complete(body | ({"logprobs": logprobs} if logprobs else {}))["choices"][0]
+
+
+# ---------------------------------------------------------------------------- no server needed
+
+
+def test_entropy_lower_bound_is_below_the_full_entropy():
+    probs = [0.5, 0.2, 0.1, 0.1, 0.05, 0.05]
+    full = -sum(p * math.log(p) for p in probs)
+    bound = entropy_lower_bound([math.log(p) for p in probs[:3]])  # top-3, the rest (0.2) as one bucket
+    assert bound == pytest.approx(-sum(p * math.log(p) for p in (0.5, 0.2, 0.1, 0.2)))
+    assert bound < full
+    assert entropy_lower_bound([math.log(p) for p in probs]) == pytest.approx(full)  # all of it: exact
+
+
+def test_remote_sources_are_off_in_the_app_unless_the_operator_enables_them(monkeypatch):
+    monkeypatch.delenv(ALLOW_ENV)
+    with pytest.raises(ValueError, match=f"remote engines .* are off in this app.*{ALLOW_ENV}=1"):
+        list(generate("openai:http://127.0.0.1:9/v1#m", "hi"))
+
+
+@pytest.mark.parametrize("name, match", [
+    ("openai:127.0.0.1:8000#m", "not a remote source"),
+    ("openai:http://127.0.0.1:8000/v1", "not a remote source"),
+    ("openai:http://user:sk-secret@127.0.0.1:8000/v1#m", "must not carry credentials"),
+])
+def test_malformed_sources_are_refused_with_the_form_to_use(name, match):
+    with pytest.raises(ValueError, match=match):
+        list(generate(name, "hi"))
+
+
+def test_unreachable_server_says_so():
+    from decoding.remote.llama_server import free_port
+
+    with pytest.raises(RemoteError, match=r"cannot reach the server at http://127.0.0.1:\d+/v1.*is it running"):
+        list(generate(f"openai:http://127.0.0.1:{free_port()}/v1#m", "hi"))
+
+
+class _FakeServer(http.server.BaseHTTPRequestHandler):
+    """FAKE (not an engine): lists model "m", then answers completions the way `behaviour` says."""
+
+    behaviour = "429"
+
+    def do_GET(self):
+        self._send(200, {"object": "list", "data": [{"id": "m", "object": "model", "owned_by": "fake"}]})
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        if self.behaviour == "429":
+            self._send(429, {"error": {"message": "Too many requests"}}, {"Retry-After": "7"})
+        elif self.behaviour == "slow":
+            time.sleep(2)
+        else:  # a stream without logprobs
+            chunk = {"choices": [{"text": "Hi", "index": 0, "logprobs": None, "finish_reason": None}]}
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode())
+
+    def _send(self, status, data, headers=None):
+        body = json.dumps(data).encode()
+        self.send_response(status)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("behaviour, match", [
+    ("429", r"rate-limiting requests \(HTTP 429\); it asks to retry after 7 s"),
+    ("no-logprobs", "sent tokens without log-probabilities.*logits_all"),
+    ("slow", "did not answer within 0.5 s"),
+])
+def test_fake_server_errors_reach_the_user_as_sentences(behaviour, match, monkeypatch):
+    """FAKE server: what a real llama.cpp server cannot be made to do here."""
+    monkeypatch.setenv("DECODING_LAB_REMOTE_TIMEOUT_S", "0.5")
+    handler = type("Handler", (_FakeServer,), {"behaviour": behaviour})
+    fake = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=fake.serve_forever, daemon=True).start()
+    try:
+        lm = RemoteLM(f"openai:http://127.0.0.1:{fake.server_address[1]}/v1#m")
+        with pytest.raises(RemoteError, match=match):
+            list(generate(lm, "hi", max_new_tokens=4))
+    finally:
+        fake.shutdown()
+        fake.server_close()
+
+
+# ---------------------------------------------------------------------------- the real engine
+
+
+@pytest.mark.slow
+def test_wrong_model_name_lists_what_the_server_serves(server):
+    with pytest.raises(RemoteError, match=r"does not serve 'nope'; it serves 'smollm2-135m'"):
+        list(generate(source(server, "nope"), "hi"))
+
+
+@pytest.mark.slow
+def test_strategies_an_engine_cannot_run_are_refused_with_the_reason(server):
+    with pytest.raises(ValueError, match="'beam' cannot run on a remote engine: beam search keeps several rows"):
+        list(generate(source(server), "hi", strategy="beam"))
+
+
+@pytest.mark.slow
+def test_greedy_through_the_server_equals_its_own_greedy_completion(server):
+    trace = run_to_trace(source(server), PROMPT, strategy="greedy", max_new_tokens=24)
+    tokens = trace.of_kind("token")
+    assert trace.finish.text == server_greedy(server, PROMPT, 24)["text"]
+    assert len(tokens) == 24 and all(e.rank == 1 for e in tokens)  # greedy = the engine's argmax
+    assert trace.start.source == {"engine": "llama.cpp (llama-cpp-python)", "base_url": server, "model": "smollm2-135m"}
+
+
+@pytest.mark.slow
+def test_recorded_top_k_logprobs_equal_the_servers_for_the_same_prefix(server):
+    """Asked one prefix after another, each request adds one token to what the server has cached, so it
+    computes every step the way the stream did. (Evaluated in one batch instead, a prefix of Q4 weights
+    gives log-probs a few percent apart: llama.cpp's kernels differ with the batch size.)"""
+    trace = run_to_trace(source(server), PROMPT, strategy="greedy", max_new_tokens=6)
+    tokens = trace.of_kind("token")
+    for event in tokens:
+        prefix = PROMPT + "".join(e.token_text for e in tokens[:event.step])
+        top = server_greedy(server, prefix, 1, logprobs=TOP_ALTERNATIVES)["logprobs"]["top_logprobs"][0]
+        ranked = sorted(top, key=lambda t: -top[t])[:TOP_ALTERNATIVES]
+        assert event.top_tokens == ranked
+        assert event.top_probs == pytest.approx([math.exp(top[t]) for t in ranked], rel=1e-5)
+        assert 0 < event.entropy and event.extra["entropy"].startswith("lower bound from the top-")
+
+
+@pytest.mark.slow
+def test_branch_continues_from_the_chosen_alternative(server):
+    trace = run_to_trace(source(server), PROMPT, strategy="greedy", max_new_tokens=8)
+    step = trace.of_kind("token")[2]
+    alternative = step.top_ids[1]
+    prefix_ids = [e.token_id for e in trace.of_kind("token")[:2]] + [alternative]
+    branch = run_to_trace(source(server), PROMPT, strategy="greedy", max_new_tokens=4, prefix_ids=prefix_ids)
+    lead = "".join(e.token_text for e in trace.of_kind("token")[:2]) + step.top_tokens[1]
+    assert branch.finish.text.startswith(lead) and branch.of_kind("token")[0].step == 3
+    assert branch.finish.text == lead + server_greedy(server, PROMPT + lead, 4)["text"]
+
+
+@pytest.mark.slow
+def test_stop_closes_the_stream(server):
+    asked = []
+    trace = run_to_trace(source(server), PROMPT, strategy="greedy", max_new_tokens=200,
+                         should_stop=lambda: len(asked.append(1) or asked) > 3)
+    assert trace.finish.stop_reason == "cancelled" and len(trace.of_kind("token")) < 5
+    started = time.perf_counter()
+    assert server_greedy(server, PROMPT, 2)["text"]  # the engine is free again at once
+    assert time.perf_counter() - started < 10
+
+
+@pytest.mark.slow
+def test_particle_filter_with_a_rule_reward_completes_through_the_server(server):
+    trace = run_to_trace(source(server), MATH, strategy="particle-filter", max_new_tokens=48, seed=0,
+                         params={"n": 4, "reward": "arith-step", "max_step_tokens": 24})
+    steps = trace.of_kind("particles")
+    assert steps and all(len(s.particles) == 4 for s in steps)
+    assert all(sum(p["weight"] for p in s.particles) == pytest.approx(1.0) for s in steps)
+    assert trace.finish.stop_reason in ("eos", "max_new_tokens") and trace.finish.text
+    assert all(p["num_tokens"] <= 48 for p in steps[-1].particles)
+    assert trace.finish.extra["particles"] and trace.start.source["engine"].startswith("llama.cpp")
+
+
+@pytest.mark.slow
+def test_a_remote_trace_exports_and_replays_without_the_key(server, tmp_path, monkeypatch):
+    from visualizers.entropy import entropy_figure
+
+    monkeypatch.setenv(KEY_ENVS[0], "sk-never-in-a-trace")  # llama.cpp's server ignores it
+    trace = run_to_trace(RemoteLM(source(server)), PROMPT, strategy="sample", max_new_tokens=8, seed=3,
+                         params={"temperature": 0.7})
+    path = tmp_path / "remote.json"
+    trace.save(path)
+    assert "sk-never-in-a-trace" not in path.read_text()
+    loaded = Trace.load(path)
+    assert loaded.to_dict() == trace.to_dict()
+    assert entropy_figure(loaded).data[0].name == "entropy (raw, lower bound from the top-k)"
+
+
+@pytest.mark.slow
+def test_cli_runs_a_model_on_the_server(server, capsys, monkeypatch):
+    from decoding.__main__ import main
+
+    monkeypatch.delenv(ALLOW_ENV)  # the command line allows remote engines by itself
+    monkeypatch.setenv(ALLOW_ENV, "0")  # restored after the test (main sets it)
+    assert main(["run", "--model", f"openai:{server}#smollm2-135m", "--prompt", PROMPT, "--max-new-tokens", "8",
+                 "--json", "--quiet"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["model"] == f"openai:{server}#smollm2-135m"
+    assert out["text"] == server_greedy(server, PROMPT, 8)["text"]
