@@ -43,10 +43,10 @@ class Client:
         self.timeout_s = timeout_s
 
     # ------------------------------------------------------------------ requests
-    def models(self) -> list[str]:
-        """The ids the server serves (GET /models)."""
+    def models(self) -> dict[str, dict]:
+        """The models the server serves (GET /models): {id: its entry (owned_by, ...)}."""
         data = self._json(*self._request("GET", "/models"))
-        return [str(m.get("id")) for m in data.get("data", []) if isinstance(m, dict)]
+        return {str(m.get("id")): m for m in data.get("data", []) if isinstance(m, dict)}
 
     def complete(self, body: dict) -> dict:
         """One non-streamed completion (POST /completions)."""

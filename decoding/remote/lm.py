@@ -54,13 +54,11 @@ class RemoteLM:
     def _check_served(self) -> str:
         """The engine's name; RemoteError unless the server lists `model_name` (engines that serve one
         model answer any name, so this is the only place a wrong name shows)."""
-        data = self.client._json(*self.client._request("GET", "/models"))
-        entries = [m for m in data.get("data", []) if isinstance(m, dict)]
-        served = [str(m.get("id")) for m in entries]
+        served = self.client.models()
         if self.model_name not in served:
             raise RemoteError(f"the server at {self.base_url} does not serve {self.model_name!r}; it serves "
                               f"{', '.join(map(repr, served)) or 'no model'}: write one after the # in the model name")
-        owner = next(str(m.get("owned_by", "")) for m in entries if str(m.get("id")) == self.model_name)
+        owner = str(served[self.model_name].get("owned_by", ""))
         return {"me": "llama.cpp (llama-cpp-python)", "": "openai-compatible"}.get(owner, owner)
 
     def source(self) -> dict:

@@ -1,9 +1,9 @@
 """Remote engines (decoding.remote) against a REAL OpenAI-compatible server: llama.cpp's server from
-llama-cpp-python serving the embedded SmolLM2 GGUF on loopback, started once for the session.
+llama-cpp-python serving the embedded SmolLM2 GGUF on loopback (the `server` fixture, conftest.py).
 
-No mock stands in for the engine. Two tiny fake servers appear below, each labelled FAKE: they
-produce what a healthy llama.cpp server cannot (HTTP 429, a stream without log-probabilities, a
-server that never answers), to check the messages a user gets.
+No mock stands in for the engine. One tiny fake server appears below, labelled FAKE: it produces
+what a healthy llama.cpp server cannot (HTTP 429, a stream without log-probabilities, a server that
+never answers), to check the messages a user gets.
 """
 
 import http.server
@@ -27,21 +27,6 @@ MATH = ("<|im_start|>user\nTom has 3 apples. He buys 4 more. How many apples doe
         "short step per line. Finish with \"The answer is\" and the number.<|im_end|>\n<|im_start|>assistant\n")
 
 
-@pytest.fixture(autouse=True)
-def remote_allowed(monkeypatch):
-    monkeypatch.setenv(ALLOW_ENV, "1")
-
-
-@pytest.fixture(scope="session")
-def server():
-    """The base URL of llama.cpp's server on a free loopback port (stopped after the session)."""
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python[server] is not installed (requirements-dev.txt)")
-    from decoding.remote.llama_server import running
-
-    with running() as base_url:
-        yield base_url
-
-
 def source(base_url: str, model: str = "smollm2-135m") -> str:
     return f"openai:{base_url}#{model}"
 
@@ -52,7 +37,7 @@ def server_greedy(base_url: str, prompt: str, max_tokens: int, logprobs: int | N
     return Client(base_url).complete(body | ({"logprobs": logprobs} if logprobs else {}))["choices"][0]
 
 
-# ---------------------------------------------------------------------------- no server needed
+# ---------------------------------------------------------------------------- no server needed (the `server` fixture and `remote_allowed` are in conftest.py)
 
 
 def test_entropy_lower_bound_is_below_the_full_entropy():

@@ -1,0 +1,45 @@
+"""The Playground and Scaling tabs' callbacks on a model served by the real llama.cpp server (no
+browser): the text streams in, a branch continues from an alternative, a scaling run completes."""
+
+import pytest
+
+from test_remote_engine import MATH, PROMPT, source
+from ui import playground_callbacks as playground
+from ui import scaling_callbacks as scaling
+from ui.playground_views import new_selection, param_widgets
+from ui.scaling_views import DEFAULT_SETTINGS, FIELDS
+
+pytestmark = pytest.mark.slow
+
+
+def test_playground_streams_a_remote_run_and_branches_from_an_alternative(server):
+    defaults = {w.key: w.default for w in param_widgets()}
+    selection = new_selection()
+    updates = list(playground.generate_run(source(server), "greedy", PROMPT, 12, 0, False, "auto", "prob", selection,
+                                           **defaults))
+    trace = updates[0]["trace"]
+    assert len(trace.of_kind("token")) == 12 and "Finished" in updates[-1]["status"]
+    assert any("tokens so far" in str(u.get("status", "")) for u in updates)  # redrawn while tokens arrived
+    selection["step"] = 3
+    alternative = trace.of_kind("token")[3].top_ids[1]
+    branch = list(playground.branch_run(alternative, trace, None, selection, "prob"))[-1]["branch"]
+    lead = "".join(e.token_text for e in trace.of_kind("token")[:3]) + trace.of_kind("token")[3].top_tokens[1]
+    assert branch["trace"].finish.text.startswith(lead) and branch["trace"].start.source["model"] == "smollm2-135m"
+
+
+def test_playground_refuses_a_strategy_the_engine_cannot_run(server):
+    import gradio as gr
+
+    defaults = {w.key: w.default for w in param_widgets()}
+    run = playground.generate_run(source(server), "contrastive", PROMPT, 8, 0, False, "auto", "prob",
+                                  new_selection(), **defaults)
+    with pytest.raises(gr.Error, match="cannot run on a remote engine: contrastive search needs the hidden states"):
+        list(run)
+
+
+def test_scaling_tab_runs_best_of_n_on_the_engine(server):
+    fields = {name: (DEFAULT_SETTINGS | {"n": 3, "max_step_tokens": 16, "reward": "arith-step"})[name] for name in FIELDS}
+    updates = list(scaling.generate_run(source(server), MATH, "best-of-n", 32, 0, False, "none", **fields))
+    trace = updates[-1].get("trace") or updates[0]["trace"]
+    assert trace.finish is not None and len(trace.of_kind("particles")[-1].particles) == 3
+    assert trace.start.source["engine"].startswith("llama.cpp")
