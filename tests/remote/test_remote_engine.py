@@ -200,6 +200,67 @@ def test_particle_filter_with_a_rule_reward_completes_through_the_server(server)
     assert trace.finish.stop_reason in ("eos", "max_new_tokens") and trace.finish.text
     assert all(p["num_tokens"] <= 48 for p in steps[-1].particles)
     assert trace.finish.extra["particles"] and trace.start.source["engine"].startswith("llama.cpp")
+    for before, after in zip(steps, steps[1:]):  # a particle continues the text of the slot it copied
+        for p in after.particles:
+            assert p["text"].startswith(before.particles[before.ancestors[p["id"]]]["text"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method, params", [("reward-beam", {"beam_width": 2}), ("majority-vote", {})])
+def test_other_step_wise_methods_complete_through_the_server(server, method, params):
+    trace = run_to_trace(source(server), MATH, strategy=method, max_new_tokens=32, seed=1,
+                         params={"n": 4, "reward": "arith-step", "max_step_tokens": 16} | params)
+    assert trace.of_kind("particles") and trace.finish.extra["method"] == method
+
+
+class _FakeBatchServer(http.server.BaseHTTPRequestHandler):
+    """FAKE (not an engine): answers `n` choices per request, as vLLM does and llama.cpp's server does not,
+    and records the requests, to show how particles that share a prefix share a request."""
+
+    requests: list = []
+
+    def do_GET(self):
+        self._send({"object": "list", "data": [{"id": "m", "object": "model", "owned_by": "fake"}]})
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.requests.append(body)
+        k = len(self.requests)
+        steps = [f"{i} + {k} = {i + k}" for i in range(body["n"])]  # a different step per choice
+        choices = [{"index": i, "text": step, "finish_reason": "stop",
+                    "logprobs": {"tokens": [step, "\n"], "token_logprobs": [-1.0, -0.1], "top_logprobs": None}}
+                   for i, step in enumerate(steps)]
+        self._send({"choices": choices})
+
+    def _send(self, data):
+        raw = json.dumps(data).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_particles_sharing_a_prefix_share_one_request_with_n_completions():
+    """FAKE server answering n choices (vLLM's behaviour): 4 particles start from the prompt in one request;
+    after a best-of-n step each continues its own text, one request each."""
+    handler = type("Handler", (_FakeBatchServer,), {"requests": []})
+    fake = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=fake.serve_forever, daemon=True).start()
+    try:
+        lm = RemoteLM(f"openai:http://127.0.0.1:{fake.server_address[1]}/v1#m")
+        trace = run_to_trace(lm, "Q:\n", strategy="best-of-n", max_new_tokens=4, params={"n": 4, "reward": "none"})
+    finally:
+        fake.shutdown()
+        fake.server_close()
+    first, *rest = handler.requests
+    assert first["n"] == 4 and first["stop"] == ["\n"] and first["prompt"] == "Q:\n"
+    assert all(r["n"] == 1 for r in rest) and len(rest) == 4  # the copies now differ: one request each
+    assert [r["prompt"] for r in rest] == [f"Q:\n{i} + 1 = {i + 1}\n" for i in range(4)]
+    assert len(trace.of_kind("particles")) == 2
 
 
 @pytest.mark.slow
