@@ -5,7 +5,9 @@
 
 The tests and `bench/bench_remote.py` start it the same way, as a real engine on loopback. It needs
 `pip install 'llama-cpp-python[server]'` (requirements-dev.txt). `logits_all` is on: without it the
-server cannot return per-token log-probabilities.
+server cannot return per-token log-probabilities. `interrupt_requests` is off: by default a new
+request aborts the stream in progress, so two users of one server would cut each other's runs;
+off, requests queue, and a run ends only when its client closes the stream (Stop).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def command(port: int, threads: int = 1, gguf: str | None = None) -> list[str]:
     gguf = gguf or embedded.ensure_gguf(embedded.SMOLLM2_135M, lambda message: None)
     return [sys.executable, "-m", "llama_cpp.server", "--model", gguf, "--model_alias", ALIAS,
             "--logits_all", "true", "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048",
-            "--n_threads", str(threads), "--n_threads_batch", str(threads)]
+            "--n_threads", str(threads), "--n_threads_batch", str(threads), "--interrupt_requests", "false"]
 
 
 @contextlib.contextmanager
