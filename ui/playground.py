@@ -159,6 +159,8 @@ def _wire(c: dict) -> None:
     strategy_outputs = {k: c[k] for k in [f"group:{n}" for n in playground_strategies()] + ["strategy", "beams"]}
     c["strategy"].change(bind(cb.strategy_changed, strategy_outputs), c["strategy"], list(strategy_outputs.values()),
                          **quiet)
+    c["model"].change(bind(cb.model_changed, {"strategy": c["strategy"]}), [c["model"], c["strategy"]], [c["strategy"]],
+                      **quiet)
     controls = ("model", "strategy", "prompt", "max_new_tokens", "seed", "chat", "dtype", "color_by", "selection")
     run_inputs = named_inputs({k: c[k] for k in controls}, {w.key: c[w.key] for w in param_widgets()})
     run = c["generate"].click(model_event(bind(cb.generate_run, outputs, run_inputs)), list(run_inputs.values()),

@@ -67,6 +67,16 @@ def remote_strategy(info: StrategyInfo) -> Callable:
                      f"{', '.join(REMOTE.names() + REMOTE_SCALING)}")
 
 
+def remote_menu(names: list[str]) -> tuple[list[str], str]:
+    """(the strategies among `names` a remote engine runs, a sentence saying why the others are not offered)."""
+    kept = [n for n in names if n in REMOTE or n in REMOTE_SCALING]
+    left = [n for n in names if n not in kept]
+    if not left:
+        return kept, ""
+    return kept, (f"A remote engine runs {' and '.join(kept)} here; {', '.join(left)} need several rows, hidden states or "
+                  "the whole distribution at every step, and an engine sends only the chosen token and its top-k.")
+
+
 def entropy_lower_bound(logprobs: list[float]) -> float:
     """-sum p log p over the top-k plus the rest of the mass as one outcome: a lower bound of the entropy."""
     probs = [math.exp(lp) for lp in logprobs]

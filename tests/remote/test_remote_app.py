@@ -1,5 +1,6 @@
 """The Playground and Scaling tabs' callbacks on a model served by the real llama.cpp server (no
-browser): the text streams in, a branch continues from an alternative, a scaling run completes."""
+browser): the text streams in, a branch continues from an alternative, a scaling run completes, and the
+strategy menu offers only what a remote engine runs."""
 
 import pytest
 
@@ -9,9 +10,8 @@ from ui import scaling_callbacks as scaling
 from ui.playground_views import new_selection, param_widgets
 from ui.scaling_views import DEFAULT_SETTINGS, FIELDS
 
-pytestmark = pytest.mark.slow
 
-
+@pytest.mark.slow
 def test_playground_streams_a_remote_run_and_branches_from_an_alternative(server):
     defaults = {w.key: w.default for w in param_widgets()}
     selection = new_selection()
@@ -27,6 +27,7 @@ def test_playground_streams_a_remote_run_and_branches_from_an_alternative(server
     assert branch["trace"].finish.text.startswith(lead) and branch["trace"].start.source["model"] == "smollm2-135m"
 
 
+@pytest.mark.slow
 def test_playground_refuses_a_strategy_the_engine_cannot_run(server):
     import gradio as gr
 
@@ -37,9 +38,23 @@ def test_playground_refuses_a_strategy_the_engine_cannot_run(server):
         list(run)
 
 
+@pytest.mark.slow
 def test_scaling_tab_runs_best_of_n_on_the_engine(server):
     fields = {name: (DEFAULT_SETTINGS | {"n": 3, "max_step_tokens": 16, "reward": "arith-step"})[name] for name in FIELDS}
     updates = list(scaling.generate_run(source(server), MATH, "best-of-n", 32, 0, False, "none", **fields))
     trace = updates[-1].get("trace") or updates[0]["trace"]
     assert trace.finish is not None and len(trace.of_kind("particles")[-1].particles) == 3
     assert trace.start.source["engine"].startswith("llama.cpp")
+
+
+@pytest.mark.parametrize("model, offered", [
+    ("openai:http://127.0.0.1:8000/v1#m", ["greedy", "sample"]),
+    ("smollm2-135m", None),  # every Playground strategy
+])
+def test_the_strategy_menu_offers_what_the_model_can_run_and_says_why(model, offered):
+    from ui.playground_views import playground_strategies
+
+    update = playground.model_changed(model, "beam")["strategy"]
+    assert update["choices"] == (offered or playground_strategies())
+    assert update["value"] == ("greedy" if offered else "beam")
+    assert ("mirostat, contrastive, beam need several rows" in update["info"]) == bool(offered)
