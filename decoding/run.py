@@ -21,6 +21,7 @@ from decoding.models import LoadedModel, check_kind, check_model_id, load_model,
 from decoding.contracts import Cancelled, Outcome, RunContext, never
 from decoding.registry import FAMILY_CHECKS, get_strategy
 from decoding.remote.lm import RemoteLM
+from decoding.remote.source import is_remote
 from decoding.remote.strategies import remote_strategy
 
 MAX_NEW_TOKENS_CAP = 2048  # upper bound a user may ask for
@@ -105,6 +106,9 @@ def validate_request(prompt, strategy, params, max_new_tokens, seed):
         value = getattr(config, f.name)
         if f.name.endswith("_model") and not (isinstance(value, str) and not value.strip()):
             check_model_id(value, f.name)
+            if is_remote(value):
+                raise ValueError(f"`{f.name}` must be a local model or hub id: a draft model, judge or PRM reads the full "
+                                 "distribution, which a remote engine does not send (it can be the run's own model)")
     if hasattr(config, "check_length"):  # checks that need the generation length (diffusion steps, blocks)
         config.check_length(max_new_tokens)
     return get_strategy(strategy), config

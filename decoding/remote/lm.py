@@ -45,7 +45,7 @@ class RemoteLM:
         self.name = f"{PREFIX}{self.base_url}#{self.model_name}"
         self.client = Client(self.base_url, api_key(), timeout_s())
         self.engine = self._check_served()
-        self.loaded, self.meta, self.dtype = self, {"kind": "causal"}, "remote"
+        self.loaded, self.dtype = self, "remote"  # `generate` reads lm.loaded.dtype
         self.forward_passes = 0
         self._texts: list[str] = [""]  # id -> token string (id 0: the end of text)
         self._ids: dict[str, int] = {}

@@ -65,6 +65,13 @@ def test_malformed_sources_are_refused_with_the_form_to_use(name, match):
         list(generate(name, "hi"))
 
 
+@pytest.mark.parametrize("strategy, field", [("speculative", "draft_model"), ("best-of-n", "judge_model")])
+def test_a_remote_engine_is_never_a_helper_model(strategy, field):
+    with pytest.raises(ValueError, match=f"`{field}` must be a local model or hub id"):
+        list(generate("tiny-random", "hi", strategy=strategy,
+                      params={field: "openai:http://127.0.0.1:9/v1#m"} | ({"reward": "lm-judge"} if field == "judge_model" else {})))
+
+
 def test_unreachable_server_says_so():
     from decoding.remote.llama_server import free_port
 
