@@ -73,8 +73,9 @@ def remote_menu(names: list[str]) -> tuple[list[str], str]:
     left = [n for n in names if n not in kept]
     if not left:
         return kept, ""
-    return kept, (f"A remote engine runs {' and '.join(kept)} here; {', '.join(left)} need several rows, hidden states or "
-                  "the whole distribution at every step, and an engine sends only the chosen token and its top-k.")
+    return kept, (f"A remote engine runs {' and '.join(kept)} here; {', '.join(left)} need several rows, hidden "
+                  "states or the whole distribution at every step, and an engine sends only the chosen token and its "
+                  "top-k.")
 
 
 def entropy_lower_bound(logprobs: list[float]) -> float:

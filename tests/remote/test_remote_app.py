@@ -10,13 +10,15 @@ from ui import scaling_callbacks as scaling
 from ui.playground_views import new_selection, param_widgets
 from ui.scaling_views import DEFAULT_SETTINGS, FIELDS
 
+pytestmark = pytest.mark.usefixtures("remote_allowed")
+
 
 @pytest.mark.slow
-def test_playground_streams_a_remote_run_and_branches_from_an_alternative(server):
+def test_playground_streams_a_remote_run_and_branches_from_an_alternative(llama_server):
     defaults = {w.key: w.default for w in param_widgets()}
     selection = new_selection()
-    updates = list(playground.generate_run(source(server), "greedy", PROMPT, 12, 0, False, "auto", "prob", selection,
-                                           **defaults))
+    updates = list(playground.generate_run(source(llama_server), "greedy", PROMPT, 12, 0, False, "auto", "prob",
+                                           selection, **defaults))
     trace = updates[0]["trace"]
     assert len(trace.of_kind("token")) == 12 and "Finished" in updates[-1]["status"]
     assert any("tokens so far" in str(u.get("status", "")) for u in updates)  # redrawn while tokens arrived
@@ -28,20 +30,21 @@ def test_playground_streams_a_remote_run_and_branches_from_an_alternative(server
 
 
 @pytest.mark.slow
-def test_playground_refuses_a_strategy_the_engine_cannot_run(server):
+def test_playground_refuses_a_strategy_the_engine_cannot_run(llama_server):
     import gradio as gr
 
     defaults = {w.key: w.default for w in param_widgets()}
-    run = playground.generate_run(source(server), "contrastive", PROMPT, 8, 0, False, "auto", "prob",
+    run = playground.generate_run(source(llama_server), "contrastive", PROMPT, 8, 0, False, "auto", "prob",
                                   new_selection(), **defaults)
     with pytest.raises(gr.Error, match="cannot run on a remote engine: contrastive search needs the hidden states"):
         list(run)
 
 
 @pytest.mark.slow
-def test_scaling_tab_runs_best_of_n_on_the_engine(server):
-    fields = {name: (DEFAULT_SETTINGS | {"n": 3, "max_step_tokens": 16, "reward": "arith-step"})[name] for name in FIELDS}
-    updates = list(scaling.generate_run(source(server), MATH, "best-of-n", 32, 0, False, "none", **fields))
+def test_scaling_tab_runs_best_of_n_on_the_engine(llama_server):
+    settings = DEFAULT_SETTINGS | {"n": 3, "max_step_tokens": 16, "reward": "arith-step"}
+    fields = {name: settings[name] for name in FIELDS}
+    updates = list(scaling.generate_run(source(llama_server), MATH, "best-of-n", 32, 0, False, "none", **fields))
     trace = updates[-1].get("trace") or updates[0]["trace"]
     assert trace.finish is not None and len(trace.of_kind("particles")[-1].particles) == 3
     assert trace.start.source["engine"].startswith("llama.cpp")

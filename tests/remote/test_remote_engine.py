@@ -1,5 +1,6 @@
 """Remote engines (decoding.remote) against a REAL OpenAI-compatible server: llama.cpp's server from
-llama-cpp-python serving the embedded SmolLM2 GGUF on loopback (the `server` fixture, conftest.py).
+llama-cpp-python serving the embedded SmolLM2 GGUF on loopback (the `llama_server` fixture,
+tests/conftest.py).
 
 No mock stands in for the engine. One tiny fake server appears below, labelled FAKE: it produces
 what a healthy llama.cpp server cannot (HTTP 429, a stream without log-probabilities, a server that
@@ -27,6 +28,9 @@ MATH = ("<|im_start|>user\nTom has 3 apples. He buys 4 more. How many apples doe
         "short step per line. Finish with \"The answer is\" and the number.<|im_end|>\n<|im_start|>assistant\n")
 
 
+pytestmark = pytest.mark.usefixtures("remote_allowed")
+
+
 def source(base_url: str, model: str = "smollm2-135m") -> str:
     return f"openai:{base_url}#{model}"
 
@@ -37,7 +41,7 @@ def server_greedy(base_url: str, prompt: str, max_tokens: int, logprobs: int | N
     return Client(base_url).complete(body | ({"logprobs": logprobs} if logprobs else {}))["choices"][0]
 
 
-# ---------------------------------------------------------------------------- no server needed (the `server` fixture and `remote_allowed` are in conftest.py)
+# ---------------------------------------------------------------------------- no server needed
 
 
 def test_entropy_lower_bound_is_below_the_full_entropy():
@@ -67,9 +71,9 @@ def test_malformed_sources_are_refused_with_the_form_to_use(name, match):
 
 @pytest.mark.parametrize("strategy, field", [("speculative", "draft_model"), ("best-of-n", "judge_model")])
 def test_a_remote_engine_is_never_a_helper_model(strategy, field):
+    params = {field: "openai:http://127.0.0.1:9/v1#m"} | ({"reward": "lm-judge"} if field == "judge_model" else {})
     with pytest.raises(ValueError, match=f"`{field}` must be a local model or hub id"):
-        list(generate("tiny-random", "hi", strategy=strategy,
-                      params={field: "openai:http://127.0.0.1:9/v1#m"} | ({"reward": "lm-judge"} if field == "judge_model" else {})))
+        list(generate("tiny-random", "hi", strategy=strategy, params=params))
 
 
 def test_unreachable_server_says_so():
@@ -91,7 +95,7 @@ class _FakeServer(http.server.BaseHTTPRequestHandler):
         self.rfile.read(int(self.headers["Content-Length"]))
         if self.behaviour == "429":
             self._send(429, {"error": {"message": "Too many requests"}}, {"Retry-After": "7"})
-        elif self.behaviour == "slow":
+        elif self.behaviour == "silent":
             time.sleep(2)
         else:  # a stream without logprobs
             chunk = {"choices": [{"text": "Hi", "index": 0, "logprobs": None, "finish_reason": None}]}
@@ -117,7 +121,7 @@ class _FakeServer(http.server.BaseHTTPRequestHandler):
 @pytest.mark.parametrize("behaviour, match", [
     ("429", r"rate-limiting requests \(HTTP 429\); it asks to retry after 7 s"),
     ("no-logprobs", "sent tokens without log-probabilities.*logits_all"),
-    ("slow", "did not answer within 0.5 s"),
+    ("silent", "did not answer within 0.5 s"),
 ])
 def test_fake_server_errors_reach_the_user_as_sentences(behaviour, match, monkeypatch):
     """FAKE server: what a real llama.cpp server cannot be made to do here."""
@@ -138,36 +142,37 @@ def test_fake_server_errors_reach_the_user_as_sentences(behaviour, match, monkey
 
 
 @pytest.mark.slow
-def test_wrong_model_name_lists_what_the_server_serves(server):
+def test_wrong_model_name_lists_what_the_server_serves(llama_server):
     with pytest.raises(RemoteError, match=r"does not serve 'nope'; it serves 'smollm2-135m'"):
-        list(generate(source(server, "nope"), "hi"))
+        list(generate(source(llama_server, "nope"), "hi"))
 
 
 @pytest.mark.slow
-def test_strategies_an_engine_cannot_run_are_refused_with_the_reason(server):
+def test_strategies_an_engine_cannot_run_are_refused_with_the_reason(llama_server):
     with pytest.raises(ValueError, match="'beam' cannot run on a remote engine: beam search keeps several rows"):
-        list(generate(source(server), "hi", strategy="beam"))
+        list(generate(source(llama_server), "hi", strategy="beam"))
 
 
 @pytest.mark.slow
-def test_greedy_through_the_server_equals_its_own_greedy_completion(server):
-    trace = run_to_trace(source(server), PROMPT, strategy="greedy", max_new_tokens=24)
+def test_greedy_through_the_server_equals_its_own_greedy_completion(llama_server):
+    trace = run_to_trace(source(llama_server), PROMPT, strategy="greedy", max_new_tokens=24)
     tokens = trace.of_kind("token")
-    assert trace.finish.text == server_greedy(server, PROMPT, 24)["text"]
+    assert trace.finish.text == server_greedy(llama_server, PROMPT, 24)["text"]
     assert len(tokens) == 24 and all(e.rank == 1 for e in tokens)  # greedy = the engine's argmax
-    assert trace.start.source == {"engine": "llama.cpp (llama-cpp-python)", "base_url": server, "model": "smollm2-135m"}
+    assert trace.start.source == {"engine": "llama.cpp (llama-cpp-python)", "base_url": llama_server,
+                                  "model": "smollm2-135m"}
 
 
 @pytest.mark.slow
-def test_recorded_top_k_logprobs_equal_the_servers_for_the_same_prefix(server):
+def test_recorded_top_k_logprobs_equal_the_servers_for_the_same_prefix(llama_server):
     """Asked one prefix after another, each request adds one token to what the server has cached, so it
     computes every step the way the stream did. (Evaluated in one batch instead, a prefix of Q4 weights
     gives log-probs a few percent apart: llama.cpp's kernels differ with the batch size.)"""
-    trace = run_to_trace(source(server), PROMPT, strategy="greedy", max_new_tokens=6)
+    trace = run_to_trace(source(llama_server), PROMPT, strategy="greedy", max_new_tokens=6)
     tokens = trace.of_kind("token")
     for event in tokens:
         prefix = PROMPT + "".join(e.token_text for e in tokens[:event.step])
-        top = server_greedy(server, prefix, 1, logprobs=TOP_ALTERNATIVES)["logprobs"]["top_logprobs"][0]
+        top = server_greedy(llama_server, prefix, 1, logprobs=TOP_ALTERNATIVES)["logprobs"]["top_logprobs"][0]
         ranked = sorted(top, key=lambda t: -top[t])[:TOP_ALTERNATIVES]
         assert event.top_tokens == ranked
         assert event.top_probs == pytest.approx([math.exp(top[t]) for t in ranked], rel=1e-5)
@@ -175,33 +180,33 @@ def test_recorded_top_k_logprobs_equal_the_servers_for_the_same_prefix(server):
 
 
 @pytest.mark.slow
-def test_branch_continues_from_the_chosen_alternative(server):
-    trace = run_to_trace(source(server), PROMPT, strategy="greedy", max_new_tokens=8)
+def test_branch_continues_from_the_chosen_alternative(llama_server):
+    trace = run_to_trace(source(llama_server), PROMPT, strategy="greedy", max_new_tokens=8)
     step = trace.of_kind("token")[2]
     alternative = step.top_ids[1]
     prefix_ids = [e.token_id for e in trace.of_kind("token")[:2]] + [alternative]
-    branch = run_to_trace(source(server), PROMPT, strategy="greedy", max_new_tokens=4, prefix_ids=prefix_ids)
+    branch = run_to_trace(source(llama_server), PROMPT, strategy="greedy", max_new_tokens=4, prefix_ids=prefix_ids)
     lead = "".join(e.token_text for e in trace.of_kind("token")[:2]) + step.top_tokens[1]
     assert branch.finish.text.startswith(lead) and branch.of_kind("token")[0].step == 3
-    assert branch.finish.text == lead + server_greedy(server, PROMPT + lead, 4)["text"]
+    assert branch.finish.text == lead + server_greedy(llama_server, PROMPT + lead, 4)["text"]
 
 
 @pytest.mark.slow
-def test_stop_closes_the_stream_and_the_engine_stops_generating(server):
+def test_stop_closes_the_stream_and_the_engine_stops_generating(llama_server):
     """llama.cpp's server decodes one request at a time: had it gone on with the 400 tokens asked for
     (about 11 per second with log-probs here), the next request would wait for them."""
     asked = []
-    trace = run_to_trace(source(server), PROMPT, strategy="greedy", max_new_tokens=400,
+    trace = run_to_trace(source(llama_server), PROMPT, strategy="greedy", max_new_tokens=400,
                          should_stop=lambda: len(asked.append(1) or asked) > 3)
     assert trace.finish.stop_reason == "cancelled" and len(trace.of_kind("token")) < 5
     started = time.perf_counter()
-    assert server_greedy(server, PROMPT, 2)["text"]
+    assert server_greedy(llama_server, PROMPT, 2)["text"]
     assert time.perf_counter() - started < 5
 
 
 @pytest.mark.slow
-def test_particle_filter_with_a_rule_reward_completes_through_the_server(server):
-    trace = run_to_trace(source(server), MATH, strategy="particle-filter", max_new_tokens=48, seed=0,
+def test_particle_filter_with_a_rule_reward_completes_through_the_server(llama_server):
+    trace = run_to_trace(source(llama_server), MATH, strategy="particle-filter", max_new_tokens=48, seed=0,
                          params={"n": 4, "reward": "arith-step", "max_step_tokens": 24})
     steps = trace.of_kind("particles")
     assert steps and all(len(s.particles) == 4 for s in steps)
@@ -216,8 +221,8 @@ def test_particle_filter_with_a_rule_reward_completes_through_the_server(server)
 
 @pytest.mark.slow
 @pytest.mark.parametrize("method, params", [("reward-beam", {"beam_width": 2}), ("majority-vote", {})])
-def test_other_step_wise_methods_complete_through_the_server(server, method, params):
-    trace = run_to_trace(source(server), MATH, strategy=method, max_new_tokens=32, seed=1,
+def test_other_step_wise_methods_complete_through_the_server(llama_server, method, params):
+    trace = run_to_trace(source(llama_server), MATH, strategy=method, max_new_tokens=32, seed=1,
                          params={"n": 4, "reward": "arith-step", "max_step_tokens": 16} | params)
     assert trace.of_kind("particles") and trace.finish.extra["method"] == method
 
@@ -273,11 +278,11 @@ def test_particles_sharing_a_prefix_share_one_request_with_n_completions():
 
 
 @pytest.mark.slow
-def test_a_remote_trace_exports_and_replays_without_the_key(server, tmp_path, monkeypatch):
+def test_a_remote_trace_exports_and_replays_without_the_key(llama_server, tmp_path, monkeypatch):
     from visualizers.entropy import entropy_figure
 
     monkeypatch.setenv(KEY_ENVS[0], "sk-never-in-a-trace")  # llama.cpp's server ignores it
-    trace = run_to_trace(RemoteLM(source(server)), PROMPT, strategy="sample", max_new_tokens=8, seed=3,
+    trace = run_to_trace(RemoteLM(source(llama_server)), PROMPT, strategy="sample", max_new_tokens=8, seed=3,
                          params={"temperature": 0.7})
     path = tmp_path / "remote.json"
     trace.save(path)
@@ -288,13 +293,13 @@ def test_a_remote_trace_exports_and_replays_without_the_key(server, tmp_path, mo
 
 
 @pytest.mark.slow
-def test_cli_runs_a_model_on_the_server(server, capsys, monkeypatch):
+def test_cli_runs_a_model_on_the_server(llama_server, capsys, monkeypatch):
     from decoding.__main__ import main
 
     monkeypatch.delenv(ALLOW_ENV)  # the command line allows remote engines by itself
     monkeypatch.setenv(ALLOW_ENV, "0")  # restored after the test (main sets it)
-    assert main(["run", "--model", f"openai:{server}#smollm2-135m", "--prompt", PROMPT, "--max-new-tokens", "8",
+    assert main(["run", "--model", f"openai:{llama_server}#smollm2-135m", "--prompt", PROMPT, "--max-new-tokens", "8",
                  "--json", "--quiet"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["model"] == f"openai:{server}#smollm2-135m"
-    assert out["text"] == server_greedy(server, PROMPT, 8)["text"]
+    assert out["model"] == f"openai:{llama_server}#smollm2-135m"
+    assert out["text"] == server_greedy(llama_server, PROMPT, 8)["text"]
