@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from decoding.embedded import EmbeddedModelError
@@ -21,6 +22,7 @@ from decoding.events import ParticleStep, RunFinished, TokenStep, Trace, stats
 from decoding.models import DEFAULT_MODEL, QUANTIZATIONS, REGISTRY, SUGGESTED_HUB_IDS, ModelLoadError, load_model
 from decoding.run import MAX_NEW_TOKENS_CAP, generate, validate_request
 from decoding.registry import STRATEGIES, param_specs
+from decoding.remote.source import ALLOW_ENV, EXAMPLE
 from decoding.diffusion.samplers import SAMPLERS
 from decoding.scaling.scoring import reward_help
 from decoding.speculative.strategy import DRAFTERS
@@ -211,7 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="generate text with one strategy")
     run.add_argument("--preset", metavar="NAME", help="start from a preset (file name without .yaml; see `presets`); "
                                                      "the other options given override it")
-    run.add_argument("--model", default=None, help=f"registry name or hub id (default {DEFAULT_MODEL})")
+    run.add_argument("--model", default=None, help=f"registry name, hub id, or a model on an OpenAI-compatible server: "
+                                                   f"{EXAMPLE} (default {DEFAULT_MODEL})")
     run.add_argument("--strategy", default=None, choices=list(STRATEGIES), help="default greedy")
     run.add_argument("--prompt", default=None, help="the prompt (required unless --preset gives one)")
     run.add_argument("--max-new-tokens", type=int, default=None, help=f"1..{MAX_NEW_TOKENS_CAP} (default 64)")
@@ -240,6 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    os.environ[ALLOW_ENV] = "1"  # the command line is its user's own: remote engines are always allowed
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)

@@ -144,6 +144,7 @@ class RunStarted(Event):
     vocab_size: Count
     forward_passes: Count = 0
     prefix_ids: list[Count] = field(default_factory=list)  # generated ids a branch starts from (steps continue after them)
+    source: dict = field(default_factory=dict)  # a remote engine's {"engine", "base_url", "model"} (never a key)
 
 
 @dataclass(frozen=True)

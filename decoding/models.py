@@ -36,6 +36,7 @@ from decoding import embedded
 from decoding.diffusion import dllm
 from decoding.env import hub_offline_forced, hub_reachable
 from decoding.errors import short_repr
+from decoding.remote.source import is_remote, parse_source
 
 Progress = Callable[[str], None]
 
@@ -258,6 +259,9 @@ def check_model_id(name, param: str = "model") -> str:
     name = name.strip()
     if not name:
         raise ValueError(f"`{param}` is empty; choose one of {', '.join(suggested_names())} or a hub id")
+    if is_remote(name):  # a model on an OpenAI-compatible server (decoding.remote), where the operator allows it
+        parse_source(name, param)
+        return name
     if name in REGISTRY or any(s.hub_id and s.hub_id.lower() == name.lower() for s in REGISTRY.values()):
         return name
     local = _exists_locally(name)
@@ -292,6 +296,8 @@ def resolve_spec(name: str, *, param: str = "model") -> ModelSpec:
     for spec in REGISTRY.values():  # a registry model asked for by its hub id
         if spec.hub_id and spec.hub_id.lower() == name.lower():
             return spec
+    if is_remote(name):
+        return ModelSpec(name=name, description=f"served by an OpenAI-compatible engine ({name})", suggested=False)
     if _exists_locally(name):  # allowed by the operator (check_model_id)
         return _local_spec(name)
     return ModelSpec(name=name, description=f"Hugging Face hub model {name}", hub_id=name, suggested=False)
@@ -322,7 +328,12 @@ def load_model(
     quantization: str = "none",
     progress: Progress | None = default_progress,
 ) -> LoadedModel:
-    """Load (or return the cached) model and tokenizer for `name`."""
+    """Load (or return the cached) model and tokenizer for `name`; for `openai:<base_url>#<model>` the
+    `decoding.remote.lm.RemoteLM` of that server (device, dtype and quantization are the engine's)."""
+    if is_remote(name):
+        from decoding.remote.lm import load_remote  # the HTTP client imports this module's errors
+
+        return load_remote(name)
     spec = resolve_spec(name)
     dev = pick_device(device)
     torch_dtype = pick_dtype(dtype, dev)

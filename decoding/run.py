@@ -20,6 +20,9 @@ from decoding.errors import short_repr
 from decoding.models import LoadedModel, check_kind, check_model_id, load_model, model_kind
 from decoding.contracts import Cancelled, Outcome, RunContext, never
 from decoding.registry import FAMILY_CHECKS, get_strategy
+from decoding.remote.lm import RemoteLM
+from decoding.remote.source import is_remote
+from decoding.remote.strategies import remote_strategy
 
 MAX_NEW_TOKENS_CAP = 2048  # upper bound a user may ask for
 MAX_PROMPT_CHARS = 20_000
@@ -64,11 +67,14 @@ def _convert(name: str, value, kind):
     return value
 
 
-def as_lm(model: str | LoadedModel | LM | DiffusionLM, **load_kwargs) -> LM | DiffusionLM:
-    """The model's wrapper: `DiffusionLM` for a masked diffusion model, `LM` for a causal one."""
-    if isinstance(model, (LM, DiffusionLM)):
+def as_lm(model: str | LoadedModel | LM | DiffusionLM | RemoteLM, **load_kwargs) -> LM | DiffusionLM | RemoteLM:
+    """The model's wrapper: `DiffusionLM` for a masked diffusion model, `LM` for a causal one, the `RemoteLM`
+    itself for a model on a remote engine."""
+    if isinstance(model, (LM, DiffusionLM, RemoteLM)):
         return model
     loaded = model if isinstance(model, LoadedModel) else load_model(model, **load_kwargs)
+    if isinstance(loaded, RemoteLM):
+        return loaded
     return DiffusionLM(loaded) if model_kind(loaded) == "diffusion" else LM(loaded)
 
 
@@ -100,6 +106,9 @@ def validate_request(prompt, strategy, params, max_new_tokens, seed):
         value = getattr(config, f.name)
         if f.name.endswith("_model") and not (isinstance(value, str) and not value.strip()):
             check_model_id(value, f.name)
+            if is_remote(value):
+                raise ValueError(f"`{f.name}` must be a local model or hub id: a draft model, judge or PRM reads the full "
+                                 "distribution, which a remote engine does not send (it can be the run's own model)")
     if hasattr(config, "check_length"):  # checks that need the generation length (diffusion steps, blocks)
         config.check_length(max_new_tokens)
     return get_strategy(strategy), config
@@ -128,7 +137,10 @@ def generate(
     """
     info, config = validate_request(prompt, strategy, params, max_new_tokens, seed)
     lm = as_lm(model)
-    check_kind(lm.loaded, info.family, info.name)
+    remote = isinstance(lm, RemoteLM)
+    run_fn = remote_strategy(info) if remote else info.fn  # ValueError saying why, for what an engine cannot run
+    if not remote:
+        check_kind(lm.loaded, info.family, info.name)
     prompt_ids, prompt_text, chat_applied = lm.encode_prompt(prompt, chat=chat)
     prefix_ids = [int(t) for t in (prefix_ids or [])]
     family_check = FAMILY_CHECKS.get(info.family)
@@ -145,12 +157,12 @@ def generate(
         model=lm.name, strategy=info.name, params=dataclasses.asdict(config), prompt=prompt,
         prompt_text=prompt_text, prompt_ids=prompt_ids, chat=chat_applied, seed=seed,
         max_new_tokens=max_new_tokens, device=str(lm.device), dtype=str(lm.loaded.dtype).removeprefix("torch."),
-        vocab_size=lm.vocab_size, prefix_ids=prefix_ids,
+        vocab_size=lm.vocab_size, prefix_ids=prefix_ids, source=lm.source() if remote else {},
     )
     outcome = Outcome()
     try:
         if not outcome.cancelled(ctx):  # Stop during loading: no model call at all
-            yield from info.fn(ctx, config, outcome)
+            yield from run_fn(ctx, config, outcome)
     except Cancelled:  # a helper found the flag set before a model call, inside a step
         outcome.stop_reason = "cancelled"
     token_ids = prefix_ids + outcome.token_ids

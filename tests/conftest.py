@@ -135,3 +135,23 @@ def tab_replayers() -> dict:
             "speculative": lambda p: speculative_callbacks.replay(p, None, None),
             "scaling": lambda p: scaling_callbacks.replay(p, None, None),
             "diffusion": lambda p: diffusion_callbacks.replay(p, None, None)}
+
+
+@pytest.fixture
+def remote_allowed(monkeypatch):
+    """What the operator of an app that serves remote engines sets (tests/remote)."""
+    from decoding.remote.source import ALLOW_ENV
+
+    monkeypatch.setenv(ALLOW_ENV, "1")
+
+
+@pytest.fixture(scope="session")
+def llama_server():
+    """A real OpenAI-compatible engine: llama.cpp's server (llama-cpp-python) serving the embedded SmolLM2
+    GGUF on a free loopback port; yields its base URL (http://127.0.0.1:PORT/v1) and stops it after the
+    session. Skips when llama_cpp is not importable."""
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python[server] is not installed (requirements-dev.txt)")
+    from decoding.remote.llama_server import running
+
+    with running() as base_url:
+        yield base_url

@@ -16,6 +16,7 @@ import importlib.util
 import decoding  # noqa: F401  (switches telemetry off before gradio is imported)
 import gradio as gr
 
+from decoding.remote.source import model_field_hint
 from decoding.models import DEFAULT_MODEL, SUGGESTED_HUB_IDS
 from ui import playground_callbacks as cb
 from ui.classroom import lesson_row, wire_lesson
@@ -65,7 +66,7 @@ def _controls(c: dict) -> None:
     c["note"] = gr.Markdown("", elem_classes="dl-help", elem_id="dl-note")
     c["model"] = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model", allow_custom_value=True,
                              info=f"Embedded models work offline; with internet, type any hub id "
-                                  f"(e.g. {SUGGESTED_HUB_IDS[-1]}).", elem_id="dl-model")
+                                  f"(e.g. {SUGGESTED_HUB_IDS[-1]}).{model_field_hint()}", elem_id="dl-model")
     c["strategy"] = gr.Dropdown(playground_strategies(), value=DEFAULT_STRATEGY, label="Decoding strategy",
                                 info=cb.strategy_help(DEFAULT_STRATEGY), elem_id="dl-strategy")
     c["prompt"] = gr.Textbox(EXAMPLE_PROMPTS[0], label="Prompt", lines=3, max_lines=12, elem_id="dl-prompt")
@@ -169,6 +170,8 @@ def _wire(c: dict) -> None:
     chosen = bind(cb.preset_chosen, preset_outputs)
     c["preset"].input(chosen, c["preset"], list(preset_outputs.values()), **quiet)
     wire_lesson(c, "playground", chosen, list(preset_outputs.values()))  # classroom mode's Next / Previous
+    c["model"].change(bind(cb.model_changed, {"strategy": c["strategy"]}), [c["model"], c["strategy"]], [c["strategy"]],
+                      **quiet)
     controls = ("model", "strategy", "prompt", "max_new_tokens", "seed", "chat", "dtype", "color_by", "selection")
     run_inputs = named_inputs({k: c[k] for k in controls}, {w.key: c[w.key] for w in param_widgets()})
     run = c["generate"].click(model_event(bind(cb.generate_run, outputs, run_inputs)), list(run_inputs.values()),

@@ -16,6 +16,8 @@ from decoding.events import Trace, TokenStep, stats
 from decoding.presets import find_preset, preset_menu
 from decoding.run import validate_request
 from decoding.registry import STRATEGIES
+from decoding.remote.source import is_remote
+from decoding.remote.strategies import remote_menu
 from ui.common import (USER_ERRORS, as_int, check_model, finished_status, load_replay, run_work, stream_views,
                        user_error, wait_for_finish)
 from ui.exports import download
@@ -32,6 +34,15 @@ def strategy_changed(strategy: str) -> dict:
     out["strategy"] = gr.update(info=strategy_help(strategy))
     out["beams"] = gr.update(visible=strategy == "beam")
     return out
+
+
+def model_changed(model: str, strategy: str) -> dict:
+    """A model on a remote engine: the strategy menu offers only what the engine can run, and says why."""
+    names, note = playground_strategies(), ""
+    if is_remote(model):
+        names, note = remote_menu(names)
+    chosen = strategy if strategy in names else names[0]
+    return {"strategy": gr.update(choices=names, value=chosen, info=note or strategy_help(chosen))}
 
 
 def strategy_help(strategy: str) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import decoding  # noqa: F401  (switches telemetry off before gradio is imported)
 import gradio as gr
 
+from decoding.remote.source import model_field_hint
 from decoding.models import SUGGESTED_HUB_IDS
 from decoding.registry import get_strategy
 from ui import scaling_callbacks as cb
@@ -77,7 +78,7 @@ def _controls(c: dict) -> None:
     c["note"] = gr.Markdown("", elem_classes="dl-help", elem_id="sc-note")
     c["model"] = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model", allow_custom_value=True,
                              info=f"The policy every particle samples from; with internet, any hub id "
-                                  f"(e.g. {SUGGESTED_HUB_IDS[-1]}).", elem_id="sc-model")
+                                  f"(e.g. {SUGGESTED_HUB_IDS[-1]}).{model_field_hint()}", elem_id="sc-model")
     c["task"] = gr.Dropdown(task_choices(), value=str(DEFAULT_TASK["id"]), label="Task", elem_id="sc-task",
                             info="A held-out tiny-math problem (m…) or a SmolLM2 word problem: fills the prompt, its reference "
                                  "answer (✓/✗) and the policy it was written for.")

@@ -7,6 +7,8 @@ Glossary
     p(chosen)            raw probability of the chosen token, on the right axis (0-1).
     kept tokens          how many tokens survived truncation, as faint bars on a log axis; shown
                          only when the strategy truncates (not greedy, some kept_size < V).
+A remote engine's run (decoding.remote) sends only the top-k: its raw entropy is a lower bound
+(the top-k plus the rest of the mass as one bucket), and the curve's name says so.
 Beam traces plot BeamStep.entropy (the best live beam's parent distribution) and the probability
 of the best beam's newest token.
 """
@@ -34,10 +36,12 @@ def entropy_figure(trace: Trace, *, selected_step: int | None = None) -> go.Figu
     if steps:
         x = [e.step for e in steps]
         tokens = [plotly_safe(label(e.token_text)) for e in steps]
+        bound = steps[0].extra.get("entropy")  # a remote run: "lower bound from the top-k ..."
+        raw = "raw, lower bound from the top-k" if bound else "raw"
         fig.add_trace(go.Scatter(
-            x=x, y=[e.entropy for e in steps], name="entropy (raw)", mode="lines+markers", customdata=tokens,
+            x=x, y=[e.entropy for e in steps], name=f"entropy ({raw})", mode="lines+markers", customdata=tokens,
             line=dict(color=COLORS["raw"], width=2), marker=dict(size=5),
-            hovertemplate="%{customdata}<br>H = %{y:.2f} nats<extra>raw</extra>"))
+            hovertemplate=f"%{{customdata}}<br>H {'≥' if bound else '='} %{{y:.2f}} nats<extra>{raw}</extra>"))
         fig.add_trace(go.Scatter(
             x=x, y=[e.entropy_truncated for e in steps], name="entropy (truncated)", mode="lines",
             line=dict(color=COLORS["truncated"], width=2, dash="dash"),

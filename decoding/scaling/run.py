@@ -14,6 +14,8 @@ import torch
 
 from decoding.contracts import Cancelled, Outcome, RunContext
 from decoding.events import ParticleStep
+from decoding.remote.batch import RemoteParticleBatch
+from decoding.remote.lm import RemoteLM
 from decoding.scaling import particles as pf
 from decoding.scaling import rewards as rw
 from decoding.scaling.params import STEP_DELIMITERS, ScalingParams
@@ -52,13 +54,16 @@ class ScalingRun:
         self.reward, self.extra_lms = build_reward(params, self.lm)  # may load a judge model
         self._passes_seen = self._passes()  # the prompt's prefill counts on the first event
         seed = int(torch.randint(0, 2**62, (1,), generator=ctx.generator))
-        self.batch = ParticleBatch(self.lm, ctx.prompt_ids, slot_generators(seed, params.n),
-                                   temperature=params.temperature, top_p=params.top_p,
-                                   banned=banned_tokens(self.reward, self.lm), should_stop=ctx.should_stop)
-        #                                    (Stop before the prefill raises Cancelled: `generate` ends the run)
+        self.delimiter = STEP_DELIMITERS[params.step_delimiter]
+        sampling = dict(temperature=params.temperature, top_p=params.top_p,
+                        banned=banned_tokens(self.reward, self.lm), should_stop=ctx.should_stop)
+        if isinstance(self.lm, RemoteLM):  # the engine grows each step; the reward still runs here
+            self.batch = RemoteParticleBatch(self.lm, ctx.prompt, slot_generators(seed, params.n),
+                                             delimiter=self.delimiter, **sampling)
+        else:  # (Stop before the prefill raises Cancelled: `generate` ends the run)
+            self.batch = ParticleBatch(self.lm, ctx.prompt_ids, slot_generators(seed, params.n), **sampling)
         self.particles = [Particle() for _ in range(params.n)]
         self.outcome_only = isinstance(self.reward, rw.FinalAnswerChecker)
-        self.delimiter = STEP_DELIMITERS[params.step_delimiter]
         self.step = 0
 
     def restart(self, prefix: Particle, seed: int) -> bool:

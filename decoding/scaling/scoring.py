@@ -15,6 +15,7 @@ import torch
 
 from decoding.errors import short_repr
 from decoding.registry import Registry
+from decoding.remote.lm import RemoteLM
 from decoding.scaling import rewards as rw
 
 if TYPE_CHECKING:
@@ -79,6 +80,9 @@ def _lm_judge(params: ScalingParams, policy):
     from decoding.run import as_lm
 
     judge_lm = policy if not params.judge_model.strip() else as_lm(params.judge_model.strip())
+    if isinstance(judge_lm, RemoteLM):
+        raise ValueError("lm-judge reads the judge's next-token distribution, which a remote engine does not send; "
+                         "set `judge_model` to a local model (e.g. smollm2-135m)")
     if isinstance(judge_lm, DiffusionLM):
         raise ValueError(f"`judge_model` {short_repr(params.judge_model.strip(), 80)} is a masked diffusion model; "
                          "the judge must be a causal (autoregressive) model")
@@ -158,6 +162,9 @@ def banned_tokens(reward, lm) -> torch.Tensor | None:
     """(V,) bool mask of tokens a hard forbidden-letter constraint can never accept, else None."""
     if not isinstance(reward, rw.ForbiddenLetter) or not reward.hard:
         return None
+    if isinstance(lm, RemoteLM):
+        raise ValueError("a hard forbid-letter constraint masks tokens while sampling, which needs the model's "
+                         "logits; with a remote engine set hard=false (the reward then scores clean words)")
     letter = reward.letter.lower()
     cached = getattr(lm, "_banned_by_letter", {})
     if letter in cached:
