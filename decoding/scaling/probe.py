@@ -149,7 +149,7 @@ def fit(x: torch.Tensor, y: torch.Tensor, l2: float = 1e-3, steps: int = 300) ->
 
     opt.step(closure)
     weight = (w / std).detach()
-    return Probe(weight, float(b - (mean / std * w).sum()))
+    return Probe(weight, float((b - (mean / std * w).sum()).detach()))
 
 
 def auc(scores: torch.Tensor, labels: torch.Tensor) -> float:

