@@ -18,7 +18,6 @@ import gradio as gr
 
 from decoding.remote.source import model_field_hint
 from decoding.models import SUGGESTED_HUB_IDS
-from decoding.registry import get_strategy
 from ui import scaling_callbacks as cb
 from ui.classroom import lesson_row
 from ui.common import (QUIET, bind, explain_clamping, lab_columns, model_choices, named_inputs, seed_box, serve,
@@ -27,7 +26,7 @@ from ui.exports import NO_OTHER_RUN, download, wire_download
 from ui.scaling_views import (CONTROLS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_METHOD, DEFAULT_MODEL, DEFAULT_PROMPT,
                               DEFAULT_SETTINGS, DEFAULT_TASK, FIELDS, METHODS, OUTPUTS, REWARDS, SPECIFIC,
                               UI_MAX_CHUNK_TOKENS, UI_MAX_N, UI_MAX_NEW_TOKENS, UI_MAX_STEP_TOKENS, help_of, spec_of,
-                              benchmark_views, reward_help, task_choices, views, visible_fields)
+                              benchmark_views, method_info, reward_help, task_choices, views, visible_fields)
 
 INTRO = ("A **particle** is one partial solution; N of them decode side by side as one batch. After every "
          "reasoning step (a line) the **reward** r ∈ [0, 1] scores each particle, and its **weight** is "
@@ -35,9 +34,6 @@ INTRO = ("A **particle** is one partial solution; N of them decode side by side 
          "good ones are copied, bad ones dropped (the grey branches in the lineage). The **effective sample size** "
          "ESS = 1 / Σ w² is N when the weights are even and 1 when one particle holds them all. Best-of-N and "
          "majority vote never resample: they only choose at the end.")
-def method_info() -> str:
-    """One line per method, from the registry's help."""
-    return " · ".join(f"{m}: {get_strategy(m).help}" for m in METHODS)
 CSS = """<style>
 #sc-weights, #sc-lineage { padding-top: 2.1rem !important; }
 #sc-stats .dl-stats .dl-cards { grid-template-columns: repeat(7, minmax(0, 1fr)); }
@@ -198,6 +194,8 @@ def _wire(c: dict) -> None:
     shown = {f"sc:{f}": c[f"sc:{f}"] for f in SPECIFIC} | {"reward_help": c["reward_help"]}
     for trigger in (c["method"], c["sc:reward"]):
         trigger.change(bind(cb.shown_controls, shown), [c["method"], c["sc:reward"]], list(shown.values()), **QUIET)
+    c["model"].change(bind(cb.model_changed, {"method": c["method"]}), [c["model"], c["method"]], [c["method"]],
+                      **QUIET)
     task_outputs = {k: c[k] for k in ("prompt", "sc:reference", "model")}
     c["task"].input(bind(cb.task_chosen, task_outputs), [c["task"], c["model"]], list(task_outputs.values()), **QUIET)
     edited = {k: c[k] for k in ("task", "sc:reference")}

@@ -17,12 +17,24 @@ from decoding.presets import find_preset, preset_menu
 from decoding.run import validate_request
 from ui.common import (USER_ERRORS, as_int, check_model, load_replay, run_work, stream_views, user_error,
                        wait_for_finish)
-from ui.scaling_views import (DEFAULT_SETTINGS, FIELDS, FREE_PROMPT, METHODS, SPECIFIC, UI_MAX_NEW_TOKENS,
+from ui.scaling_views import (DEFAULT_SETTINGS, FIELDS, FREE_PROMPT, METHODS, method_info, SPECIFIC, UI_MAX_NEW_TOKENS,
                               collect_params, fields_from_params, reward_help, stats_line,
                               task_by_id, task_of_prompt, views, visible_fields)
 from visualizers._common import esc
 
 NO_COMPARISON = "none"
+
+
+def model_changed(model: str, method: str) -> dict:
+    """A model on a remote engine: the method menu offers only what the engine can run, and says why."""
+    from decoding.remote.source import is_remote
+    from decoding.remote.strategies import remote_menu
+
+    names, note = list(METHODS), ""
+    if is_remote(model or ""):
+        names, note = remote_menu(names)
+    return {"method": gr.update(choices=names, value=method if method in names else names[0],
+                                info=note or method_info())}
 
 
 def shown_controls(method: str, reward: str) -> dict:

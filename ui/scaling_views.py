@@ -40,6 +40,13 @@ def scaling_methods() -> tuple[str, ...]:
 
 
 METHODS = scaling_methods()
+
+
+def method_info() -> str:
+    """One line per method, from the registry's help."""
+    return " · ".join(f"{m}: {get_strategy(m).help}" for m in METHODS)
+
+
 DEFAULT_METHOD = "particle-filter"
 DEFAULT_MODEL = "tiny-math"  # the policy trained for this lab: its slips are what search can fix
 DEFAULT_MAX_NEW_TOKENS = 160  # per particle (an 8-step tiny-math solution is about 100 tokens)

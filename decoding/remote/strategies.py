@@ -53,6 +53,8 @@ REMOTE_REFUSED = {
     "a-star": "A* re-expands step prefixes by their scores and needs its own batch bookkeeping; not ported to remote "
               "engines yet",
     "first-finish": "first-finish needs N samples in token lockstep; remote steps end at the step delimiter",
+    "refine": "refine restarts its particles from a kept prefix with a batch of its own; not ported to remote "
+              "engines yet",
 }
 
 

@@ -92,8 +92,12 @@ def _lm_judge(params: ScalingParams, policy):
 @REWARDS.register("probe", help="self-evaluation: a linear probe on the policy's hidden state predicts whether the "
                                  "solution will end right (trained per model; tiny-math ships one)")
 def _probe(params: ScalingParams, policy):
+    from decoding.remote.lm import RemoteLM
     from decoding.scaling.probe import ProbeReward
 
+    if isinstance(policy, RemoteLM):
+        raise ValueError("reward probe reads the policy's hidden states, which a remote engine does not send; "
+                         "use a rule reward (arith-step, spare) with a remote model")
     return ProbeReward(policy), []
 
 

@@ -151,6 +151,10 @@ def test_wrong_model_name_lists_what_the_server_serves(llama_server):
 def test_strategies_an_engine_cannot_run_are_refused_with_the_reason(llama_server):
     with pytest.raises(ValueError, match="'beam' cannot run on a remote engine: beam search keeps several rows"):
         list(generate(source(llama_server), "hi", strategy="beam"))
+    with pytest.raises(ValueError, match="'refine' cannot run on a remote engine: refine restarts"):
+        list(generate(source(llama_server), "hi", strategy="refine"))
+    with pytest.raises(ValueError, match="reward probe reads the policy's hidden states"):
+        list(generate(source(llama_server), "hi", strategy="particle-filter", params={"reward": "probe"}))
 
 
 @pytest.mark.slow

@@ -321,3 +321,11 @@ def test_the_refine_and_reward_hacking_presets_do_what_their_notes_say(name, ans
     assert final["other"].finish.extra["answer"] == compared
     if name == "27-reward-hacking":  # the two slipped lines the note quotes are in the chosen answer
         assert "63 - 13 = 40" in final["trace"].finish.text and "89 + 158 = 147" in final["trace"].finish.text
+
+
+def test_a_remote_model_offers_only_the_methods_an_engine_can_run():
+    out = cb.model_changed("openai:http://127.0.0.1:9/v1#m", "a-star")["method"]
+    assert "a-star" not in out["choices"] and "particle-filter" in out["choices"] and out["value"] in out["choices"]
+    assert "remote engine runs" in out["info"]
+    local = cb.model_changed("tiny-math", "a-star")["method"]
+    assert local["value"] == "a-star" and set(local["choices"]) == set(METHODS)
