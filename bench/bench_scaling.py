@@ -125,19 +125,44 @@ MATH = {"reward": "arith-step", "temperature": 1.0, "top_p": 1.0, "max_step_toke
 
 
 class Tally:
-    """Problems solved and tokens spent per (method, N)."""
+    """Problems solved and tokens spent per (method, N), and per group of problems (`group`, set
+    before a problem's results are added: tiny-math's difficulty bin)."""
 
     def __init__(self):
-        self.solved, self.tokens, self.count = {}, {}, 0
+        self.solved, self.tokens, self.count, self.group, self.items = {}, {}, 0, None, {}
 
     def add(self, method: str, n: int, ok: float, spent: float) -> None:
         """`ok`: solved (True / False), or the probability that a random choice solves it."""
         self.solved[(method, n)] = self.solved.get((method, n), 0) + float(ok)
         self.tokens.setdefault((method, n), []).append(spent)
+        self.items.setdefault((method, n), []).append((self.group, float(ok), spent))
 
     def rows(self) -> list[dict]:
         return [{"method": m, "budget": n, "accuracy": round(ok / self.count, 4),
                  "tokens": round(statistics.mean(self.tokens[(m, n)]), 1)} for (m, n), ok in self.solved.items()]
+
+    def by_group(self) -> dict:
+        """{group: {method: {N: accuracy}}}."""
+        out: dict = {}
+        for (m, n), items in self.items.items():
+            for group in dict.fromkeys(g for g, _, _ in items):
+                oks = [ok for g, ok, _ in items if g == group]
+                out.setdefault(group, {}).setdefault(m, {})[str(n)] = round(sum(oks) / len(oks), 4)
+        return out
+
+
+DIFFICULTY_BINS = {3: "3-4 steps", 4: "3-4 steps", 5: "5-6 steps", 6: "5-6 steps", 7: "7-8 steps", 8: "7-8 steps"}
+
+
+def compute_optimal(by_difficulty: dict, exclude=("oracle pass@N",)) -> dict:
+    """{bin: {N: [best method, its accuracy]}}: which method wins at each budget, per difficulty bin
+    (ties: the first in the table's order)."""
+    out = {}
+    for group, methods in by_difficulty.items():
+        budgets = next(iter(methods.values())).keys()
+        out[group] = {n: max(([m, row[n]] for m, row in methods.items() if m not in exclude and n in row),
+                             key=lambda pair: pair[1]) for n in budgets}
+    return out
 
 
 JUDGE_T = 0.1
@@ -166,6 +191,7 @@ def math_rows(lm, problems, budgets, max_new_tokens, seed, log, only=()) -> list
     tally, top = Tally(), max(budgets)
     for k, problem in enumerate(problems):
         prompt, ref = math_tasks.prompt(problem.question), str(problem.answer)
+        tally.group = DIFFICULTY_BINS.get(problem.difficulty, str(problem.difficulty))
         t0 = time.process_time()
         run = dict(max_new_tokens=max_new_tokens, chat=False, seed=seed + k)
         greedy = run_to_trace(lm, prompt, strategy="greedy", max_new_tokens=max_new_tokens, chat=False)
@@ -195,7 +221,7 @@ def math_rows(lm, problems, budgets, max_new_tokens, seed, log, only=()) -> list
         tally.count += 1
         log(f"problem {k + 1}/{len(problems)} ({time.process_time() - t0:.0f} s CPU): solved at N={top}: "
             + ", ".join(f"{m} {tally.solved[(m, top)]}" for m in METHODS if (m, top) in tally.solved))
-    return tally.rows()
+    return tally.rows(), tally.by_group()
 
 
 def by_method(rows: list[dict], key: str) -> dict:
@@ -275,7 +301,9 @@ def main() -> None:
         problems = math_tasks.make_splits(sizes={**math_tasks.SPLIT_SIZES, "train": 0})["test"]
         problems = problems[args.first_task:args.first_task + count]
         result |= {"problems": "tiny-math held-out test split", "sampling": MATH}
-        result["rows"] = math_rows(lm, problems, budgets, max_new_tokens, args.seed, log, tuple(args.only))
+        result["rows"], result["by_difficulty"] = math_rows(lm, problems, budgets, max_new_tokens, args.seed, log,
+                                                            tuple(args.only))
+        result["compute_optimal"] = compute_optimal(result["by_difficulty"])
     elif not args.skip_accuracy:
         tasks = load_tasks()[args.first_task:args.first_task + count]
         result["tasks"] = len(tasks)
@@ -302,6 +330,7 @@ def report(result: dict, args) -> None:
     else:
         if "rows" in result:
             print_table(result)
+            print_compute_optimal(result)
         for row in result.get("throughput", []):
             print(f"N={row['particles']}: batched {row['batched_tok_s']} tok/s, one by one "
                   f"{row['one_by_one_tok_s']} tok/s, {row['speedup']}x (identical tokens)")
@@ -327,6 +356,18 @@ def merge(parts: list[dict]) -> dict:
     merged["accuracy"], merged["tokens"] = by_method(merged["rows"], "accuracy"), by_method(merged["rows"], "tokens")
     merged["throughput"] = [t for p in parts for t in p.get("throughput", [])]
     return merged
+
+
+def print_compute_optimal(result: dict) -> None:
+    """Which method wins at each budget, per difficulty bin (the oracle left out)."""
+    if "compute_optimal" not in result:
+        return
+    budgets = result["budgets"]
+    print("\nbest method per budget and difficulty (accuracy)")
+    print(f"{'difficulty':<12}" + "".join(f"N={n:<30}" for n in budgets))
+    for group in sorted(result["compute_optimal"]):
+        cells = result["compute_optimal"][group]
+        print(f"{group:<12}" + "".join(f"{cells[str(n)][0]} {cells[str(n)][1]:.0%}".ljust(32) for n in budgets))
 
 
 def print_table(result: dict) -> None:
