@@ -1,0 +1,40 @@
+"""The scaling benchmark's bookkeeping (bench/bench_scaling.py): the --json shape, the judge's expected
+accuracy, the per-difficulty table and the compute-optimal choice."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+import bench_scaling as bs  # noqa: E402
+
+
+def test_tally_gives_rows_the_json_shape_and_groups():
+    tally = bs.Tally()
+    for group, ok in (("3-4 steps", True), ("3-4 steps", False), ("7-8 steps", True)):
+        tally.group = group
+        tally.add("best-of-n", 4, ok, 300)
+        tally.add("a-star", 4, True, 150)
+        tally.count += 1
+    rows = tally.rows()
+    assert bs.by_method(rows, "accuracy") == {"best-of-n": {"4": pytest.approx(2 / 3, abs=1e-4)}, "a-star": {"4": 1.0}}
+    assert bs.by_method(rows, "tokens") == {"best-of-n": {"4": 300}, "a-star": {"4": 150}}
+    groups = tally.by_group()
+    assert groups["3-4 steps"]["best-of-n"]["4"] == 0.5 and groups["7-8 steps"]["best-of-n"]["4"] == 1.0
+    best = bs.compute_optimal(groups)
+    assert best["3-4 steps"]["4"] == ["a-star", 1.0]
+    assert best["7-8 steps"]["4"] == ["best-of-n", 1.0]  # a tie goes to the first method in the table
+
+
+def test_the_judge_pick_is_the_softmax_mass_on_right_answers():
+    assert bs.judge_pick([0.9, 0.1], [True, False], [True, True], temperature=1e-3) == pytest.approx(1.0)
+    assert bs.judge_pick([0.5, 0.5], [True, False], [True, True]) == pytest.approx(0.5)
+    assert bs.judge_pick([0.9, 0.1], [False, True], [False, True]) == pytest.approx(1.0)  # only complete ones count
+
+
+def test_the_judge_score_is_the_worst_line():
+    checker = bs.JUDGES["arith-step"]
+    assert bs.judge_score(checker, "Q\n", "2 + 2 = 4\n4 + 1 = 6\nThe answer is 6.") == pytest.approx(0.05)
+    assert bs.judge_score(checker, "Q\n", "2 + 2 = 4\nThe answer is 4.") == pytest.approx(0.5)  # the answer line: neutral
