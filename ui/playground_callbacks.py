@@ -168,11 +168,26 @@ def branch_plan(source: Trace, event: TokenStep, info: dict | None, alternative)
     return prefix_ids, max(1, budget - len(prefix_ids)), plan
 
 
+def remote_prefix(model: str, traces: list[Trace], ids: list[int]) -> list[int]:
+    """A remote branch's prefix in this process's token ids, from the id -> text tables the traces
+    record (every step's chosen token and its alternatives)."""
+    texts: dict[int, str] = {}
+    for trace in traces:
+        for e in trace.of_kind("token"):
+            texts.update(zip(e.top_ids, e.top_tokens))
+            texts[e.token_id] = e.token_text
+    from decoding.run import as_lm
+
+    return as_lm(model).ids_for(ids, texts)
+
+
 def branch_run(alternative, trace, branch, selection, color_by) -> Iterator[dict]:
     """Continue the focused run from the selected step with another token; the original stays visible."""
     try:
         source, event, info = branch_source(trace, branch, selection)
         prefix_ids, max_new_tokens, plan = branch_plan(source, event, info, alternative)
+        if is_remote(source.start.model):  # the engine's tokens are texts: re-number them for this process
+            prefix_ids = remote_prefix(source.start.model, [trace, source], prefix_ids)
     except USER_ERRORS as err:
         raise user_error(err) from None
     start = source.start

@@ -82,6 +82,16 @@ class RemoteLM:
                 self._texts.append(text)
             return self._ids[text]
 
+    def ids_for(self, token_ids: list[int], texts: dict[int, str]) -> list[int]:
+        """This process's ids for a saved trace's `token_ids`, read through the trace's own id -> text
+        table `texts` (a remote trace's ids number the token texts of the process that recorded it, so
+        a replayed trace is re-numbered before it is continued). ValueError for an id it does not know."""
+        unknown = [i for i in token_ids if i not in texts]
+        if unknown:
+            raise ValueError(f"the trace does not record the text of token ids {unknown[:5]}, so it cannot be "
+                             "continued on a remote engine; branch from a step of the original run")
+        return [self.token_id(texts[i]) for i in token_ids]
+
     def token_text(self, token_id: int) -> str:
         return self._texts[token_id]
 

@@ -30,6 +30,28 @@ def test_playground_streams_a_remote_run_and_branches_from_an_alternative(llama_
 
 
 @pytest.mark.slow
+def test_a_replayed_remote_trace_branches_in_a_new_session(llama_server, tmp_path):
+    """A saved remote trace numbers its tokens as the recording process met them; another process (here:
+    the model's token table emptied) re-numbers them from the texts the trace records."""
+    from decoding.events import Trace
+    from decoding.run import as_lm
+
+    defaults = {w.key: w.default for w in param_widgets()}
+    trace = list(playground.generate_run(source(llama_server), "greedy", PROMPT, 8, 0, False, "auto", "prob",
+                                         new_selection(), **defaults))[0]["trace"]
+    trace.save(tmp_path / "remote.json")
+    lm = as_lm(source(llama_server))
+    lm._texts, lm._ids = [""], {}  # a new process: no token met yet
+    lm.token_id(" unrelated")  # ... that has met other tokens first, so the old ids mean other texts here
+    replayed = Trace.load(tmp_path / "remote.json")
+    selection = new_selection() | {"step": 4}
+    alternative = replayed.of_kind("token")[4].top_ids[2]
+    branch = list(playground.branch_run(alternative, replayed, None, selection, "prob"))[-1]["branch"]
+    lead = "".join(e.token_text for e in replayed.of_kind("token")[:4]) + replayed.of_kind("token")[4].top_tokens[2]
+    assert branch["trace"].finish.text.startswith(lead)
+
+
+@pytest.mark.slow
 def test_playground_refuses_a_strategy_the_engine_cannot_run(llama_server):
     import gradio as gr
 
