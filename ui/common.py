@@ -600,30 +600,39 @@ def stat_cards_html(cards: list[tuple[str, object]], caption: str) -> str:
     return f'<div class="dl-stats"><div class="dl-caption">{esc(caption)}</div><div class="dl-cards">{body}</div></div>'
 
 
-def stream_views(work, trace: Trace, render, what: str) -> Iterator[dict]:
-    """Append the worker's events to `trace`; yield `render()` (plus a status line) when a redraw is due."""
+def stream_views(work, trace: Trace, render, what: str, quick=None) -> Iterator[dict]:
+    """Append the worker's events to `trace` and stream views of it: `quick()` (the cheap ones, e.g. the
+    token chips) as soon as new events arrive, `render()` (every view, charts included) when `Redraw`
+    says a redraw is due. Each comes with a status line. Without `quick`, only `render()` is shown.
+
+    The quick update goes out first and the full one as a later yield, so a slow chart never holds
+    back the tokens: Gradio sends each yield before the next is computed."""
     redraw, status, dirty = Redraw(), None, False
     try:
         late = lambda item: trace.append(item) if isinstance(item, Event) else None  # noqa: E731  (after Stop)
         with contextlib.closing(stream_in_thread(work, on_late=late)) as pump:  # closed (so waited for) on Stop
             for batch in pump:
-                for item in batch:
-                    if isinstance(item, Status):
-                        status = item.text
-                    else:
-                        trace.append(item)
-                dirty = dirty or bool(batch)
+                events = [item for item in batch if not isinstance(item, Status)]
+                status = next((item.text for item in reversed(batch) if isinstance(item, Status)), status)
+                for event in events:
+                    trace.append(event)
+                dirty = dirty or bool(events)
+                if events and quick is not None:
+                    yield quick() | {"status": _live_status(trace, status, what)}
+                elif batch and not dirty:  # a progress line (model loading) before any event
+                    yield {"status": _live_status(trace, status, what)}
                 if dirty and redraw.due():
                     dirty = False
                     with redraw.timed():
                         update = render()
-                    count = sum(isinstance(e, (TokenStep, BeamStep, ParticleStep, DiffusionStep))
-                                for e in trace.events)
-                    update["status"] = (esc(status or "Working…", quote=False)
-                                        + (f" {count} {what} so far." if count else ""))
-                    yield update
+                    yield update | {"status": _live_status(trace, status, what)}
     except USER_ERRORS as err:
         raise user_error(err) from None
+
+
+def _live_status(trace: Trace, status: str | None, what: str) -> str:
+    count = sum(isinstance(e, (TokenStep, BeamStep, ParticleStep, DiffusionStep)) for e in trace.events)
+    return esc(status or "Working…", quote=False) + (f" {count} {what} so far." if count else "")
 
 
 def finished_status(trace: Trace, what: str) -> str:
