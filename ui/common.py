@@ -46,7 +46,8 @@ from decoding.embedded import EmbeddedModelError
 from decoding.env import env_int
 from decoding.events import BeamStep, DiffusionStep, Event, ParticleStep, TokenStep, Trace, stats
 from decoding.errors import short_repr
-from decoding.models import DEFAULT_MODEL, REGISTRY, TINY_MODEL, ModelLoadError, load_model, resolve_spec
+from decoding.models import (DEFAULT_MODEL, REGISTRY, TINY_MODEL, ModelLoadError, load_model, pick_device, pick_dtype,
+                             resolve_spec)
 from decoding.run import generate
 from decoding.trace_checks import upload_bytes
 from ui.exports import export_dir, gradio_cache_policy, sweep
@@ -124,6 +125,14 @@ def configure_torch_threads() -> int:
         threads = max(1, (os.cpu_count() or 1) - 1)
     torch.set_num_threads(threads)
     return threads
+
+
+def auto_dtype_help() -> str:
+    """What dtype "auto" means on this machine, for the dtype control's help line."""
+    auto = str(pick_dtype("auto", pick_device())).removeprefix("torch.")
+    return (f"auto is {auto} here: the fastest this machine computes natively (bfloat16 on a GPU or a CPU "
+            "with native bfloat16, float32 otherwise; the tiny-* models stay float32). float32 gives exact, "
+            "comparable text.")
 
 
 def show_test_models() -> bool:
@@ -481,7 +490,8 @@ def serve(blocks: gr.Blocks) -> None:
     blocks.launch(**launch_kwargs())
 
 
-__all__ = ["DEFAULT_MODEL", "USER_ERRORS", "Redraw", "Status", "bind", "check_model", "configure_torch_threads",
+__all__ = ["DEFAULT_MODEL", "USER_ERRORS", "Redraw", "Status", "auto_dtype_help", "bind", "check_model",
+           "configure_torch_threads",
            "error_toast", "gpu", "launch_kwargs", "model_choices", "model_concurrency", "model_event", "model_slot",
            "named_inputs", "preload_default_model", "queue_size", "queued", "run_work", "serve", "session_cap",
            "session_state", "session_ttl_s", "standalone", "stream_in_thread", "user_error", "wait_for_finish"]
