@@ -48,9 +48,19 @@ class RunContext:
     started: float  # perf_counter() at the start of the run
     step_offset: int = 0  # index of the first generated step (a branch continues numbering)
     prompt: str = ""  # what the user typed (rewards and judges read the question from it)
+    paused_s: float = 0.0  # time spent in `wait` (a paced run), left out of `elapsed`
 
     def elapsed(self) -> float:
-        return time.perf_counter() - self.started
+        """Seconds of computing since the run started: a paced run's waiting is not counted, so speed
+        statistics stay those of the algorithm."""
+        return time.perf_counter() - self.started - self.paused_s
+
+    def wait(self, seconds: float) -> None:
+        """Wait up to `seconds` between two steps (a paced run), returning early once Stop is pressed."""
+        start = time.perf_counter()
+        while (left := seconds - (time.perf_counter() - start)) > 0 and not self.should_stop():
+            time.sleep(min(left, 0.02))
+        self.paused_s += time.perf_counter() - start
 
 
 class Outcome:

@@ -6,6 +6,7 @@ validated and recorded the same way.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 import typing
@@ -23,6 +24,7 @@ from decoding.registry import FAMILY_CHECKS, get_strategy
 
 MAX_NEW_TOKENS_CAP = 2048  # upper bound a user may ask for
 MAX_PROMPT_CHARS = 20_000
+MAX_STEP_S = 10.0  # the slowest pace a run may be given (seconds per step)
 
 
 def make_params(strategy: str, params: dict | None):
@@ -116,6 +118,7 @@ def generate(
     chat: bool = True,
     should_stop: Callable[[], bool] | None = None,
     prefix_ids: list[int] | None = None,
+    min_step_s: float = 0.0,
 ) -> Iterator[Event]:
     """Yield a RunStarted, the strategy's events as they happen, then a RunFinished.
 
@@ -125,7 +128,13 @@ def generate(
     `prefix_ids` branches a run: generation continues after these already generated ids (for
     example an earlier run's first tokens plus a chosen alternative); steps are numbered after
     them and RunFinished.token_ids includes them.
+
+    `min_step_s` paces a run that is faster than the eye (a classroom watching a diffusion canvas): after
+    each event the run waits until the step has lasted this long before its next model call. Nothing
+    is replayed, Stop ends the wait at once, and the waiting is left out of every `elapsed_s`.
     """
+    if isinstance(min_step_s, bool) or not isinstance(min_step_s, (int, float)) or not 0 <= min_step_s <= MAX_STEP_S:
+        raise ValueError(f"`min_step_s` must be a number of seconds in [0, {MAX_STEP_S}], got {short_repr(min_step_s)}")
     info, config = validate_request(prompt, strategy, params, max_new_tokens, seed)
     lm = as_lm(model)
     check_kind(lm.loaded, info.family, info.name)
@@ -150,12 +159,26 @@ def generate(
     outcome = Outcome()
     try:
         if not outcome.cancelled(ctx):  # Stop during loading: no model call at all
-            yield from info.fn(ctx, config, outcome)
+            yield from paced(info.fn(ctx, config, outcome), ctx, min_step_s)
     except Cancelled:  # a helper found the flag set before a model call, inside a step
         outcome.stop_reason = "cancelled"
     token_ids = prefix_ids + outcome.token_ids
     yield RunFinished(text=lm.decode(token_ids), token_ids=token_ids, stop_reason=outcome.stop_reason,
                       elapsed_s=ctx.elapsed(), extra=outcome.extra)
+
+
+def paced(events: Iterator[Event], ctx: RunContext, min_step_s: float) -> Iterator[Event]:
+    """The strategy's events, each step lasting at least `min_step_s`: the strategy is a generator, so
+    waiting before asking for the next event holds back its next model call."""
+    if not min_step_s:
+        yield from events
+        return
+    with contextlib.closing(events):
+        last = time.perf_counter()
+        for event in events:
+            yield event
+            ctx.wait(min_step_s - (time.perf_counter() - last))
+            last = time.perf_counter()
 
 
 def run_to_trace(*args, **kwargs) -> Trace:
