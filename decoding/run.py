@@ -19,7 +19,7 @@ from decoding.events import Event, RunFinished, RunStarted, Trace
 from decoding.lm import LM
 from decoding.errors import short_repr
 from decoding.models import LoadedModel, check_kind, check_model_id, load_model, model_kind
-from decoding.contracts import Cancelled, Outcome, RunContext, never
+from decoding.contracts import Cancelled, Outcome, RunContext, StepProgress, ignore, never
 from decoding.registry import FAMILY_CHECKS, get_strategy
 
 MAX_NEW_TOKENS_CAP = 2048  # upper bound a user may ask for
@@ -119,6 +119,7 @@ def generate(
     should_stop: Callable[[], bool] | None = None,
     prefix_ids: list[int] | None = None,
     min_step_s: float = 0.0,
+    progress: Callable[[StepProgress], None] | None = None,
 ) -> Iterator[Event]:
     """Yield a RunStarted, the strategy's events as they happen, then a RunFinished.
 
@@ -132,6 +133,9 @@ def generate(
     `min_step_s` paces a run that is faster than the eye (a classroom watching a diffusion canvas): after
     each event the run waits until the step has lasted this long before its next model call. Nothing
     is replayed, Stop ends the wait at once, and the waiting is left out of every `elapsed_s`.
+
+    `progress` is told what a long step has sampled so far (`StepProgress`: the particles of a scaling
+    step, as their tokens come) for a live view; it is no event and never enters the trace.
     """
     if isinstance(min_step_s, bool) or not isinstance(min_step_s, (int, float)) or not 0 <= min_step_s <= MAX_STEP_S:
         raise ValueError(f"`min_step_s` must be a number of seconds in [0, {MAX_STEP_S}], got {short_repr(min_step_s)}")
@@ -149,7 +153,7 @@ def generate(
     generator.manual_seed(seed if seed is not None else torch.seed())
     ctx = RunContext(lm=lm, prompt_ids=prompt_ids + prefix_ids, max_new_tokens=max_new_tokens, generator=generator,
                      should_stop=should_stop or never, started=time.perf_counter(),
-                     step_offset=len(prefix_ids), prompt=prompt)
+                     step_offset=len(prefix_ids), prompt=prompt, progress=progress or ignore)
     yield RunStarted(
         model=lm.name, strategy=info.name, params=dataclasses.asdict(config), prompt=prompt,
         prompt_text=prompt_text, prompt_ids=prompt_ids, chat=chat_applied, seed=seed,

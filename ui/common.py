@@ -42,6 +42,7 @@ from typing import Callable, Iterator
 import decoding  # noqa: F401  (switches telemetry off before gradio is imported)
 import gradio as gr
 
+from decoding.contracts import StepProgress
 from decoding.embedded import EmbeddedModelError
 from decoding.env import env_int
 from decoding.events import BeamStep, DiffusionStep, Event, ParticleStep, TokenStep, Trace, stats
@@ -323,14 +324,15 @@ async def _settled(future: asyncio.Future, check: bool = False) -> None:
 
 
 def run_work(model: str, prompt: str, *, dtype: str = "auto", **generate_kwargs) -> Callable:
-    """A `work` function: load `model` (emitting Status lines) and emit every event of `generate`."""
+    """A `work` function: load `model` (emitting Status lines) and emit every event of `generate`, and
+    the StepProgress of a long step (a scaling step's particles as they are sampled)."""
 
     def work(emit, should_stop):
         loaded = load_model(model, dtype=dtype, progress=lambda message: emit(Status(message)))
         if should_stop():
             return
         emit(Status(f"Generating with {loaded.name}…"))
-        for event in generate(loaded, prompt, should_stop=should_stop, **generate_kwargs):
+        for event in generate(loaded, prompt, should_stop=should_stop, progress=emit, **generate_kwargs):
             emit(event)
 
     return work
@@ -611,38 +613,44 @@ def stat_cards_html(cards: list[tuple[str, object]], caption: str) -> str:
 
 
 def stream_views(work, trace: Trace, render, what: str, quick=None) -> Iterator[dict]:
-    """Append the worker's events to `trace` and stream views of it: `quick()` (the cheap ones, e.g. the
-    token chips) as soon as new events arrive, `render()` (every view, charts included) when `Redraw`
-    says a redraw is due. Each comes with a status line. Without `quick`, only `render()` is shown.
+    """Append the worker's events to `trace` and stream views of it: `quick(progress)` (the cheap ones,
+    e.g. the token chips) as soon as new events or a StepProgress arrive (`progress`: the step under way,
+    None once its event is in), `render()` (every view, charts included) when `Redraw` says a redraw is
+    due. Each comes with a status line. Without `quick`, only `render()` is shown.
 
     The quick update goes out first and the full one as a later yield, so a slow chart never holds
     back the tokens: Gradio sends each yield before the next is computed."""
-    redraw, status, dirty = Redraw(), None, False
+    redraw, status, dirty, progress = Redraw(), None, False, None
     try:
         late = lambda item: trace.append(item) if isinstance(item, Event) else None  # noqa: E731  (after Stop)
         with contextlib.closing(stream_in_thread(work, on_late=late)) as pump:  # closed (so waited for) on Stop
             for batch in pump:
-                events = [item for item in batch if not isinstance(item, Status)]
-                status = next((item.text for item in reversed(batch) if isinstance(item, Status)), status)
-                for event in events:
-                    trace.append(event)
-                dirty = dirty or bool(events)
-                if events and quick is not None:
-                    yield quick() | {"status": _live_status(trace, status, what)}
+                news = False
+                for item in batch:
+                    if isinstance(item, Status):
+                        status = item.text
+                    elif isinstance(item, StepProgress):
+                        progress, news = item, True
+                    else:
+                        trace.append(item)
+                        progress, news, dirty = None, True, True
+                if news and quick is not None:
+                    yield quick(progress) | {"status": _live_status(trace, status, what, progress)}
                 elif batch and not dirty:  # a progress line (model loading) before any event
-                    yield {"status": _live_status(trace, status, what)}
+                    yield {"status": _live_status(trace, status, what, progress)}
                 if dirty and redraw.due():
                     dirty = False
                     with redraw.timed():
                         update = render()
-                    yield update | {"status": _live_status(trace, status, what)}
+                    yield update | {"status": _live_status(trace, status, what, progress)}
     except USER_ERRORS as err:
         raise user_error(err) from None
 
 
-def _live_status(trace: Trace, status: str | None, what: str) -> str:
+def _live_status(trace: Trace, status: str | None, what: str, progress: StepProgress | None = None) -> str:
     count = sum(isinstance(e, (TokenStep, BeamStep, ParticleStep, DiffusionStep)) for e in trace.events)
-    return esc(status or "Working…", quote=False) + (f" {count} {what} so far." if count else "")
+    sampling = f" Sampling step {progress.step + 1}: {progress.tokens_spent} tokens so far." if progress else ""
+    return esc(status or "Working…", quote=False) + (f" {count} {what} so far." if count else "") + sampling
 
 
 def finished_status(trace: Trace, what: str) -> str:

@@ -170,7 +170,7 @@ def generate_run(model, prompt, length, seed, compare, playback=None, **fields) 
     yield views(trace) | {"trace": trace, "other": None, "status": f"Starting {model}…"}
     work = run_work(model, prompt, strategy="diffusion", params=params, max_new_tokens=length, seed=seed, chat=CHAT,
                     min_step_s=1 / rate if rate else 0.0)
-    live, canvas = lambda: views(trace, live=True), lambda: canvas_views(trace)  # noqa: E731
+    live, canvas = lambda: views(trace, live=True), lambda _: canvas_views(trace)  # noqa: E731
     what = f"Unmasking at {playback} at most" if rate else "Unmasking"
     with contextlib.closing(stream_views(work, trace, live, "steps", quick=canvas)) as updates:  # Stop closes it
         for update in updates:

@@ -135,7 +135,8 @@ def a_star(ctx: RunContext, params: AStarParams, outcome: Outcome) -> Iterator[E
             try:
                 run.batch = ParticleBatch(run.lm, ctx.prompt_ids + node.particle.token_ids,
                                           slot_generators(seed + expansions, params.n), temperature=params.temperature,
-                                          top_p=params.top_p, banned=run.batch.banned, should_stop=ctx.should_stop)
+                                          top_p=params.top_p, banned=run.batch.banned, should_stop=ctx.should_stop,
+                                          on_tokens=run.batch.on_tokens)
             except Cancelled:
                 outcome.stop_reason = "cancelled"
                 break

@@ -8,17 +8,20 @@ step that Stop cuts short is dropped whole, so the particles stay as the last ev
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 
 import torch
 
-from decoding.contracts import Cancelled, Outcome, RunContext
+from decoding.contracts import Cancelled, Outcome, RunContext, StepProgress, ignore
 from decoding.events import ParticleStep
 from decoding.scaling import particles as pf
 from decoding.scaling import rewards as rw
 from decoding.scaling.params import STEP_DELIMITERS, ScalingParams
 from decoding.scaling.particle_batch import ParticleBatch, slot_generators
 from decoding.scaling.scoring import NEUTRAL, aggregate, banned_tokens, build_reward
+
+PROGRESS_S = 0.1  # at most this often a step's tokens so far go to a live view (`RunContext.progress`)
 
 @dataclass
 class Particle:
@@ -46,12 +49,24 @@ class ScalingRun:
         seed = int(torch.randint(0, 2**62, (1,), generator=ctx.generator))
         self.batch = ParticleBatch(self.lm, ctx.prompt_ids, slot_generators(seed, params.n),
                                    temperature=params.temperature, top_p=params.top_p,
-                                   banned=banned_tokens(self.reward, self.lm), should_stop=ctx.should_stop)
+                                   banned=banned_tokens(self.reward, self.lm), should_stop=ctx.should_stop,
+                                   on_tokens=None if ctx.progress is ignore else self._report)
         #                                    (Stop before the prefill raises Cancelled: `generate` ends the run)
         self.particles = [Particle() for _ in range(params.n)]
         self.outcome_only = isinstance(self.reward, rw.FinalAnswerChecker)
         self.delimiter = STEP_DELIMITERS[params.step_delimiter]
         self.step = 0
+        self._reported = float("-inf")
+
+    def _report(self, new: dict[int, list[int]]) -> None:
+        """Tell `ctx.progress` what this step has sampled so far, at most every PROGRESS_S (decoding N
+        texts costs time the batch would otherwise spend decoding)."""
+        if time.perf_counter() - self._reported < PROGRESS_S:
+            return
+        self._reported = time.perf_counter()
+        added = [self.lm.decode(new[i]) if new.get(i) else "" for i in range(len(self.particles))]
+        self.ctx.progress(StepProgress(step=self.step, texts=self.texts(), new_texts=added,
+                                       tokens_spent=self.batch.tokens_spent))
 
     def _passes(self) -> int:
         return self.lm.forward_passes + sum(m.forward_passes for m in self.extra_lms)

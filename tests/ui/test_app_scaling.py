@@ -290,3 +290,21 @@ def test_particle_filter_over_the_generate_api(client):
     assert s["num_particles"] == 2 and s["particle_steps"] == kinds.count("particles")
     assert s["tokens_spent"] >= 2 and 1.0 <= s["ess"] <= 2.0 and "resampling_events" in s
     assert result["params"]["reference"] == TASK["answer"] and result["strategy"] == "particle-filter"
+
+
+def test_the_particles_show_their_tokens_as_sampled_and_the_comparison_streams(monkeypatch):
+    """Before a step's event the particles panel shows what each particle has sampled so far; the
+    comparison run streams its own particles (the views do not freeze while it runs)."""
+    from decoding.scaling import run as scaling_run
+
+    monkeypatch.setenv("DECODING_LAB_SHOW_TEST_MODELS", "1")
+    monkeypatch.setattr(scaling_run, "PROGRESS_S", 0.0)
+    updates = run_ui(model="tiny-random", compare="best-of-n", reward="max-word-length", max_new_tokens=12)
+    final = merged(updates)
+    sampling = [u for u in updates if 'class="dl-particles dl-sampling"' in u.get("particles", "")]
+    main = [u for u in sampling if "comparison" not in u["particles"]]
+    compared = [u for u in sampling if "comparison: best-of-n" in u["particles"]]
+    assert main and compared, [u.get("status") for u in updates]
+    assert all('data-slot="2"' in u["particles"] and "Sampling step" in u["status"] for u in sampling)
+    assert final["trace"].finish is not None and final["other"].finish is not None
+    assert final["particles"].count('class="card') == 3 and "dl-sampling" not in final["particles"]  # the main run
