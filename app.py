@@ -25,7 +25,7 @@ import decoding  # noqa: F401  (switches telemetry and analytics off before grad
 import gradio as gr
 
 from ui.api import register_api
-from ui.common import queued, serve
+from ui.common import queued, serve, startup_progress
 from ui.diffusion import build_diffusion
 from ui.exports import gradio_cache_policy
 from ui.playground import build_playground
@@ -48,6 +48,7 @@ HEADER = """
 def build_app() -> gr.Blocks:
     with gr.Blocks(title="Decoding Lab", delete_cache=gradio_cache_policy()) as demo:
         gr.HTML(HEADER)
+        startup_progress(demo)  # "Loading smollm2-135m… ready" while the default model loads
         with gr.Tabs():
             with gr.Tab("Playground", id="playground"):
                 build_playground()

@@ -442,25 +442,68 @@ def launch_kwargs() -> dict:
             "state_session_capacity": session_cap(), "allowed_paths": [str(export_dir())]}
 
 
+class Startup:
+    """What the server is doing before it is ready (loading the default model), for the page's progress
+    line. Process-wide, like the model cache it reports on; `line` is "" when nothing is under way."""
+
+    def __init__(self):
+        self.line, self.done = "", True
+
+    def say(self, line: str, done: bool = False) -> None:
+        self.line, self.done = line, done
+
+
+STARTUP = Startup()
+
+
+def startup_line() -> tuple[str, bool]:
+    """(the page's progress line as Markdown, whether there is more to come)."""
+    line = esc(STARTUP.line, quote=False)
+    return (line if STARTUP.done else f"⏳ {line}"), not STARTUP.done
+
+
 def preload_default_model() -> threading.Thread | None:
     """Load and warm up the default model in the background when the app starts, so the first
     user does not wait for it (set DECODING_LAB_PRELOAD=0 to skip). A request that arrives
-    meanwhile waits on the same load (the model cache loads each model once)."""
+    meanwhile waits on the same load (the model cache loads each model once). `STARTUP` says what
+    it is doing, and the page shows it."""
     if os.environ.get("DECODING_LAB_PRELOAD", "1").strip() in {"0", "false", "no"}:
         return None
+    STARTUP.say(f"Loading {DEFAULT_MODEL}… (a run started now waits for it)")
+    started = time.perf_counter()
 
     def warm() -> None:
         try:
-            loaded = load_model(DEFAULT_MODEL)
+            loaded = load_model(DEFAULT_MODEL, progress=STARTUP.say)  # "Dequantising …", "Loaded …"
+            STARTUP.say(f"Warming up {DEFAULT_MODEL}…")
             with model_slot():  # a request arriving now waits for this one forward
                 for _ in generate(loaded, "Hello", max_new_tokens=1):  # first forward pays one-off kernel set-up
                     pass
+            dtype = str(loaded.dtype).removeprefix("torch.")
+            STARTUP.say(f"{DEFAULT_MODEL} ready ({dtype} on {loaded.device}; loaded and warmed up in "
+                        f"{time.perf_counter() - started:.0f} s).", done=True)
         except Exception as err:  # noqa: BLE001 - a failed preload is reported; requests will show the error
+            STARTUP.say(f"Loading {DEFAULT_MODEL} failed: {err}", done=True)
             print(f"preload of {DEFAULT_MODEL} failed: {err}", flush=True)
 
     thread = threading.Thread(target=warm, name="preload", daemon=True)
     thread.start()
     return thread
+
+
+def startup_progress(blocks: gr.Blocks) -> None:
+    """The page's progress line under the header while the default model loads: read when a page
+    opens, then polled every second until the model is ready (hidden when nothing loads)."""
+    box = gr.Markdown(visible=False, elem_id="dl-startup")
+    timer = gr.Timer(1.0, active=False)
+
+    def show():
+        line, loading = startup_line()
+        return gr.update(value=line, visible=bool(line)), gr.Timer(active=loading)
+
+    quiet = dict(show_progress="hidden", api_visibility="undocumented", concurrency_limit=None)  # not the model queue
+    blocks.load(show, None, [box, timer], **quiet)
+    timer.tick(show, None, [box, timer], **quiet)
 
 
 def wait_for_finish(trace, wait_s: float) -> bool:
@@ -488,14 +531,15 @@ def serve(blocks: gr.Blocks) -> None:
     """What `python app.py` (or one tab's module) does: set torch threads, sweep old exports, preload, launch."""
     configure_torch_threads()
     sweep()
-    preload_default_model()  # in the background: the page is served at once, the model is ready soon after
-    blocks.launch(**launch_kwargs())
+    blocks.launch(prevent_thread_lock=True, **launch_kwargs())  # the page first: the model loads behind it
+    preload_default_model()  # in the background; the page's progress line says how far it is
+    blocks.block_thread()
 
 
 __all__ = ["DEFAULT_MODEL", "USER_ERRORS", "Redraw", "Status", "auto_dtype_help", "bind", "check_model",
            "configure_torch_threads",
            "error_toast", "gpu", "launch_kwargs", "model_choices", "model_concurrency", "model_event", "model_slot",
-           "named_inputs", "preload_default_model", "queue_size", "queued", "run_work", "serve", "session_cap",
+           "named_inputs", "preload_default_model", "startup_progress", "queue_size", "queued", "run_work", "serve", "session_cap",
            "session_state", "session_ttl_s", "standalone", "stream_in_thread", "user_error", "wait_for_finish"]
 
 
