@@ -239,9 +239,9 @@ def cpu_native_bf16() -> bool:
 
 
 def pick_dtype(dtype: str, device: torch.device, *, small: bool = False) -> torch.dtype:
-    """"auto" is the fastest dtype the device computes natively: bfloat16 on a GPU that supports it
-    (float16 otherwise) and on a CPU with native bfloat16 (~1.7x faster than float32 for SmolLM2-135M,
-    `bench/bench_dtype.py`), float32 on other CPUs. A `small` model (the project's own, a few million
+    """"auto" is the dtype the device computes fastest natively: bfloat16 on a GPU that supports it
+    (float16 otherwise) and on a CPU with native bfloat16 (its matrix products are 1.4x-2.6x faster than
+    float32's; whole-model decoding gains less, `bench/bench_dtype.py`), float32 on other CPUs. A `small` model (the project's own, a few million
     parameters) stays float32 on a CPU: its time goes to Python, not arithmetic, and its benchmarks were
     measured in float32. bfloat16 gives slightly different text than float32: ask for float32 to compare
     exactly."""

@@ -131,8 +131,8 @@ def configure_torch_threads() -> int:
 def auto_dtype_help() -> str:
     """What dtype "auto" means on this machine, for the dtype control's help line."""
     auto = str(pick_dtype("auto", pick_device())).removeprefix("torch.")
-    return (f"auto is {auto} here: the fastest this machine computes natively (bfloat16 on a GPU or a CPU "
-            "with native bfloat16, float32 otherwise; the tiny-* models stay float32). float32 gives exact, "
+    return (f"auto is {auto} here: bfloat16 where this machine computes it natively (a GPU, or a CPU with "
+            "AVX512-BF16/AMX), float32 otherwise; the tiny-* models stay float32. float32 gives exact, "
             "comparable text.")
 
 
