@@ -61,3 +61,39 @@ def test_tokens_reach_the_page_as_they_are_decoded(app_url, monkeypatch):
           + " ".join(f"{d:.2f}" for d in delays))
     assert len(delays) == FIRST_N and min(delays) >= 0
     assert delays[0] < FIRST_TOKEN_BOUND_S and statistics.median(delays) < MEDIAN_BOUND_S, delays
+
+
+RECORD_PARTICLES_JS = """() => {  // when (ms after the click) the particles panel first shows sampling, then a step
+    window.__particles = {};
+    const panel = document.querySelector('#sc-particles');
+    new MutationObserver(() => {
+        const now = performance.now() - window.__clicked;
+        const head = (panel.querySelector('.dl-head') || {}).innerText || '';
+        const kind = panel.querySelector('.dl-sampling') ? (head.startsWith('comparison') ? 'compare' : 'sampling')
+                     : panel.querySelector('.card[data-weight]') ? 'step' : null;
+        if (kind && !(kind in window.__particles)) window.__particles[kind] = now;
+    }).observe(panel, {childList: true, subtree: true, characterData: true});
+}"""
+
+
+def test_scaling_particles_show_their_tokens_before_the_step_ends(app_url):
+    """The Scaling tab shows every particle's tokens while a step is sampled (before the step's weights),
+    and the comparison run's particles as it runs."""
+    with open_page(app_url, "#dl-generate") as page:
+        page.get_by_role("tab", name="Scaling").click()
+        page.wait_for_selector("#sc-generate")
+        set_number(page, "sc-n", 4)
+        set_number(page, "sc-max-new-tokens", 96)
+        page.locator("#sc-generate").click()  # loads tiny-math first: the second run is the one timed
+        page.wait_for_function("() => (document.querySelector('#sc-status') || {}).innerText?.includes('Finished')")
+        choose(page, "sc-compare", "best-of-n")
+        page.evaluate(RECORD_PARTICLES_JS)
+        page.evaluate("window.__clicked = performance.now()")
+        page.locator("#sc-generate").click()
+        page.wait_for_function("() => (document.querySelector('#sc-status') || {}).innerText?.includes('Compared')")
+        seen = page.evaluate("window.__particles")
+        assert error_toasts(page) == []
+    print(f"\nScaling, ms after Generate: first sampled tokens {seen.get('sampling', 0):.0f}, first finished step "
+          f"{seen.get('step', 0):.0f}, comparison's first tokens {seen.get('compare', 0):.0f}")
+    assert {"sampling", "step", "compare"} <= seen.keys(), seen
+    assert seen["sampling"] < seen["step"], seen  # tokens before the step's weights
