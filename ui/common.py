@@ -20,7 +20,9 @@ Glossary
               slot (`MODEL_CONCURRENCY_ID`), each worker holds a process-wide one (`model_slot`)
               while it computes, so a run whose worker outlived STOP_WAIT_S still blocks the next.
     redraw    rebuilding the figures from the growing Trace; `Redraw` decides by wall clock when
-              (at most ~8 per second, and never more than a fifth of the time).
+              (at most ~5 per second, and never more than REDRAW_BUDGET of the time).
+    quick     the cheap views (token chips, the diffusion canvas, the particles of a step under way),
+              sent for every batch of new events or StepProgress, ahead of and apart from redraws.
 """
 
 from __future__ import annotations
