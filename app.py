@@ -25,7 +25,7 @@ import decoding  # noqa: F401  (switches telemetry and analytics off before grad
 import gradio as gr
 
 from ui.api import register_api
-from ui.common import queued, serve
+from ui.common import queued, serve, startup_progress
 from ui.diffusion import build_diffusion
 from ui.classroom import present_button
 from ui.exports import gradio_cache_policy
@@ -51,6 +51,7 @@ def build_app() -> gr.Blocks:
         with gr.Row(elem_classes="dl-top"):
             gr.HTML(HEADER)
             present_button()  # classroom mode: controls hidden, views large, arrow keys step
+        startup_progress(demo)  # "Loading smollm2-135m… ready" while the default model loads
         with gr.Tabs():
             with gr.Tab("Playground", id="playground"):
                 build_playground()

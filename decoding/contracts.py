@@ -36,6 +36,21 @@ def never() -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class StepProgress:
+    """A look inside a step under way: what each particle has sampled so far. Shown live by the UI, never
+    recorded (the step's ParticleStep follows and replaces it), so traces and statistics are unchanged."""
+
+    step: int  # the index the step's ParticleStep will have
+    texts: list[str]  # per slot: its text before this step
+    new_texts: list[str]  # per slot: what this step has added so far ("" for a waiting slot)
+    tokens_spent: int  # sampled over all slots so far
+
+
+def ignore(progress: StepProgress) -> None:
+    """The progress callback of a run nobody watches."""
+
+
 @dataclass
 class RunContext:
     """What every strategy gets: the model, the prompt, limits, randomness and a stop check."""
@@ -48,9 +63,20 @@ class RunContext:
     started: float  # perf_counter() at the start of the run
     step_offset: int = 0  # index of the first generated step (a branch continues numbering)
     prompt: str = ""  # what the user typed (rewards and judges read the question from it)
+    paused_s: float = 0.0  # time spent in `wait` (a paced run), left out of `elapsed`
+    progress: Callable[[StepProgress], None] = ignore  # told about a long step's tokens as they are sampled
 
     def elapsed(self) -> float:
-        return time.perf_counter() - self.started
+        """Seconds of computing since the run started: a paced run's waiting is not counted, so speed
+        statistics stay those of the algorithm."""
+        return time.perf_counter() - self.started - self.paused_s
+
+    def wait(self, seconds: float) -> None:
+        """Wait up to `seconds` between two steps (a paced run), returning early once Stop is pressed."""
+        start = time.perf_counter()
+        while (left := seconds - (time.perf_counter() - start)) > 0 and not self.should_stop():
+            time.sleep(min(left, 0.02))
+        self.paused_s += time.perf_counter() - start
 
 
 class Outcome:

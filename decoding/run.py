@@ -6,6 +6,7 @@ validated and recorded the same way.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 import typing
@@ -18,7 +19,7 @@ from decoding.events import Event, RunFinished, RunStarted, Trace
 from decoding.lm import LM
 from decoding.errors import short_repr
 from decoding.models import LoadedModel, check_kind, check_model_id, load_model, model_kind
-from decoding.contracts import Cancelled, Outcome, RunContext, never
+from decoding.contracts import Cancelled, Outcome, RunContext, StepProgress, ignore, never
 from decoding.registry import FAMILY_CHECKS, get_strategy
 from decoding.remote.lm import RemoteLM
 from decoding.remote.source import is_remote
@@ -26,6 +27,7 @@ from decoding.remote.strategies import remote_strategy
 
 MAX_NEW_TOKENS_CAP = 2048  # upper bound a user may ask for
 MAX_PROMPT_CHARS = 20_000
+MAX_STEP_S = 10.0  # the slowest pace a run may be given (seconds per step)
 
 
 def make_params(strategy: str, params: dict | None):
@@ -125,6 +127,8 @@ def generate(
     chat: bool = True,
     should_stop: Callable[[], bool] | None = None,
     prefix_ids: list[int] | None = None,
+    min_step_s: float = 0.0,
+    progress: Callable[[StepProgress], None] | None = None,
 ) -> Iterator[Event]:
     """Yield a RunStarted, the strategy's events as they happen, then a RunFinished.
 
@@ -134,7 +138,16 @@ def generate(
     `prefix_ids` branches a run: generation continues after these already generated ids (for
     example an earlier run's first tokens plus a chosen alternative); steps are numbered after
     them and RunFinished.token_ids includes them.
+
+    `min_step_s` paces a run that is faster than the eye (a classroom watching a diffusion canvas): after
+    each event the run waits until the step has lasted this long before its next model call. Nothing
+    is replayed, Stop ends the wait at once, and the waiting is left out of every `elapsed_s`.
+
+    `progress` is told what a long step has sampled so far (`StepProgress`: the particles of a scaling
+    step, as their tokens come) for a live view; it is no event and never enters the trace.
     """
+    if isinstance(min_step_s, bool) or not isinstance(min_step_s, (int, float)) or not 0 <= min_step_s <= MAX_STEP_S:
+        raise ValueError(f"`min_step_s` must be a number of seconds in [0, {MAX_STEP_S}], got {short_repr(min_step_s)}")
     info, config = validate_request(prompt, strategy, params, max_new_tokens, seed)
     lm = as_lm(model)
     remote = isinstance(lm, RemoteLM)
@@ -152,7 +165,7 @@ def generate(
     generator.manual_seed(seed if seed is not None else torch.seed())
     ctx = RunContext(lm=lm, prompt_ids=prompt_ids + prefix_ids, max_new_tokens=max_new_tokens, generator=generator,
                      should_stop=should_stop or never, started=time.perf_counter(),
-                     step_offset=len(prefix_ids), prompt=prompt)
+                     step_offset=len(prefix_ids), prompt=prompt, progress=progress or ignore)
     yield RunStarted(
         model=lm.name, strategy=info.name, params=dataclasses.asdict(config), prompt=prompt,
         prompt_text=prompt_text, prompt_ids=prompt_ids, chat=chat_applied, seed=seed,
@@ -162,12 +175,26 @@ def generate(
     outcome = Outcome()
     try:
         if not outcome.cancelled(ctx):  # Stop during loading: no model call at all
-            yield from run_fn(ctx, config, outcome)
+            yield from paced(run_fn(ctx, config, outcome), ctx, min_step_s)
     except Cancelled:  # a helper found the flag set before a model call, inside a step
         outcome.stop_reason = "cancelled"
     token_ids = prefix_ids + outcome.token_ids
     yield RunFinished(text=lm.decode(token_ids), token_ids=token_ids, stop_reason=outcome.stop_reason,
                       elapsed_s=ctx.elapsed(), extra=outcome.extra)
+
+
+def paced(events: Iterator[Event], ctx: RunContext, min_step_s: float) -> Iterator[Event]:
+    """The strategy's events, each step lasting at least `min_step_s`: the strategy is a generator, so
+    waiting before asking for the next event holds back its next model call."""
+    if not min_step_s:
+        yield from events
+        return
+    with contextlib.closing(events):
+        last = time.perf_counter()
+        for event in events:
+            yield event
+            ctx.wait(min_step_s - (time.perf_counter() - last))
+            last = time.perf_counter()
 
 
 def run_to_trace(*args, **kwargs) -> Trace:

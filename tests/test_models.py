@@ -3,6 +3,7 @@
 import os
 
 import pytest
+import torch
 
 from decoding import embedded, models
 from decoding.training import tiny
@@ -107,7 +108,7 @@ tiny.model.save_pretrained(snapshot)
 tiny.tokenizer.save_pretrained(snapshot)
 (root / "refs").mkdir()
 (root / "refs" / "main").write_text("a" * 40)
-loaded = load_model("test-org/tiny-llama", progress=None)
+loaded = load_model("test-org/tiny-llama", dtype="float32", progress=None)  # saved in float32: compared exactly
 same = all((a == b).all() for a, b in zip(loaded.model.parameters(), tiny.model.parameters()))
 print(loaded.source, loaded.num_parameters, same, loaded.tokenizer.decode(loaded.tokenizer("hub ok").input_ids))
 '''
@@ -126,3 +127,20 @@ def test_hub_id_loads_from_the_local_hub_cache_offline(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split()[:3] == ["hub", "181184", "True"]
     assert proc.stdout.rstrip().endswith("hub ok")
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_auto_dtype_is_the_fastest_the_cpu_runs_natively(monkeypatch, native):
+    """bfloat16 on a CPU with native bfloat16, float32 elsewhere; the project's tiny models stay float32;
+    an explicit dtype is kept (float32 one click away for exact comparisons)."""
+    from decoding.models import is_small, pick_dtype
+
+    monkeypatch.setattr("decoding.models.cpu_native_bf16", lambda: native)
+    cpu = torch.device("cpu")
+    assert pick_dtype("auto", cpu) == (torch.bfloat16 if native else torch.float32)
+    assert pick_dtype("auto", cpu, small=True) == torch.float32
+    assert pick_dtype("float32", cpu) == torch.float32 and pick_dtype("bfloat16", cpu) == torch.bfloat16
+    assert is_small(resolve_spec("tiny-math")) and is_small(resolve_spec("tiny-random"))
+    assert not is_small(resolve_spec("smollm2-135m"))
+    loaded = load_model("tiny-random", progress=None)
+    assert loaded.dtype == torch.float32

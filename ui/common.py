@@ -20,7 +20,9 @@ Glossary
               slot (`MODEL_CONCURRENCY_ID`), each worker holds a process-wide one (`model_slot`)
               while it computes, so a run whose worker outlived STOP_WAIT_S still blocks the next.
     redraw    rebuilding the figures from the growing Trace; `Redraw` decides by wall clock when
-              (at most ~8 per second, and never more than a fifth of the time).
+              (at most ~5 per second, and never more than REDRAW_BUDGET of the time).
+    quick     the cheap views (token chips, the diffusion canvas, the particles of a step under way),
+              sent for every batch of new events or StepProgress, ahead of and apart from redraws.
 """
 
 from __future__ import annotations
@@ -42,11 +44,13 @@ from typing import Callable, Iterator
 import decoding  # noqa: F401  (switches telemetry off before gradio is imported)
 import gradio as gr
 
+from decoding.contracts import StepProgress
 from decoding.embedded import EmbeddedModelError
 from decoding.env import env_int
 from decoding.events import BeamStep, DiffusionStep, Event, ParticleStep, TokenStep, Trace, stats
 from decoding.errors import short_repr
-from decoding.models import DEFAULT_MODEL, REGISTRY, TINY_MODEL, ModelLoadError, load_model, resolve_spec
+from decoding.models import (DEFAULT_MODEL, REGISTRY, TINY_MODEL, ModelLoadError, load_model, pick_device, pick_dtype,
+                             resolve_spec)
 from decoding.run import MAX_NEW_TOKENS_CAP, generate
 from decoding.trace_checks import upload_bytes
 from ui.exports import export_dir, gradio_cache_policy, sweep
@@ -125,6 +129,14 @@ def configure_torch_threads() -> int:
         threads = max(1, (os.cpu_count() or 1) - 1)
     torch.set_num_threads(threads)
     return threads
+
+
+def auto_dtype_help() -> str:
+    """What dtype "auto" means on this machine, for the dtype control's help line."""
+    auto = str(pick_dtype("auto", pick_device())).removeprefix("torch.")
+    return (f"auto is {auto} here: bfloat16 where this machine computes it natively (a GPU, or a CPU with "
+            "AVX512-BF16/AMX), float32 otherwise; the tiny-* models stay float32. float32 gives exact, "
+            "comparable text.")
 
 
 def show_test_models() -> bool:
@@ -315,14 +327,15 @@ async def _settled(future: asyncio.Future, check: bool = False) -> None:
 
 
 def run_work(model: str, prompt: str, *, dtype: str = "auto", **generate_kwargs) -> Callable:
-    """A `work` function: load `model` (emitting Status lines) and emit every event of `generate`."""
+    """A `work` function: load `model` (emitting Status lines) and emit every event of `generate`, and
+    the StepProgress of a long step (a scaling step's particles as they are sampled)."""
 
     def work(emit, should_stop):
         loaded = load_model(model, dtype=dtype, progress=lambda message: emit(Status(message)))
         if should_stop():
             return
         emit(Status(f"Generating with {loaded.name}…"))
-        for event in generate(loaded, prompt, should_stop=should_stop, **generate_kwargs):
+        for event in generate(loaded, prompt, should_stop=should_stop, progress=emit, **generate_kwargs):
             emit(event)
 
     return work
@@ -436,25 +449,68 @@ def launch_kwargs() -> dict:
             "js": KEYS_JS}  # classroom mode's keys
 
 
+class Startup:
+    """What the server is doing before it is ready (loading the default model), for the page's progress
+    line. Process-wide, like the model cache it reports on; `line` is "" when nothing is under way."""
+
+    def __init__(self):
+        self.line, self.done = "", True
+
+    def say(self, line: str, done: bool = False) -> None:
+        self.line, self.done = line, done
+
+
+STARTUP = Startup()
+
+
+def startup_line() -> tuple[str, bool]:
+    """(the page's progress line as Markdown, whether there is more to come)."""
+    line = esc(STARTUP.line, quote=False)
+    return (line if STARTUP.done else f"⏳ {line}"), not STARTUP.done
+
+
 def preload_default_model() -> threading.Thread | None:
     """Load and warm up the default model in the background when the app starts, so the first
     user does not wait for it (set DECODING_LAB_PRELOAD=0 to skip). A request that arrives
-    meanwhile waits on the same load (the model cache loads each model once)."""
+    meanwhile waits on the same load (the model cache loads each model once). `STARTUP` says what
+    it is doing, and the page shows it."""
     if os.environ.get("DECODING_LAB_PRELOAD", "1").strip() in {"0", "false", "no"}:
         return None
+    STARTUP.say(f"Loading {DEFAULT_MODEL}… (a run started now waits for it)")
+    started = time.perf_counter()
 
     def warm() -> None:
         try:
-            loaded = load_model(DEFAULT_MODEL)
+            loaded = load_model(DEFAULT_MODEL, progress=STARTUP.say)  # "Dequantising …", "Loaded …"
+            STARTUP.say(f"Warming up {DEFAULT_MODEL}…")
             with model_slot():  # a request arriving now waits for this one forward
                 for _ in generate(loaded, "Hello", max_new_tokens=1):  # first forward pays one-off kernel set-up
                     pass
+            dtype = str(loaded.dtype).removeprefix("torch.")
+            STARTUP.say(f"{DEFAULT_MODEL} ready ({dtype} on {loaded.device}; loaded and warmed up in "
+                        f"{time.perf_counter() - started:.0f} s).", done=True)
         except Exception as err:  # noqa: BLE001 - a failed preload is reported; requests will show the error
+            STARTUP.say(f"Loading {DEFAULT_MODEL} failed: {err}", done=True)
             print(f"preload of {DEFAULT_MODEL} failed: {err}", flush=True)
 
     thread = threading.Thread(target=warm, name="preload", daemon=True)
     thread.start()
     return thread
+
+
+def startup_progress(blocks: gr.Blocks) -> None:
+    """The page's progress line under the header while the default model loads: read when a page
+    opens, then polled every second until the model is ready (hidden when nothing loads)."""
+    box = gr.Markdown(visible=False, elem_id="dl-startup")
+    timer = gr.Timer(1.0, active=False)
+
+    def show():
+        line, loading = startup_line()
+        return gr.update(value=line, visible=bool(line)), gr.Timer(active=loading)
+
+    quiet = dict(show_progress="hidden", api_visibility="undocumented", concurrency_limit=None)  # not the model queue
+    blocks.load(show, None, [box, timer], **quiet)
+    timer.tick(show, None, [box, timer], **quiet)
 
 
 def wait_for_finish(trace, wait_s: float) -> bool:
@@ -482,13 +538,15 @@ def serve(blocks: gr.Blocks) -> None:
     """What `python app.py` (or one tab's module) does: set torch threads, sweep old exports, preload, launch."""
     configure_torch_threads()
     sweep()
-    preload_default_model()  # in the background: the page is served at once, the model is ready soon after
-    blocks.launch(**launch_kwargs())
+    blocks.launch(prevent_thread_lock=True, **launch_kwargs())  # the page first: the model loads behind it
+    preload_default_model()  # in the background; the page's progress line says how far it is
+    blocks.block_thread()
 
 
-__all__ = ["DEFAULT_MODEL", "USER_ERRORS", "Redraw", "Status", "bind", "check_model", "configure_torch_threads",
+__all__ = ["DEFAULT_MODEL", "USER_ERRORS", "Redraw", "Status", "auto_dtype_help", "bind", "check_model",
+           "configure_torch_threads",
            "error_toast", "gpu", "launch_kwargs", "model_choices", "model_concurrency", "model_event", "model_slot",
-           "named_inputs", "preload_default_model", "queue_size", "queued", "run_work", "serve", "session_cap",
+           "named_inputs", "preload_default_model", "startup_progress", "queue_size", "queued", "run_work", "serve", "session_cap",
            "session_state", "session_ttl_s", "standalone", "stream_in_thread", "user_error", "wait_for_finish"]
 
 
@@ -670,30 +728,45 @@ def stat_cards_html(cards: list[tuple[str, object]], caption: str) -> str:
     return f'<div class="dl-stats"><div class="dl-caption">{esc(caption)}</div><div class="dl-cards">{body}</div></div>'
 
 
-def stream_views(work, trace: Trace, render, what: str) -> Iterator[dict]:
-    """Append the worker's events to `trace`; yield `render()` (plus a status line) when a redraw is due."""
-    redraw, status, dirty = Redraw(), None, False
+def stream_views(work, trace: Trace, render, what: str, quick=None) -> Iterator[dict]:
+    """Append the worker's events to `trace` and stream views of it: `quick(progress)` (the cheap ones,
+    e.g. the token chips) as soon as new events or a StepProgress arrive (`progress`: the step under way,
+    None once its event is in), `render()` (every view, charts included) when `Redraw` says a redraw is
+    due. Each comes with a status line. Without `quick`, only `render()` is shown.
+
+    The quick update goes out first and the full one as a later yield, so a slow chart never holds
+    back the tokens: Gradio sends each yield before the next is computed."""
+    redraw, status, dirty, progress = Redraw(), None, False, None
     try:
         late = lambda item: trace.append(item) if isinstance(item, Event) else None  # noqa: E731  (after Stop)
         with contextlib.closing(stream_in_thread(work, on_late=late)) as pump:  # closed (so waited for) on Stop
             for batch in pump:
+                news = False
                 for item in batch:
                     if isinstance(item, Status):
                         status = item.text
+                    elif isinstance(item, StepProgress):
+                        progress, news = item, True
                     else:
                         trace.append(item)
-                dirty = dirty or bool(batch)
+                        progress, news, dirty = None, True, True
+                if news and quick is not None:
+                    yield quick(progress) | {"status": _live_status(trace, status, what, progress)}
+                elif batch and not dirty:  # a progress line (model loading) before any event
+                    yield {"status": _live_status(trace, status, what, progress)}
                 if dirty and redraw.due():
                     dirty = False
                     with redraw.timed():
                         update = render()
-                    count = sum(isinstance(e, (TokenStep, BeamStep, ParticleStep, DiffusionStep))
-                                for e in trace.events)
-                    update["status"] = (esc(status or "Working…", quote=False)
-                                        + (f" {count} {what} so far." if count else ""))
-                    yield update
+                    yield update | {"status": _live_status(trace, status, what, progress)}
     except USER_ERRORS as err:
         raise user_error(err) from None
+
+
+def _live_status(trace: Trace, status: str | None, what: str, progress: StepProgress | None = None) -> str:
+    count = sum(isinstance(e, (TokenStep, BeamStep, ParticleStep, DiffusionStep)) for e in trace.events)
+    sampling = f" Sampling step {progress.step + 1}: {progress.tokens_spent} tokens so far." if progress else ""
+    return esc(status or "Working…", quote=False) + (f" {count} {what} so far." if count else "") + sampling
 
 
 def finished_status(trace: Trace, what: str) -> str:

@@ -24,8 +24,8 @@ from ui.common import (QUIET, bind, explain_clamping, lab_columns, model_choices
                        session_state, spec_widget, standalone, wire_lab)
 from ui.exports import NO_OTHER_RUN, download, wire_download
 from ui.diffusion_views import (CHOICES, COMPARISONS, CONTROLS, DEFAULT_LENGTH, DEFAULT_MODEL, DEFAULT_PROMPT,
-                                DEFAULT_SETTINGS, FIELDS, NO_COMPARISON, OUTPUTS, PLAYBACK, SPECIFIC, UI_MAX_LENGTH,
-                                help_of, spec_of, views, visible_fields)
+                                DEFAULT_PLAYBACK, DEFAULT_SETTINGS, FIELDS, NO_COMPARISON, OUTPUTS, PLAYBACK, SPECIFIC,
+                                UI_MAX_LENGTH, help_of, spec_of, views, visible_fields)
 
 INTRO = ("A **masked diffusion LM** does not write left to right. It starts from a canvas of `length` **masks** "
          "and, at every **step**, predicts a token for every masked position at once; the **remasking** rule keeps "
@@ -116,9 +116,10 @@ def _controls(c: dict) -> None:
     for field in FIELDS:  # a parameter added to DiffusionParams (e.g. by a new sampler): a widget from its spec
         if f"df:{field}" not in c:
             c[f"df:{field}"] = spec_widget(spec_of(field), visible=_shown(field), elem_id=_eid(field))
-    c["playback"] = gr.Radio(list(PLAYBACK), value="live", label="Playback", elem_id="df-playback",
-                             info="Slow motion shows every step for a moment (the model still runs at full speed; "
-                                  "statistics are the real ones).")
+    c["playback"] = gr.Radio(list(PLAYBACK), value=DEFAULT_PLAYBACK, label="Pace", elem_id="df-playback",
+                             info="At most this many steps a second: the sampler waits before its next model call, "
+                                  "so every step can be seen (a slower step is not slowed further; the statistics "
+                                  "leave the waiting out). Full speed: no waiting.")
     c["compare"] = gr.Dropdown(list(COMPARISONS), value=NO_COMPARISON, label="Compare with", elem_id="df-compare",
                                info="After the run: the same prompt, length and seed with another sampler (FreeDave "
                                     "against steps = length: same canvas?), or the autoregressive tiny-ar.")

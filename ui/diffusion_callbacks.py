@@ -15,7 +15,6 @@ The task picker (shown for tiny-parallel): `task_picker_shown`, `model_picked`, 
 from __future__ import annotations
 
 import contextlib
-import time
 from typing import Iterator
 
 import gradio as gr
@@ -28,9 +27,9 @@ from ui.common import (USER_ERRORS, as_int, check_model, load_replay, run_work, 
                        wait_for_finish)
 from ui.diffusion_tasks import (FREE_PROMPT, TASK_LENGTH, num_problems, problem, problem_number, shows_tasks,
                                 task_choices, verdict_mark)
-from ui.diffusion_views import (COMPARISONS, DEFAULT_SETTINGS, FIELDS, NO_COMPARISON, PLAYBACK, SPECIFIC,
-                                UI_MAX_LENGTH, collect_params, fields_from_params, other_label, stats_line,
-                                steps_of, views, visible_fields)
+from ui.diffusion_views import (COMPARISONS, DEFAULT_SETTINGS, FIELDS, NO_COMPARISON, PLAYBACK,
+                                SPECIFIC, UI_MAX_LENGTH, canvas_views, collect_params, fields_from_params,
+                                other_label, stats_line, steps_of, views, visible_fields)
 from visualizers._common import esc
 
 CHAT = True  # apply the model's chat template when it has one (decoding.lm: `lm.has_chat_template`)
@@ -183,7 +182,8 @@ def _steps_status(update: dict, trace: Trace, what: str) -> dict:
 
 
 def playback_rate(playback) -> float:
-    """Steps shown per second for a Playback choice (0 = as they are computed)."""
+    """At most this many steps a second for a Pace choice (0 = full speed, also for a caller without the
+    control; the tab's control starts at DEFAULT_PLAYBACK)."""
     if playback in (None, ""):
         return 0.0
     if playback not in PLAYBACK:
@@ -191,28 +191,12 @@ def playback_rate(playback) -> float:
     return PLAYBACK[playback]
 
 
-_pause = time.sleep  # between slow-motion frames (tests replace it)
-
-
-def _slow_motion(trace: Trace, shown: int, upto: int, rate: float) -> Iterator[dict]:
-    """Frames for steps shown+1 .. upto, one every 1/rate seconds, each drawn as if the run had just
-    reached that step. Only the display waits: the worker keeps computing meanwhile."""
-    steps = steps_of(trace)
-    for index in range(shown + 1, upto + 1):
-        partial = Trace()
-        for event in [trace.start] + steps[:index + 1]:
-            partial.append(event)
-        running = "is still running" if trace.finish is None else "has finished"
-        yield views(partial, live=True) | {
-            "status": f"Slow motion: step {index + 1} of the {len(steps)} computed so far (the model {running})."}
-        _pause(1 / rate)
-
-
 def generate_run(model, prompt, length, seed, compare, playback=None, **fields) -> Iterator[dict]:
     """Unmask the canvas and stream the views; then the "Compare with" run (if asked).
 
-    `fields` are the sampler's parameters by name (every one of `FIELDS`). With a slow-motion
-    `playback` rate, every step gets its own frame, shown at that rate."""
+    `fields` are the sampler's parameters by name (every one of `FIELDS`). `playback` paces the run: at
+    most that many steps a second, the sampler waiting before its next model call (not a replay), so
+    every step of a run faster than the eye reaches the page; the canvas goes out with each step."""
     length, seed = as_int(length), as_int(seed)
     try:
         rate = playback_rate(playback)
@@ -221,19 +205,13 @@ def generate_run(model, prompt, length, seed, compare, playback=None, **fields) 
         raise user_error(err) from None
     trace = Trace()
     yield views(trace) | {"trace": trace, "other": None, "status": f"Starting {model}…"}
-    work = run_work(model, prompt, strategy="diffusion", params=params, max_new_tokens=length, seed=seed, chat=CHAT)
-    shown = -1
-    live = (lambda: {}) if rate else (lambda: views(trace, live=True))  # slow motion draws its own frames
-    with contextlib.closing(stream_views(work, trace, live, "steps")) as updates:  # Stop closes it (and waits)
+    work = run_work(model, prompt, strategy="diffusion", params=params, max_new_tokens=length, seed=seed, chat=CHAT,
+                    min_step_s=1 / rate if rate else 0.0)
+    live, canvas = lambda: views(trace, live=True), lambda _: canvas_views(trace)  # noqa: E731
+    what = f"Unmasking at {playback} at most" if rate else "Unmasking"
+    with contextlib.closing(stream_views(work, trace, live, "steps", quick=canvas)) as updates:  # Stop closes it
         for update in updates:
-            if not rate or not steps_of(trace):
-                yield _steps_status(update, trace, "Unmasking")
-                continue
-            upto = len(steps_of(trace)) - 1
-            yield from _slow_motion(trace, shown, upto, rate)
-            shown = upto
-    if rate and trace.start is not None:
-        yield from _slow_motion(trace, shown, len(steps_of(trace)) - 1, rate)
+            yield _steps_status(update, trace, what)
     done = views(trace) | {"trace": trace}
     if other_request is None or trace.finish is None or trace.finish.stop_reason == "cancelled":
         yield done | {"status": f"**Finished**: {stats_line(trace)}." if trace.finish else "Finished."}

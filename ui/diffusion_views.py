@@ -64,8 +64,11 @@ COMPARISONS = {
     "tiny-parallel-ar, greedy (tiny-parallel's causal twin)": (TWIN_MODEL, "greedy", {}),
 }
 NO_COMPARISON = "none"
-# Playback: steps shown per second (0 = each frame as soon as it is computed, throttled to ~5 redraws a second)
-PLAYBACK = {"live": 0.0, "slow motion, 4 steps/s": 4.0, "slow motion, 1 step/s": 1.0}
+# Pace: at most this many steps a second (the run waits before its next model call; 0 = full speed). The
+# default steps a run that is faster than the eye (tiny-diffusion: 48 steps in under a second) and leaves a
+# slower one alone.
+PLAYBACK = {"8 steps/s": 8.0, "2 steps/s": 2.0, "1 step/s": 1.0, "full speed": 0.0}
+DEFAULT_PLAYBACK = "8 steps/s"
 
 OUTPUTS = ("status", "stats", "canvas", "verdict", "step", "order", "confidence", "tokens", "summary",
            "compare_plot", "compare_html", "trace", "other")
@@ -132,6 +135,11 @@ def views(trace: Trace | None, other: Trace | None = None, step: int | None = No
             "order": unmask_order_figure(steps, block_length=block or None),
             "confidence": confidence_figure(steps),
             "tokens": tokens_per_step_figure(steps)} | comparison_views(trace, other)
+
+
+def canvas_views(trace: Trace) -> dict:
+    """The canvas at the latest step: cheap, so a streaming run shows every step as it is computed."""
+    return {"canvas": canvas_html(steps_of(trace), None)}
 
 
 def comparison_views(trace: Trace, other: Trace | None) -> dict:

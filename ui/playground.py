@@ -20,8 +20,8 @@ from decoding.remote.source import model_field_hint
 from decoding.models import DEFAULT_MODEL, SUGGESTED_HUB_IDS
 from ui import playground_callbacks as cb
 from ui.classroom import lesson_row, wire_lesson
-from ui.common import (MODEL_CONCURRENCY_ID, bind, explain_clamping, model_choices, model_concurrency, model_event,
-                       named_inputs, seed_box, serve, session_state, slider_range_text, standalone)
+from ui.common import (MODEL_CONCURRENCY_ID, auto_dtype_help, bind, explain_clamping, model_choices, model_concurrency,
+                       model_event, named_inputs, seed_box, serve, session_state, slider_range_text, standalone)
 from ui.exports import HTML_NOTE, download, wire_download
 from ui.playground_views import (COLOR_CHOICES, CONTROLS, DEFAULT_STRATEGY, EXAMPLE_PROMPTS, OUTPUTS,
                                  PRIMARY_PARAMS, UI_MAX_NEW_TOKENS, ParamWidget, new_selection, param_widgets,
@@ -94,7 +94,7 @@ def _controls(c: dict) -> None:
     with gr.Row():
         c["chat"] = gr.Checkbox(True, label="Chat template", info="Send the prompt as a user message.")
         c["dtype"] = gr.Dropdown(["auto", "float32", "bfloat16"], value="auto", label="dtype",
-                                 info="auto: float32 on CPU, bfloat16 on GPU.")
+                                 info=auto_dtype_help())
     gr.Examples([[p] for p in EXAMPLE_PROMPTS], inputs=c["prompt"], label="Example prompts")
     with gr.Accordion("Export & replay", open=False, elem_id="dl-export"):
         with gr.Row():

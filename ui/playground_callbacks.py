@@ -22,7 +22,7 @@ from ui.common import (USER_ERRORS, as_int, check_model, finished_status, load_r
                        user_error, wait_for_finish)
 from ui.exports import download
 from ui.playground_views import (UI_MAX_NEW_TOKENS, collect_params, focused, new_selection, param_widgets,
-                                 playground_strategies, token_at, views)
+                                 playground_strategies, text_views, token_at, views)
 from visualizers._common import esc
 
 NO_BRANCH = "No branch to export: click a token, pick an alternative and press Branch."
@@ -75,7 +75,8 @@ def generate_run(model, strategy, prompt, max_new_tokens, seed, chat, dtype, col
     work = run_work(model, prompt, dtype=dtype or "auto", strategy=strategy, params=params,
                     max_new_tokens=max_new_tokens, seed=seed, chat=bool(chat))
     render = lambda: views(trace, branch, selection, color_by, inspector=False)  # noqa: E731
-    yield from stream_views(work, trace, render, "tokens")
+    chips = lambda _: text_views(trace, branch, selection, color_by)  # noqa: E731
+    yield from stream_views(work, trace, render, "tokens", quick=chips)
     yield views(trace, branch, selection, color_by) | {"trace": trace, "status": finished_status(trace, "Finished")}
 
 
@@ -198,7 +199,8 @@ def branch_run(alternative, trace, branch, selection, color_by) -> Iterator[dict
     work = run_work(start.model, start.prompt, dtype=start.dtype, strategy=start.strategy, params=start.params,
                     max_new_tokens=max_new_tokens, seed=start.seed, chat=start.chat, prefix_ids=prefix_ids)
     render = lambda: views(trace, branch, selection, color_by, inspector=False)  # noqa: E731
-    yield from stream_views(work, branch["trace"], render, "branch tokens")
+    chips = lambda _: text_views(trace, branch, selection, color_by)  # noqa: E731
+    yield from stream_views(work, branch["trace"], render, "branch tokens", quick=chips)
     yield views(trace, branch, selection, color_by) | {"branch": branch, "selection": selection,
                                                         "status": finished_status(branch["trace"], "Branch finished")}
 

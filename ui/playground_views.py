@@ -143,13 +143,8 @@ def views(trace: Trace | None, branch: dict | None, selection: dict, color_by: s
           inspector: bool = True) -> dict:
     """Every display output from the state; `inspector=False` while streaming (the user may be picking)."""
     step = selection.get("step")
-    run = selection.get("run", "main")
-    out = {"text": tokens_html(trace, color_by=color_by, selected_step=step if run == "main" else None)
-           if trace else _placeholder("Press <b>Generate</b>: the text appears here token by token, "
-                                      "coloured by how sure the model was."),
-           "branch_box": gr.update(visible=branch is not None)}
+    out = text_views(trace, branch, selection, color_by)
     if branch:
-        out["branch_text"] = branch_html(branch, color_by, step if run == "branch" else None)
         out["branch_summary"] = branch_summary(branch)
     shown, name = focused(trace, branch, selection)
     shown = shown or Trace()
@@ -162,6 +157,18 @@ def views(trace: Trace | None, branch: dict | None, selection: dict, color_by: s
     out["stats"] = stats_html(shown, name)
     if inspector:
         out |= inspector_views(shown, name, step)
+    return out
+
+
+def text_views(trace: Trace | None, branch: dict | None, selection: dict, color_by: str = "prob") -> dict:
+    """The token chips of the run and its branch: cheap, so a streaming run shows each token as it comes."""
+    step, run = selection.get("step"), selection.get("run", "main")
+    out = {"text": tokens_html(trace, color_by=color_by, selected_step=step if run == "main" else None)
+           if trace else _placeholder("Press <b>Generate</b>: the text appears here token by token, "
+                                      "coloured by how sure the model was."),
+           "branch_box": gr.update(visible=branch is not None)}
+    if branch:
+        out["branch_text"] = branch_html(branch, color_by, step if run == "branch" else None)
     return out
 
 

@@ -17,8 +17,8 @@ from decoding.presets import find_preset, preset_menu
 from decoding.run import validate_request
 from ui.common import (USER_ERRORS, as_int, check_model, load_replay, run_work, stream_views, user_error,
                        wait_for_finish)
-from ui.scaling_views import (DEFAULT_SETTINGS, FIELDS, FREE_PROMPT, METHODS, method_info, SPECIFIC, UI_MAX_NEW_TOKENS,
-                              collect_params, fields_from_params, reward_help, stats_line,
+from ui.scaling_views import (DEFAULT_SETTINGS, FIELDS, FREE_PROMPT, METHODS, SPECIFIC, UI_MAX_NEW_TOKENS,
+                              collect_params, fields_from_params, live_particles, method_info, reward_help, stats_line,
                               task_by_id, task_of_prompt, views, visible_fields)
 from visualizers._common import esc
 
@@ -94,7 +94,8 @@ def generate_run(model, prompt, method, max_new_tokens, seed, chat, compare, **f
     yield views(trace) | {"trace": trace, "other": None, "status": f"Starting {model}…"}
     work = run_work(model, prompt, strategy=method, params=params, max_new_tokens=max_new_tokens, seed=seed,
                     chat=bool(chat))
-    yield from stream_views(work, trace, lambda: views(trace, live=True), "particle steps")
+    particles = lambda progress: live_particles(trace, progress)  # noqa: E731  (each step's tokens as they come)
+    yield from stream_views(work, trace, lambda: views(trace, live=True), "particle steps", quick=particles)
     done = views(trace) | {"trace": trace}
     if other_params is None or trace.finish is None or trace.finish.stop_reason == "cancelled":
         yield done | {"status": f"**Finished**: {stats_line(trace)}." if trace.finish else "Finished."}
@@ -104,7 +105,9 @@ def generate_run(model, prompt, method, max_new_tokens, seed, chat, compare, **f
                                             "and prompt, for the comparison…"}
     work = run_work(model, prompt, strategy=compare, params=other_params, max_new_tokens=max_new_tokens, seed=seed,
                     chat=bool(chat))
-    yield from stream_views(work, other, lambda: {"summary": views(trace, other)["summary"]}, "particle steps")
+    particles = lambda progress: live_particles(other, progress, f"comparison: {compare}")  # noqa: E731
+    render = lambda: {"summary": views(trace, other)["summary"]} | particles(None)  # noqa: E731
+    yield from stream_views(work, other, render, f"{compare} steps", quick=particles)
     yield views(trace, other) | {"status": comparison_status(trace, other)}
 
 

@@ -17,6 +17,7 @@ import dataclasses
 
 import gradio as gr
 
+from decoding.contracts import StepProgress
 from decoding.events import Trace, stats
 from decoding.scaling.rewards import parse_number
 from decoding.registry import get_strategy, param_specs, strategies_of
@@ -26,9 +27,9 @@ from ui.common import EMPTY_STATS_HTML, benchmark_file, check_names, fmt, stat_c
 from decoding.scaling.scoring import REWARDS, reward_help as _reward_help
 from decoding.scaling.tasks import menu_tasks
 from visualizers._common import esc
-from visualizers.particles import (SUMMARY, budget_figure, chosen_path, chosen_slot, choice_html, lineage_figure, particles_html,
-                                   search_tree_figure,
-                                   scaling_summary_html, weights_figure)
+from visualizers.particles import (SUMMARY, budget_figure, chosen_path, chosen_slot, choice_html, lineage_figure,
+                                   particles_html, sampling_html, scaling_summary_html, search_tree_figure,
+                                   weights_figure)
 
 PREFERRED_METHODS = ("best-of-n", "majority-vote", "reward-beam", "particle-filter", "first-finish")  # menu order
 
@@ -198,6 +199,15 @@ def views(trace: Trace | None, other: Trace | None = None, step: int | None = No
                               label=f"Step ({len(steps)} played)" if steps else "Step"),
             "choice": choice_panel(trace),
             "summary": summary_html(trace, other)}
+
+
+def live_particles(trace: Trace, progress: StepProgress | None, title: str = "") -> dict:
+    """The particles panel while a run streams: the step under way as its tokens are sampled, else the
+    run's latest step (cheap: no chart)."""
+    if progress is not None:
+        return {"particles": sampling_html(progress, title)}
+    steps = trace.of_kind("particles")
+    return {"particles": particles_html(steps[-1] if steps else None)}
 
 
 def reference_of(trace: Trace) -> str | None:

@@ -20,6 +20,7 @@ from ui.common import (USER_ERRORS, as_int, check_model, finished_status, load_r
                        stream_views, user_error, wait_for_finish)
 from ui.speculative_views import (SPEC_DEFAULTS, SPEC_FIELDS, STRATEGY, UI_MAX_NEW_TOKENS, baseline_plan,
                                   collect_spec_params, stats_line, views)
+from visualizers import spec_tokens_html
 from visualizers._common import esc
 
 
@@ -52,7 +53,8 @@ def generate_run(model, prompt, max_new_tokens, seed, chat, compare, **fields) -
     yield views(trace) | {"trace": trace, "baseline": None, "plain": None, "status": f"Starting {model}…"}
     work = run_work(model, prompt, strategy=STRATEGY, params=params, max_new_tokens=max_new_tokens, seed=seed,
                     chat=bool(chat))
-    yield from stream_views(work, trace, lambda: views(trace, live=True), "tokens")
+    chips = lambda _: {"text": spec_tokens_html(trace)}  # noqa: E731  (each round's tokens as they come)
+    yield from stream_views(work, trace, lambda: views(trace, live=True), "tokens", quick=chips)
     done = views(trace) | {"trace": trace}
     if not compare or trace.finish is None or trace.finish.stop_reason == "cancelled":
         yield done | {"status": finished_status(trace, "Finished") + f" {stats_line(trace)}."}

@@ -21,6 +21,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from decoding.contracts import StepProgress
 from decoding.events import ParticleStep
 from visualizers._common import TEMPLATE, empty_figure, esc, label, plotly_safe
 from visualizers.beams import _hover_text, _lines
@@ -323,6 +324,20 @@ def particles_html(step: ParticleStep | None, chosen: int | None = None) -> str:
                + _search_note(step.extra or {}))
     return (f'<div class="dl-particles"><style>{_CSS}</style><div class="dl-head">{head}</div>'
             f'<div class="grid">{"".join(cards)}</div></div>')
+
+
+def sampling_html(progress: StepProgress, title: str = "") -> str:
+    """The particles of a step under way as cards: each slot's text with what this step has sampled so
+    far highlighted (rewards and weights come with the step's event, which replaces this view)."""
+    cards = "".join(
+        f'<div class="card" data-slot="{esc(i)}"><b style="color:{esc(slot_color(i))}">slot {esc(i)}</b> '
+        f'<span class="small">{"sampling…" if new else "waiting"}</span>'
+        f'<div class="text">{_highlighted(text + new, new)}</div></div>'
+        for i, (text, new) in enumerate(zip(progress.texts, progress.new_texts)))
+    head = esc(f"{title + ' · ' if title else ''}step {progress.step} · sampling: "
+               f"{progress.tokens_spent} tokens so far over {len(progress.texts)} particles")
+    return (f'<div class="dl-particles dl-sampling"><style>{_CSS}</style><div class="dl-head">{head}</div>'
+            f'<div class="grid">{cards}</div></div>')
 
 
 def choice_html(finish_extra: dict | None) -> str:

@@ -39,8 +39,10 @@ class ParticleBatch:
 
     def __init__(self, lm: LM, prompt_ids: list[int], generators: list[torch.Generator], *,
                  temperature: float = 1.0, top_p: float = 1.0, banned: torch.Tensor | None = None,
-                 should_stop: Callable[[], bool] = never):
+                 should_stop: Callable[[], bool] = never,
+                 on_tokens: Callable[[dict[int, list[int]]], None] | None = None):
         self.lm = lm
+        self.on_tokens = on_tokens  # told {row: this step's tokens so far} after every sampling round
         self.should_stop = should_stop  # asked before every model call; True raises Cancelled
         self.n = len(generators)
         self.generators = generators
@@ -126,6 +128,8 @@ class ParticleBatch:
                     ends[i] = "step"
                 elif len(new[i]) >= max_tokens[i]:
                     ends[i] = "length"
+            if self.on_tokens is not None:
+                self.on_tokens(new)
         return {i: (new[i], ends[i]) for i in rows}
 
     def reorder(self, ancestors: list[int]) -> None:

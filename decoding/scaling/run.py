@@ -8,11 +8,12 @@ step that Stop cuts short is dropped whole, so the particles stay as the last ev
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 
 import torch
 
-from decoding.contracts import Cancelled, Outcome, RunContext
+from decoding.contracts import Cancelled, Outcome, RunContext, StepProgress, ignore
 from decoding.events import ParticleStep
 from decoding.remote.batch import RemoteParticleBatch
 from decoding.remote.lm import RemoteLM
@@ -21,6 +22,8 @@ from decoding.scaling import rewards as rw
 from decoding.scaling.params import STEP_DELIMITERS, ScalingParams
 from decoding.scaling.particle_batch import ParticleBatch, slot_generators
 from decoding.scaling.scoring import NEUTRAL, aggregate, banned_tokens, build_reward
+
+PROGRESS_S = 0.1  # at most this often a step's tokens so far go to a live view (`RunContext.progress`)
 
 @dataclass
 class Particle:
@@ -61,10 +64,22 @@ class ScalingRun:
             self.batch = RemoteParticleBatch(self.lm, ctx.prompt, slot_generators(seed, params.n),
                                              delimiter=self.delimiter, **sampling)
         else:  # (Stop before the prefill raises Cancelled: `generate` ends the run)
-            self.batch = ParticleBatch(self.lm, ctx.prompt_ids, slot_generators(seed, params.n), **sampling)
+            self.batch = ParticleBatch(self.lm, ctx.prompt_ids, slot_generators(seed, params.n), **sampling,
+                                       on_tokens=None if ctx.progress is ignore else self._report)
         self.particles = [Particle() for _ in range(params.n)]
         self.outcome_only = isinstance(self.reward, rw.FinalAnswerChecker)
         self.step = 0
+        self._reported = float("-inf")
+
+    def _report(self, new: dict[int, list[int]]) -> None:
+        """Tell `ctx.progress` what this step has sampled so far, at most every PROGRESS_S (decoding N
+        texts costs time the batch would otherwise spend decoding)."""
+        if time.perf_counter() - self._reported < PROGRESS_S:
+            return
+        self._reported = time.perf_counter()
+        added = [self.lm.decode(new[i]) if new.get(i) else "" for i in range(len(self.particles))]
+        self.ctx.progress(StepProgress(step=self.step, texts=self.texts(), new_texts=added,
+                                       tokens_spent=self.batch.tokens_spent))
 
     def restart(self, prefix: Particle, seed: int) -> bool:
         """Every slot now continues `prefix` (a partial solution found earlier), from a new batch
@@ -76,7 +91,7 @@ class ScalingRun:
             self.batch = ParticleBatch(self.lm, self.ctx.prompt_ids + prefix.token_ids,
                                        slot_generators(seed, self.params.n), temperature=self.params.temperature,
                                        top_p=self.params.top_p, banned=self.batch.banned,
-                                       should_stop=self.ctx.should_stop)
+                                       should_stop=self.ctx.should_stop, on_tokens=self.batch.on_tokens)
         except Cancelled:
             self.outcome.stop_reason = "cancelled"
             return False

@@ -313,3 +313,34 @@ def test_tokens_per_particle_step_counts_each_extension(runs):
     grown = sum(after[i] > before[i] for before, after in zip(counts, counts[1:]) for i in range(4))
     st = stats(trace)
     assert st["tokens_per_particle_step"] == pytest.approx(st["tokens_spent"] / grown, abs=0.01)
+
+
+def test_progress_shows_each_steps_tokens_as_sampled_and_changes_nothing(tiny_lm, monkeypatch):
+    """`generate(progress=...)` hears what a step has sampled before the step's event; the run (events,
+    statistics) is the one it would be unwatched, and its trace passes the loader's checks."""
+    from decoding.contracts import StepProgress
+    from decoding.scaling import run as scaling_run
+
+    monkeypatch.setattr(scaling_run, "PROGRESS_S", 0.0)  # every sampling round, so the test sees them all
+    kwargs = dict(strategy="particle-filter", params={"n": 3, "max_step_tokens": 6, "reward": "max-word-length"},
+                  max_new_tokens=18, seed=4, chat=False)
+    seen: list = []
+    watched = Trace()
+    for event in generate(tiny_lm, PROMPT, progress=seen.append, **kwargs):
+        seen.append(event)
+        watched.append(event)
+    alone = run_to_trace(tiny_lm, PROMPT, **kwargs)
+    strip = lambda t: [{k: v for k, v in e.to_dict().items() if k != "elapsed_s"} for e in t.events]  # noqa: E731
+    assert strip(watched) == strip(alone) and stats(watched)["tokens_spent"] == stats(alone)["tokens_spent"]
+    Trace.from_dict(json.loads(watched.to_json()))  # valid (decoding/trace_checks.py)
+
+    steps = [e for e in seen if isinstance(e, ParticleStep)]
+    for step in steps:
+        before = [p for p in seen[:seen.index(step)] if isinstance(p, StepProgress) and p.step == step.step]
+        assert before, f"no progress before step {step.step}"
+        last = before[-1]
+        assert len(last.texts) == len(last.new_texts) == 3
+        for slot, particle in enumerate(step.particles):
+            assert particle["text"].startswith(last.texts[slot] + last.new_texts[slot])  # a prefix of what came
+        spent = [p.tokens_spent for p in before]
+        assert spent == sorted(spent) and spent[-1] <= step.tokens_spent

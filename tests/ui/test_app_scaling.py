@@ -86,7 +86,9 @@ def test_compare_runs_the_second_method_at_the_same_budget(run):
     assert "Compared: best-of-n chose answer" in last["status"]
     assert "Main: particle-filter" in last["summary"] and "Compared: best-of-n" in last["summary"]
     assert last["summary"].count("tokens spent (all particles)") == 1 and last["summary"].count('<div class="dl-choice">') == 2
-    assert any(set(u) == {"summary", "status"} for u in updates)  # the comparison streams too
+    begun = next(i for i, u in enumerate(updates) if "now **best-of-n**" in str(u.get("status", "")))
+    during = updates[begun + 1:-1]
+    assert any({"particles", "summary"} <= u.keys() for u in during)  # the comparison streams too
 
 
 def test_step_slider_shows_an_earlier_step(run):
@@ -329,3 +331,21 @@ def test_a_remote_model_offers_only_the_methods_an_engine_can_run():
     assert "remote engine runs" in out["info"]
     local = cb.model_changed("tiny-math", "a-star")["method"]
     assert local["value"] == "a-star" and set(local["choices"]) == set(METHODS)
+
+
+def test_the_particles_show_their_tokens_as_sampled_and_the_comparison_streams(monkeypatch):
+    """Before a step's event the particles panel shows what each particle has sampled so far; the
+    comparison run streams its own particles (the views do not freeze while it runs)."""
+    from decoding.scaling import run as scaling_run
+
+    monkeypatch.setenv("DECODING_LAB_SHOW_TEST_MODELS", "1")
+    monkeypatch.setattr(scaling_run, "PROGRESS_S", 0.0)
+    updates = run_ui(model="tiny-random", compare="best-of-n", reward="max-word-length", max_new_tokens=12)
+    final = merged(updates)
+    sampling = [u for u in updates if 'class="dl-particles dl-sampling"' in u.get("particles", "")]
+    main = [u for u in sampling if "comparison" not in u["particles"]]
+    compared = [u for u in sampling if "comparison: best-of-n" in u["particles"]]
+    assert main and compared, [u.get("status") for u in updates]
+    assert all('data-slot="2"' in u["particles"] and "Sampling step" in u["status"] for u in sampling)
+    assert final["trace"].finish is not None and final["other"].finish is not None
+    assert final["particles"].count('class="card') == 3 and "dl-sampling" not in final["particles"]  # the main run

@@ -4,19 +4,7 @@ from __future__ import annotations
 
 import re
 
-from decoding.events import Trace
 from decoding.registry import STRATEGIES, param_specs
-from decoding.run import run_to_trace
-from ui import diffusion_callbacks as cb
-
-
-def test_slow_motion_says_whether_the_model_is_still_running(monkeypatch):
-    monkeypatch.setattr(cb, "_pause", lambda seconds: None)
-    done = run_to_trace("tiny-random-diffusion", "Hello", strategy="diffusion", max_new_tokens=4, chat=False)
-    running = Trace([e for e in done.events if e.kind != "finish"])
-    statuses = [frame["status"] for trace in (running, done) for frame in cb._slow_motion(trace, -1, 1, 10.0)]
-    assert statuses[0] == "Slow motion: step 1 of the 4 computed so far (the model is still running)."
-    assert statuses[-1] == "Slow motion: step 2 of the 4 computed so far (the model has finished)."
 
 
 def test_parameter_help_has_no_markdown_emphasis_marks():
