@@ -115,6 +115,7 @@ class Particle(_ParticleKeys, total=False):
     detail: str
     score: float
     finished: bool
+    cut_off: bool  # finished at its token cap, without a stop token (so no answer was written)
     num_tokens: Count
     answer: str | None
 
@@ -222,8 +223,8 @@ class ParticleStep(Event):
     "step_text" (what this step added; "" for a particle that had already finished), "steps"
     (number of steps so far), "reward" (this step's reward in [0, 1]), "detail" (the reward's
     explanation), "score" (the solution score: step rewards aggregated), "weight" (normalised
-    weight before resampling), "finished" (ended with a stop token or its token cap),
-    "num_tokens" (generated tokens), "answer" (the final answer extracted, or None)}.
+    weight before resampling), "finished" (ended with a stop token or its token cap), "cut_off"
+    (finished at its token cap, so no answer was written), "num_tokens" (generated tokens), "answer" (the final answer extracted, or None)}.
     After the event, new slot j continues old slot `ancestors[j]` with weight `weights_after[j]`.
     """
 

@@ -304,7 +304,8 @@ def particles_html(step: ParticleStep | None, chosen: int | None = None) -> str:
         w, i = p["weight"], p["id"]
         dropped = step.resampled and i not in kept
         cls = "card" + (" dead" if w <= 0 or dropped else "") + (" chosen" if i == chosen else "")
-        badges = ('<span class="badge">finished</span>' if p.get("finished") else "") + (
+        badges = ('<span class="badge">cut off at the token cap: no answer</span>' if p.get("cut_off") else
+                  '<span class="badge">finished</span>' if p.get("finished") else "") + (
             f'<span class="badge ans">answer: {esc(p["answer"])}</span>'
             if p.get("answer") is not None else "") + ('<span class="badge">dropped</span>' if dropped else "")
         parent = "prompt" if p.get("parent", -1) < 0 else f"slot {p['parent']}"
@@ -362,7 +363,12 @@ def choice_html(finish_extra: dict | None) -> str:
            "background:#eee;height:10px;border-radius:3px}.dl-choice .vote .b span{display:block;height:10px;"
            "background:#9ecae1;border-radius:3px}.dl-choice .vote.win .b span{background:#f2b701}"
            ".dl-choice .vote.win .a{font-weight:700}")
-    shown = esc(answer) if answer is not None else "<i>no answer extracted</i>"
+    if answer is not None:
+        shown = esc(answer)
+    elif pick is not None and not pick.get("ended", True):
+        shown = "<i>cut off at the token cap before an answer</i>"
+    else:  # a text task (a poem, a constraint): the chosen text itself is the result
+        shown = f"<i>the text of slot {esc(chosen)}</i> (no final number in it)"
     return (f'<div class="dl-choice"><style>{css}</style><div>{esc(method)}: '
             f'<span class="ans">{shown}</span></div><div class="rule">rule: {esc(rule)}</div>'
             f'<div class="who">chosen particle: {who}</div>'

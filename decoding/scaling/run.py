@@ -176,6 +176,7 @@ class ScalingRun:
             "step_text": p.steps[-1] if i in new_steps and p.steps else "",
             "steps": len(p.steps), "reward": p.rewards[-1] if p.rewards else None, "detail": p.detail,
             "score": self.score_of(i), "weight": float(weights[i]), "finished": p.finished,
+            "cut_off": p.finished and not (p.token_ids and p.token_ids[-1] in self.lm.stop_ids),
             "num_tokens": len(p.token_ids), "answer": answers[i],
         } for i, p in enumerate(self.particles)]
         event = ParticleStep(step=self.step, method=self.method, particles=particles, ancestors=list(ancestors),

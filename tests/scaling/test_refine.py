@@ -63,3 +63,12 @@ def test_the_particles_header_says_the_round_and_where_it_rewrites():
 
     later = next(s for s in run("m6").of_kind("particles") if s.extra["round"] == 2)
     assert f"round 2, rewriting from step {later.extra['bad_step'] + 1}" in particles_html(later)
+
+
+def test_events_mark_particles_cut_off_at_their_cap():
+    trace = run_to_trace("tiny-math", TASKS["m1"]["prompt"], strategy="best-of-n", params=SETTINGS,
+                         max_new_tokens=20, seed=0, chat=False)  # too short for any answer
+    last = trace.of_kind("particles")[-1]
+    assert all(p["finished"] and p["cut_off"] and p["answer"] is None for p in last.particles)
+    full = run("m0")
+    assert not any(p["cut_off"] for p in full.of_kind("particles")[-1].particles if p["answer"] is not None)

@@ -237,7 +237,20 @@ def test_choice_html_tally_and_rule():
     assert "<b>" not in bad
     assert "&lt;b&gt;" in bad and "majority: the answer given by the most particles" in bad
     best = choice_html({"method": "best-of-n", "answer": None, "votes": {}, "chosen": 1, "particles": []})
-    assert 'class="votes"' not in best and "best score" in best and "no answer extracted" in best
+    assert 'class="votes"' not in best and "best score" in best and "the text of slot 1" in best  # a text task
+    cut = choice_html({"method": "best-of-n", "answer": None, "chosen": 0,
+                       "particles": [{"id": 0, "ended": False, "score": 0.5, "weight": 1.0}]})
+    assert "cut off at the token cap before an answer" in cut
+
+
+def test_a_particle_cut_off_at_its_cap_is_not_badged_finished():
+    step = ParticleStep(step=0, method="best-of-n", particles=[
+        {"id": 0, "parent": -1, "weight": 0.5, "finished": True, "cut_off": False, "answer": "7", "text": "x"},
+        {"id": 1, "parent": -1, "weight": 0.5, "finished": True, "cut_off": True, "answer": None, "text": "y"}],
+        ancestors=[0, 1], resampled=False, weights_after=[0.5, 0.5], ess=2.0, tokens_spent=2, elapsed_s=0.1,
+        forward_passes=1)
+    cards = particles_html(step).split('class="card')[1:]
+    assert ">finished<" in cards[0] and "cut off at the token cap" in cards[1] and ">finished<" not in cards[1]
     assert "no final choice yet" in choice_html({})
 
 
