@@ -255,6 +255,13 @@ def pick_dtype(dtype: str, device: torch.device, *, small: bool = False) -> torc
     return DTYPES[dtype]
 
 
+def file_beside(loaded, name: str) -> Path | None:
+    """A file shipped beside a model loaded from a folder (a trained filter or probe); None for a model
+    loaded any other way."""
+    source = getattr(loaded, "source", "")
+    return Path(source.split(":", 1)[1]) / name if source.startswith("local:") else None
+
+
 def is_small(spec: ModelSpec) -> bool:
     """The project's own models: built in-process (tiny-random) or shipped under assets/ (tiny-*)."""
     return spec.tiny_config is not None or (spec.local_dir is not None and not Path(spec.local_dir).is_absolute())

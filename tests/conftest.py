@@ -6,6 +6,7 @@ tests/ mirrors the packages: the core at the top, speculative/, scaling/, diffus
 
 import os
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -47,6 +48,16 @@ def smol_lm():
 # (a throw-away strategy) the server serves too.
 _SERVER: dict = {}
 _LOCK = threading.Lock()
+
+
+def stop_process(process, wait_s: float = 30) -> None:
+    """Terminate a server a test started, and kill it if it does not go within `wait_s`."""
+    process.terminate()
+    try:
+        process.wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=wait_s)
 
 
 def free_port() -> int:

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import ROOT, api_run, free_port
+from conftest import ROOT, api_run, free_port, stop_process
 
 pytestmark = pytest.mark.slow  # a server process of its own
 
@@ -46,12 +46,7 @@ def server(tmp_path_factory):
         wait_until_up(url, process, log)
         yield {"url": url, "log": log, "exports": folder / "exports"}
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=30)
+        stop_process(process)
 
 
 def wait_until_up(url: str, process: subprocess.Popen, log) -> None:

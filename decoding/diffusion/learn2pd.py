@@ -80,8 +80,9 @@ class Filter(torch.nn.Module):
 
 def filter_path(loaded) -> Path | None:
     """Where a model's filter lives: beside a model loaded from a folder; None for others."""
-    source = getattr(loaded, "source", "")
-    return Path(source.split(":", 1)[1]) / FILTER_FILE if source.startswith("local:") else None
+    from decoding.models import file_beside
+
+    return file_beside(loaded, FILTER_FILE)
 
 
 @lru_cache(maxsize=8)

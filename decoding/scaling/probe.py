@@ -53,8 +53,9 @@ class Probe:
 
 def probe_path(loaded) -> Path | None:
     """Where a model's probe lives: beside a model loaded from a folder; None for others."""
-    source = getattr(loaded, "source", "")
-    return Path(source.split(":", 1)[1]) / PROBE_FILE if source.startswith("local:") else None
+    from decoding.models import file_beside
+
+    return file_beside(loaded, PROBE_FILE)
 
 
 @lru_cache(maxsize=4)

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from conftest import ROOT, free_port
+from conftest import ROOT, free_port, stop_process
 from test_browser import open_page
 from test_load import wait_until_up
 
@@ -44,9 +44,4 @@ def test_the_page_comes_first_and_says_while_the_model_loads(tmp_path):
         assert first.startswith("⏳") and "ready" not in first, first  # the page came before the model, and said so
         assert "smollm2-135m ready" in text and "failed" not in text
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=30)
+        stop_process(process)
