@@ -79,7 +79,9 @@ def release(blocks: gr.Blocks, slider, typed) -> list[str]:
     with warnings.catch_warnings(record=True) as shown:
         warnings.simplefilter("always")
         asyncio.run(blocks.process_api(fn, [], state=None, event_data=gr.EventData(None, typed)))
-    return [str(w.message) for w in shown]
+    # only gr.Warning's (raised in gradio's helpers): a model loading in another thread of this test
+    # process (an app server's preload) may warn at the same moment, and catch_warnings sees every thread
+    return [str(w.message) for w in shown if f"{os.sep}gradio{os.sep}" in w.filename]
 
 
 def test_a_number_typed_beyond_a_slider_says_what_it_became_and_where_more_fits():
