@@ -38,3 +38,22 @@ def test_the_judge_score_is_the_worst_line():
     checker = bs.JUDGES["arith-step"]
     assert bs.judge_score(checker, "Q\n", "2 + 2 = 4\n4 + 1 = 6\nThe answer is 6.") == pytest.approx(0.05)
     assert bs.judge_score(checker, "Q\n", "2 + 2 = 4\nThe answer is 4.") == pytest.approx(0.5)  # the answer line: neutral
+
+
+@pytest.mark.slow
+def test_bench_particles_compares_with_the_peer_and_the_barrier():
+    """bench/bench_particles.py on tiny-ar: one JSON object; the samples are the same with and without
+    the step barrier, and without it N rows take no more model calls than the longest row."""
+    import json
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, str(root / "bench" / "bench_particles.py"), "--model", "tiny-ar",
+                          "--n", "4", "--tokens", "24", "--rounds", "1", "--json"],
+                         capture_output=True, text=True, timeout=600, check=True).stdout
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert set(summary["prompts"]) == {"paragraph", "poem"}
+    for row in summary["prompts"].values():
+        assert row["same_texts_as_barrier"] is True
+        assert row["calls"]["ours_n"] <= min(row["calls"]["barrier_n"], 24 + 1)
+        assert {"ours_n_over_1", "peer_n_over_1", "ours_over_peer_n"} <= row.keys()

@@ -65,7 +65,8 @@ def _independent(ctx: RunContext, params: ScalingParams, outcome: Outcome, metho
         if run.step:
             run.keep()
         live = run.live()
-        if not run.extend(chunk_tokens):  # Stop during the step
+        if not run.extend(chunk_tokens, barrier=False):  # Stop during the step; no step barrier: nothing
+            #                                            is selected before the end
             break
         weights = _score_weights(run)
         yield run.event(weights, _identity(params.n), False, weights, live)
@@ -168,9 +169,10 @@ def reward_beam(ctx: RunContext, params: RewardBeamParams, outcome: Outcome) -> 
 def particle_filter(ctx: RunContext, params: ParticleFilterParams, outcome: Outcome) -> Iterator[Event]:
     run = ScalingRun(ctx, params, "particle-filter", outcome)
     weights = torch.full((params.n,), 1.0 / params.n, dtype=torch.float64)
+    unscored = params.reward == "none"  # weights stay uniform, nothing is resampled: no step barrier
     while not run.all_finished:
         new_steps = run.live()
-        if not run.extend():  # Stop during the step
+        if not run.extend(barrier=not unscored):  # Stop during the step
             break
         weights = pf.weights_from_rewards(run.current_rewards(), params.reward_temperature)
         extra = {"ess_threshold": params.ess_threshold or None}

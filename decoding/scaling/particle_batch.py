@@ -5,6 +5,10 @@ it is run once and its KV cache repeated N times. Every model call then feeds on
 Rows advance in lockstep but stop at different times (a row that has finished its step waits
 while the others finish theirs), so a waiting row is fed a padding token that the attention mask
 hides; each row keeps its own position counter, so its positions stay 0, 1, 2, ... with no gaps.
+Where nothing is scored between steps that could change what a row does next (best-of-N, voting),
+`extend_free` removes that barrier: a row that has finished its step goes on decoding its next
+steps (queued, shown at later events) while the slowest row finishes, so every call feeds every
+live row and N samples cost about as many calls as the longest one alone.
 Resampling selects (and repeats) cache rows by ancestor index (`reorder`), so a copied particle
 never re-runs its prefix: this is what makes particle filtering affordable.
 
@@ -17,6 +21,8 @@ Glossary
     slot      index 0..N-1 of a row in the batch; resampling changes what a slot holds.
     pending   a token already sampled for a row but not yet fed to the model (it is fed at the
               start of the next model call, so a finished step costs no extra call).
+    ahead     steps a row has completed beyond the last `extend_free` result (no barrier), queued in
+              order with their end and log-mass; `partial` is the step it is decoding now.
     banned    token ids a hard constraint forbids (masked before sampling); `log_mass` adds up
               log P(allowed) per row, the constraint's importance weight (Lew et al. 2023).
 """
@@ -60,6 +66,10 @@ class ParticleBatch:
         self.pending: list[int | None] = [None] * self.n
         self.tokens_spent = 0  # tokens sampled over all rows (padding excluded)
         self.log_mass = [0.0] * self.n  # log P(allowed tokens) summed over the current step
+        self.ahead: list[list[tuple[list[int], str, float]]] = [[] for _ in range(self.n)]  # extend_free's queue
+        self.partial: list[list[int]] = [[] for _ in range(self.n)]  # the step a row decodes ahead
+        self.partial_mass = [0.0] * self.n
+        self.exhausted = [False] * self.n  # a row that sampled a stop token or its whole budget ahead
 
     # ------------------------------------------------------------------ model calls
     def _check_stop(self) -> None:
@@ -106,6 +116,8 @@ class ParticleBatch:
         Returns {row: (new token ids, end)} with end "eos", "step" or "length". Raises Cancelled
         when the run's stop flag is set before one of its model calls (the batch is then unusable).
         """
+        if any(self.ahead[i] or self.partial[i] for i in rows):
+            raise RuntimeError("extend after extend_free would drop the tokens decoded ahead")
         stop_ids = self.lm.stop_ids
         new = {i: [] for i in rows}
         ends: dict[int, str] = {}
@@ -132,6 +144,53 @@ class ParticleBatch:
                 self.on_tokens(new)
         return {i: (new[i], ends[i]) for i in rows}
 
+    def extend_free(self, rows: list[int], step_done: Callable[[list[int]], bool], step_cap: int,
+                    budgets: dict[int, int]) -> dict:
+        """`extend` without the step barrier: returns each row's next step, as `extend` does, but a
+        row that has finished its step does not wait: it goes on decoding its following steps (kept
+        for later calls) until every row in `rows` has one to return. A row decodes at most
+        `budgets[row]` tokens beyond what earlier calls returned (its whole remaining budget), and a
+        step ends at a stop token ("eos"), when `step_done` says so ("step"), or at `step_cap` tokens
+        or the budget ("length"). Each row draws from its own generator in the same order as under
+        `extend`, so the steps are the ones `extend` would give; only the waiting is gone.
+        Raises Cancelled like `extend`."""
+        stop_ids = self.lm.stop_ids
+        if any(self.exhausted[i] and not self.ahead[i] for i in rows):
+            raise RuntimeError("extend_free: a row that has nothing left to decode was asked for a step")
+        while any(not self.ahead[i] for i in rows):
+            self.feed()
+            for i in rows:
+                if self.exhausted[i]:
+                    continue
+                before = self.log_mass[i]
+                token = self.sample(i)
+                self.partial_mass[i] += self.log_mass[i] - before
+                self.log_mass[i] = before
+                self.partial[i].append(token)
+                self.tokens_spent += 1
+                decoded = sum(len(ids) for ids, _, _ in self.ahead[i]) + len(self.partial[i])
+                if token in stop_ids:
+                    end = "eos"  # never fed
+                else:
+                    self.pending[i] = token
+                    end = "step" if step_done(self.partial[i]) else None
+                    if end is None and (len(self.partial[i]) >= step_cap or decoded >= budgets[i]):
+                        end = "length"
+                if end == "eos" or decoded >= budgets[i]:
+                    self.exhausted[i] = True
+                    self.pending[i] = None  # nothing follows: no call feeds it
+                if end is not None:
+                    self.ahead[i].append((self.partial[i], end, self.partial_mass[i]))
+                    self.partial[i], self.partial_mass[i] = [], 0.0
+            if self.on_tokens is not None:
+                self.on_tokens({i: [t for ids, _, _ in self.ahead[i] for t in ids] + self.partial[i] for i in rows})
+        out = {}
+        for i in rows:
+            ids, end, mass = self.ahead[i].pop(0)
+            self.log_mass[i] = mass
+            out[i] = (ids, end)
+        return out
+
     def reorder(self, ancestors: list[int]) -> None:
         """Slot j now holds a copy of slot ancestors[j] (cache, mask, positions, logits, pending);
         generators stay with their slots."""
@@ -144,6 +203,10 @@ class ParticleBatch:
         self.logits = self.logits[index]
         self.pending = [self.pending[a] for a in ancestors]
         self.log_mass = [self.log_mass[a] for a in ancestors]
+        self.ahead = [list(self.ahead[a]) for a in ancestors]
+        self.partial = [list(self.partial[a]) for a in ancestors]
+        self.partial_mass = [self.partial_mass[a] for a in ancestors]
+        self.exhausted = [self.exhausted[a] for a in ancestors]
 
 
 def slot_generators(seed: int, n: int) -> list[torch.Generator]:

@@ -106,8 +106,11 @@ class ScalingRun:
         text = self.lm.decode(new_ids).lstrip()
         return self.delimiter in text
 
-    def extend(self, chunk_tokens: int | None = None) -> bool:
+    def extend(self, chunk_tokens: int | None = None, barrier: bool = True) -> bool:
         """Every unfinished particle grows by one step (or `chunk_tokens` tokens) and is scored.
+        `barrier=False` (methods that select nothing between steps): rows that finish their step go
+        on decoding their next ones instead of waiting (`ParticleBatch.extend_free`); the particles
+        and rewards are the same, the model calls fewer.
 
         False when Stop came before one of the step's model calls: the step is dropped (the particles
         stay as they were), the stop reason is "cancelled" and the run must end."""
@@ -116,7 +119,10 @@ class ScalingRun:
         per_step = {i: min(budget[i], chunk_tokens or self.params.max_step_tokens) for i in live}
         done = (lambda ids: False) if chunk_tokens else self.step_done
         try:
-            grown = self.batch.extend(live, done, [per_step.get(i, 0) for i in range(len(self.particles))])
+            if not barrier and not chunk_tokens and hasattr(self.batch, "extend_free"):
+                grown = self.batch.extend_free(live, done, self.params.max_step_tokens, budget)
+            else:
+                grown = self.batch.extend(live, done, [per_step.get(i, 0) for i in range(len(self.particles))])
         except Cancelled:
             self.outcome.stop_reason = "cancelled"
             return False

@@ -75,6 +75,52 @@ def test_padding_is_hidden_from_the_waiting_rows(tiny_lm):
     assert batch.mask[0].sum() == len(prompt) + 2 and batch.mask[1].sum() == len(prompt) + 8
 
 
+def _steps_under(batch_extend, tiny_lm, prompt, n=4, budget=30, cap=6):
+    """Every row's steps, called step by step until each row has used its budget or ended."""
+    batch = ParticleBatch(tiny_lm, prompt, slot_generators(11, n), temperature=1.0)
+    step_done = lambda ids: ids[-1] % 5 == 0  # noqa: E731  (a step ends at an arbitrary token class)
+    used, steps, live = [0] * n, [[] for _ in range(n)], list(range(n))
+    while live:
+        grown = batch_extend(batch, live, step_done, cap, {i: budget - used[i] for i in live})
+        for i, (ids, end) in grown.items():
+            steps[i].append((ids, end))
+            used[i] += len(ids)
+        live = [i for i in live if used[i] < budget and steps[i][-1][1] != "eos"]
+    return steps, batch
+
+
+def test_no_barrier_gives_the_same_steps_with_fewer_calls(tiny_lm):
+    """`extend_free` returns exactly the steps the lockstep `extend` returns (each row draws from
+    its own generator in the same order), but rows do not wait for the slowest: fewer calls."""
+    prompt = tiny_lm.tokenizer(PROMPT).input_ids
+    calls = {}
+
+    def lockstep(batch, rows, done, cap, budgets):
+        return batch.extend(rows, done, [min(cap, budgets.get(i, 0)) for i in range(batch.n)])
+
+    def free(batch, rows, done, cap, budgets):
+        return batch.extend_free(rows, done, cap, budgets)
+
+    results = {}
+    for name, fn in (("lockstep", lockstep), ("free", free)):
+        before = tiny_lm.forward_passes
+        results[name], _ = _steps_under(fn, tiny_lm, prompt)
+        calls[name] = tiny_lm.forward_passes - before
+    assert results["free"] == results["lockstep"]
+    assert sum(len(s) for s in results["free"]) > 4 * 2  # several steps per row: there was a barrier to lose
+    longest = max(sum(len(ids) for ids, _ in row) for row in results["free"])
+    assert calls["free"] <= longest + 1 < calls["lockstep"]
+
+
+def test_lockstep_extend_refuses_rows_that_decoded_ahead(tiny_lm):
+    prompt = tiny_lm.tokenizer(PROMPT).input_ids
+    batch = ParticleBatch(tiny_lm, prompt, slot_generators(2, 2), temperature=1.0)
+    batch.extend_free([0, 1], lambda ids: ids[-1] % 3 == 0, 8, {0: 40, 1: 40})
+    assert any(batch.ahead) or any(batch.partial)  # one row finished first and went on
+    with pytest.raises(RuntimeError, match="decoded ahead"):
+        batch.extend([0, 1], lambda ids: False, [2, 2])
+
+
 # ---------------------------------------------------------------- methods on the real model
 
 @pytest.fixture(scope="module")
