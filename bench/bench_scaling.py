@@ -19,6 +19,9 @@ measures pass@1), step reward `arith-step`. For every problem and budget N in --
   particle-filter, arith-lastdigit  ... with a checker blind to slipped carries (reward hacking)
   particle-filter, probe            ... with self-evaluation: the policy's own hidden state, read by a
                                     probe, predicts whether the solution will end right
+  particle-filter, ePF              entropic particle filtering: weights flattened to >= 70% of log N entropy
+  particle-filter, ePF+LaM          ... plus look-ahead modulation: each weight also reflects the reward of one
+                                    more sampled (and discarded) step; its tokens are counted
 A problem counts as solved when the chosen answer equals the reference. Best-of-N, the votes and
 pass@N read the first N samples of one N = max(budgets) run: every slot has its own random
 stream, so slot i's sample is the same whatever N is, and the first N slots are exactly a run with
@@ -116,11 +119,13 @@ def accuracy_rows(lm, tasks, budgets, max_new_tokens, seed, log) -> list[dict]:
 
 METHODS = ("greedy", "best-of-n", "majority-vote", "weighted-vote", "oracle pass@N", "reward-beam",
            "particle-filter", "a-star", "refine", "particle-filter, spare", "particle-filter, arith-lastdigit",
-           "particle-filter, probe")
+           "particle-filter, probe", "particle-filter, ePF", "particle-filter, ePF+LaM")
 SEARCHES = (("reward-beam", {}), ("particle-filter", {}), ("a-star", {"max_expansions": 16}), ("refine", {"rounds": 3}),
             ("particle-filter, spare", {"reward": "spare"}),
             ("particle-filter, arith-lastdigit", {"reward": "arith-lastdigit"}),
-            ("particle-filter, probe", {"reward": "probe"}))  # one run per budget each
+            ("particle-filter, probe", {"reward": "probe"}),
+            ("particle-filter, ePF", {"entropic": 0.7}),
+            ("particle-filter, ePF+LaM", {"entropic": 0.7, "lookahead": 1.0}))  # one run per budget each
 MATH = {"reward": "arith-step", "temperature": 1.0, "top_p": 1.0, "max_step_tokens": 40}
 
 

@@ -176,6 +176,11 @@ def particle_filter(ctx: RunContext, params: ParticleFilterParams, outcome: Outc
             break
         weights = pf.weights_from_rewards(run.current_rewards(), params.reward_temperature)
         extra = {"ess_threshold": params.ess_threshold or None}
+        if params.lookahead > 0 and not run.all_finished and not unscored:
+            ahead = run.look_ahead(int(torch.randint(0, 2**62, (1,), generator=ctx.generator)))
+            if ahead is not None:
+                weights = pf.lookahead_weights(run.current_rewards(), ahead, params.lookahead, params.reward_temperature)
+                extra["lookahead_rewards"] = [round(float(a), 4) for a in ahead]
         draw_from = weights
         if params.entropic > 0:
             beta = pf.entropic_exponent(weights, params.entropic)

@@ -35,7 +35,7 @@ import torch
 
 from decoding import sampling
 from decoding.contracts import Cancelled, never
-from decoding.lm import LM, reorder_cache
+from decoding.lm import LM, crop_cache, reorder_cache
 
 PAD_ID = 0  # fed to waiting rows; the attention mask hides it, so its value does not matter
 
@@ -190,6 +190,23 @@ class ParticleBatch:
             self.log_mass[i] = mass
             out[i] = (ids, end)
         return out
+
+    def look_ahead(self, rows: list[int], step_done: Callable[[list[int]], bool], max_tokens: list[int],
+                   generators: list[torch.Generator]) -> dict:
+        """One more step for each row in `rows`, sampled with `generators` (not the slots' own, so
+        their streams are untouched) and then undone: the cache is cropped back and the mask,
+        positions, logits and pending tokens restored, so the batch continues as if nothing had
+        been sampled. The tokens count in `tokens_spent` (they were computed). Returns what `extend`
+        returns. Raises Cancelled like `extend` (the batch is restored first)."""
+        saved = (self.mask, self.positions.clone(), self.logits.clone(), list(self.pending), list(self.log_mass),
+                 self.generators, self.on_tokens, self.cache.get_seq_length())
+        self.generators, self.on_tokens = generators, None  # a live view shows the particles, not the look-ahead
+        try:
+            return self.extend(rows, step_done, max_tokens)
+        finally:
+            (self.mask, self.positions, self.logits, self.pending, self.log_mass, self.generators, self.on_tokens,
+             length) = saved
+            crop_cache(self.cache, length)
 
     def reorder(self, ancestors: list[int]) -> None:
         """Slot j now holds a copy of slot ancestors[j] (cache, mask, positions, logits, pending);

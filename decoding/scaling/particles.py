@@ -167,12 +167,30 @@ def entropic_weights(weights: Sequence[float] | Tensor, min_entropy_fraction: fl
     a simpler, budget-free variant with the same effect: the weights are tempered as w^beta / Z
     with beta in [0, 1] chosen by bisection as the smallest flattening (largest beta) whose
     entropy reaches the requested fraction of the maximum log N. Weights that already meet the
-    floor come back unchanged (normalised); weight-0 particles (hard violations) stay at 0. Look-
-    ahead Modulation, ePF's second technique, is not implemented here.
+    floor come back unchanged (normalised); weight-0 particles (hard violations) stay at 0. ePF's
+    second technique, Look-ahead Modulation, is `lookahead_weights`.
     """
     w = normalize(weights)  # (N,)
     beta = entropic_exponent(w, min_entropy_fraction)
     return w if beta == 1.0 else _tempered(w, beta)
+
+
+def lookahead_weights(rewards: Sequence[float] | Tensor, ahead: Sequence[float] | Tensor, strength: float,
+                      temperature: float = 1.0) -> Tensor:
+    """Look-ahead Modulation (our reading of ePF's LaM, Giannone et al. 2025): a particle's weight
+    also reflects the reward of a successor, one more step sampled from it and then discarded:
+    softmax((logit(r) + strength * logit(r_ahead)) / temperature) (N,). The paper's exact form could
+    not be read offline; its summaries say LaM "evaluates a state's potential based on its
+    successors", which is what this does. strength = 0 gives `weights_from_rewards(rewards)`.
+    Weight-0 particles (a hard violation now or in the look-ahead) get weight 0, unless all do."""
+    if not 0 <= strength <= 10:
+        raise ValueError(f"`strength` must be in [0, 10], got {strength}")
+    now = weights_from_rewards(rewards, temperature)  # (N,)
+    if strength == 0:
+        return now
+    later = weights_from_rewards(ahead, temperature / strength)  # (N,) softmax(strength * logit(a) / T)
+    product = now * later
+    return normalize(product) if product.sum() > 0 else now
 
 
 # --------------------------------------------------------------------------- resampling

@@ -140,6 +140,30 @@ class ScalingRun:
             self.particles[i] = p
         return True
 
+    def look_ahead(self, seed: int) -> list[float] | None:
+        """Each unfinished particle's reward after one more step, sampled (from `seed`'s streams) and
+        then undone (`ParticleBatch.look_ahead`); a finished particle keeps its last reward. None when
+        Stop came during the look-ahead (the run goes on to its end as after any step)."""
+        if not hasattr(self.batch, "look_ahead"):  # a remote engine's batch: no look-ahead
+            return None
+        live = [i for i, p in enumerate(self.particles) if not p.finished]
+        caps = [min(self.params.max_step_tokens, self.ctx.max_new_tokens - len(p.token_ids)) if i in live else 0
+                for i, p in enumerate(self.particles)]
+        try:
+            grown = self.batch.look_ahead(live, self.step_done, caps, slot_generators(seed, len(self.particles)))
+        except Cancelled:
+            self.outcome.stop_reason = "cancelled"
+            return None
+        values = []
+        for i, p in enumerate(self.particles):
+            if i not in grown:
+                values.append(p.rewards[-1] if p.rewards else NEUTRAL)
+                continue
+            ids, end = grown[i]
+            steps = [s for s in p.steps + [self.lm.decode(ids)] if s.strip()] or [""]
+            values.append(self.reward.score(self.ctx.prompt, steps, end == "eos").value)
+        return values
+
     def _score(self, i: int, p: Particle) -> None:
         """Append the reward of particle `p` (slot i's next state) for its newest step."""
         steps = [s for s in p.steps if s.strip()] or [""]

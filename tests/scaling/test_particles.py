@@ -237,3 +237,18 @@ def test_lineage_identity_keeps_everyone_alive_and_validates():
         lineage.record([0, 1, 3])
     with pytest.raises(ValueError, match="`step` must be an integer in"):
         lineage.alive_at(5)
+
+
+def test_lookahead_weights_modulate_by_the_successor():
+    from decoding.scaling.particles import lookahead_weights
+
+    now, ahead = [0.8, 0.8, 0.5], [0.2, 0.9, 0.5]
+    assert torch.allclose(lookahead_weights(now, ahead, 0.0), weights_from_rewards(now))
+    w = lookahead_weights(now, ahead, 1.0)
+    assert w[1] > w[0]  # same reward now; the one whose next step checks out gains
+    logit = lambda r: math.log(r / (1 - r))  # noqa: E731
+    expected = torch.softmax(torch.tensor([logit(a) + logit(b) for a, b in zip(now, ahead)], dtype=torch.float64), 0)
+    assert torch.allclose(w, expected)
+    assert lookahead_weights([0.8, 0.6], [0.0, 0.5], 1.0)[0] == 0  # a violation in the look-ahead kills
+    with pytest.raises(ValueError, match="strength"):
+        lookahead_weights(now, ahead, -1.0)

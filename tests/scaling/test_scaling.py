@@ -390,3 +390,30 @@ def test_progress_shows_each_steps_tokens_as_sampled_and_changes_nothing(tiny_lm
             assert particle["text"].startswith(last.texts[slot] + last.new_texts[slot])  # a prefix of what came
         spent = [p.tokens_spent for p in before]
         assert spent == sorted(spent) and spent[-1] <= step.tokens_spent
+
+
+def test_a_look_ahead_is_undone(tiny_lm):
+    """ePF's look-ahead samples one more step from other streams and then restores the batch: the
+    run goes on exactly as without it (only the spent tokens show it happened)."""
+    prompt = tiny_lm.tokenizer(PROMPT).input_ids
+    batches = [ParticleBatch(tiny_lm, prompt, slot_generators(3, 3), temperature=1.0) for _ in range(2)]
+    for b in batches:
+        b.extend([0, 1, 2], lambda ids: False, [3, 5, 4])
+    ahead = batches[0].look_ahead([0, 2], lambda ids: False, [4, 0, 6], slot_generators(99, 3))
+    assert [len(ahead[0][0]), len(ahead[2][0])] == [4, 6] and 1 not in ahead
+    after = [b.extend([0, 1, 2], lambda ids: False, [5, 5, 5]) for b in batches]
+    assert after[0] == after[1]
+    assert batches[0].tokens_spent == batches[1].tokens_spent + 10
+
+
+def test_particle_filter_with_look_ahead_records_the_successors_rewards(tiny_lm):
+    trace = run_to_trace(tiny_lm, PROMPT, strategy="particle-filter",
+                         params={"n": 3, "max_step_tokens": 4, "lookahead": 1.0, "entropic": 0.5},
+                         max_new_tokens=12, seed=1)
+    steps = particle_steps(trace)
+    looked = [s for s in steps if "lookahead_rewards" in s.extra]
+    assert looked and all(len(s.extra["lookahead_rewards"]) == 3 for s in looked)
+    plain = run_to_trace(tiny_lm, PROMPT, strategy="particle-filter", params={"n": 3, "max_step_tokens": 4,
+                                                                             "entropic": 0.5},
+                         max_new_tokens=12, seed=1)
+    assert stats(trace)["tokens_spent"] > stats(plain)["tokens_spent"]  # the look-ahead's tokens are counted
