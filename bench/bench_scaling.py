@@ -34,6 +34,7 @@ same tokens, which is checked).
     python bench/bench_scaling.py --quick --json                  # 40 problems, N = 1..16 (~10 min)
     python bench/bench_scaling.py [--tasks 100] [--budgets 1,2,4,8,16,32] [--out F.json] [--png F.png]
     python bench/bench_scaling.py --model smollm2-135m [--tasks 20] [--max-new-tokens 96]
+    python bench/bench_scaling.py --quick --skip-accuracy --sweep --json   # temperature / top-p sweep only
 """
 
 from __future__ import annotations
@@ -229,6 +230,35 @@ def math_rows(lm, problems, budgets, max_new_tokens, seed, log, only=()) -> list
     return tally.rows(), tally.by_group()
 
 
+SWEEP = ((0.5, 1.0), (0.7, 1.0), (1.0, 1.0), (1.3, 1.0), (0.7, 0.9), (1.0, 0.9))  # (temperature, top_p)
+
+
+def sweep_rows(lm, problems, budgets, max_new_tokens, seed, log) -> dict:
+    """Best-of-N, majority vote and pass@N at each (temperature, top_p) of SWEEP: one run of max(budgets)
+    samples per problem and setting, read at every N as in `math_rows`. {setting: {method: {N: accuracy}}}."""
+    top, out = max(budgets), {}
+    for temperature, top_p in SWEEP:
+        name = f"T={temperature:g}, top_p={top_p:g}"
+        solved: dict = {}
+        t0 = time.process_time()
+        for k, problem in enumerate(problems):
+            prompt, ref = math_tasks.prompt(problem.question), str(problem.answer)
+            params = {"n": top, **MATH, "temperature": temperature, "top_p": top_p}
+            trace = run_to_trace(lm, prompt, strategy="best-of-n", params=params, max_new_tokens=max_new_tokens,
+                                 chat=False, seed=seed + k)
+            particles = trace.finish.extra["particles"]
+            for n in budgets:
+                best, majority = subset_choices(particles, n)
+                for method, ok in (("best-of-n", correct(best, ref)), ("majority-vote", correct(majority, ref)),
+                                   ("oracle pass@N", any(correct(p["answer"], ref) for p in particles[:n] if p["ended"]))):
+                    solved.setdefault(method, {}).setdefault(str(n), 0)
+                    solved[method][str(n)] += ok
+        out[name] = {m: {n: round(v / len(problems), 4) for n, v in by_n.items()} for m, by_n in solved.items()}
+        log(f"sweep {name} ({time.process_time() - t0:.0f} s CPU): " + ", ".join(
+            f"{m} N={top} {out[name][m][str(top)]:.0%}" for m in out[name]))
+    return out
+
+
 def by_method(rows: list[dict], key: str) -> dict:
     """{method: {N: value}} from the rows (the --json shape)."""
     out: dict = {}
@@ -280,6 +310,8 @@ def main() -> None:
     parser.add_argument("--only", action="append", default=[],
                         help="tiny-math: run only the search methods whose name contains this (repeatable)")
     parser.add_argument("--json", action="store_true", help="print one JSON object (progress goes to stderr)")
+    parser.add_argument("--sweep", action="store_true",
+                        help="tiny-math: also best-of-N / vote / pass@N over temperatures and top-p (the 'sweep' key)")
     parser.add_argument("--skip-accuracy", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--out", type=Path)
@@ -309,6 +341,10 @@ def main() -> None:
         result["rows"], result["by_difficulty"] = math_rows(lm, problems, budgets, max_new_tokens, args.seed, log,
                                                             tuple(args.only))
         result["compute_optimal"] = compute_optimal(result["by_difficulty"])
+    if args.sweep and math:
+        problems = math_tasks.make_splits(sizes={**math_tasks.SPLIT_SIZES, "train": 0})["test"]
+        result["sweep"] = sweep_rows(lm, problems[args.first_task:args.first_task + count], budgets, max_new_tokens,
+                                     args.seed, log)
     elif not args.skip_accuracy:
         tasks = load_tasks()[args.first_task:args.first_task + count]
         result["tasks"] = len(tasks)
@@ -336,6 +372,9 @@ def report(result: dict, args) -> None:
         if "rows" in result:
             print_table(result)
             print_compute_optimal(result)
+        for setting, table in result.get("sweep", {}).items():
+            print(f"{setting}: " + "; ".join(f"{m} " + " ".join(f"N={n} {v:.0%}" for n, v in by_n.items())
+                                              for m, by_n in table.items()))
         for row in result.get("throughput", []):
             print(f"N={row['particles']}: batched {row['batched_tok_s']} tok/s, one by one "
                   f"{row['one_by_one_tok_s']} tok/s, {row['speedup']}x (identical tokens)")
