@@ -26,6 +26,7 @@ import decoding.speculative.strategy  # noqa: E402, F401
 import decoding.scaling.methods  # noqa: E402, F401
 import decoding.scaling.astar  # noqa: E402, F401
 import decoding.scaling.refine  # noqa: E402, F401
+import decoding.scaling.specreason  # noqa: E402, F401
 import decoding.diffusion.samplers  # noqa: E402, F401
 
 __all__ = ["Trace", "generate", "load_model", "run_to_trace"]

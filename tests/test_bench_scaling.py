@@ -57,3 +57,21 @@ def test_bench_particles_compares_with_the_peer_and_the_barrier():
         assert row["same_texts_as_barrier"] is True
         assert row["calls"]["ours_n"] <= min(row["calls"]["barrier_n"], 24 + 1)
         assert {"ours_n_over_1", "peer_n_over_1", "ours_over_peer_n"} <= row.keys()
+
+
+@pytest.mark.slow
+def test_bench_constraints_reports_satisfaction_and_likelihood_per_method():
+    import json
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, str(root / "bench" / "bench_constraints.py"), "--model", "tiny-ar",
+                          "--n", "2", "--seeds", "1", "--tokens", "8", "--json"],
+                         capture_output=True, text=True, timeout=600, check=True).stdout
+    table = json.loads(out.strip().splitlines()[-1])["table"]
+    assert set(table) == {"forbid-letter e", "max-word-length 5"}
+    for constraint in table.values():
+        for method in ("best-of-n", "particle-filter"):
+            cell = constraint[method]["2"]
+            assert 0 <= cell["satisfied"] <= 1 and cell["mean_logprob"] <= 0
+    assert table["forbid-letter e"]["best-of-n"]["2"]["satisfied"] == 1.0  # the letter is masked while sampling

@@ -266,6 +266,7 @@ _CSS = " ".join("""
 .dl-particles .detail,.dl-particles .small{font-size:11px;opacity:.7}
 .dl-particles .badge{font-size:11px;border-radius:8px;padding:0 6px;margin-right:4px;background:#e8e8e8}
 .dl-particles .badge.ans{background:#d9f0d3}.dl-particles mark{background:#fff3b0;color:inherit}
+.dl-particles .badge.spec-kept{background:#dbe9f6}.dl-particles .badge.spec-rewritten{background:#fde0c5}
 .dl-particles .text{white-space:pre-wrap;word-break:break-word;max-height:12em;overflow:auto;margin-top:4px;
  font-family:ui-monospace,monospace;font-size:12px}.dl-empty{font-size:13px;opacity:.75;font-style:italic}
 """.split())
@@ -284,11 +285,30 @@ def _search_note(extra: dict) -> str:
         bad = extra.get("bad_step")
         return f' · round {extra["round"]}' + (f', rewriting from step {bad + 1} (steps before it kept)'
                                                  if isinstance(bad, int) else "")
+    if isinstance(extra.get("speculation"), dict):
+        sp = extra["speculation"]
+        written = sp.get("accepted_tokens", 0) + sp.get("policy_tokens", 0)
+        return (f' · drafts kept {len(sp.get("accepted", []))}, rewritten by the policy {len(sp.get("rewritten", []))};'
+                f' so far {sp.get("accepted_tokens", 0)} of {written} solution tokens came from the drafter,'
+                f' policy calls {sp.get("policy_calls")}, drafter calls {sp.get("draft_calls")}')
     if isinstance(extra.get("expanded"), dict):
         node = extra["expanded"]
         return (f' · expanding node {node.get("id")} (depth {node.get("depth")}, f {_fmt(node.get("f"))}); '
                 f'frontier {extra.get("frontier")}')
     return ""
+
+
+def _speculation_badge(sp: dict | None, slot: int) -> str:
+    """Step speculation: whether this slot's step is the drafter's (kept) or the policy's (the refused
+    draft and its reward on hover)."""
+    if not isinstance(sp, dict) or str(slot) not in sp.get("drafts", {}):
+        return ""
+    reward = _fmt(sp.get("draft_rewards", {}).get(str(slot)))
+    if slot in sp.get("accepted", []):
+        return f'<span class="badge spec-kept">draft kept (reward {esc(reward)})</span>'
+    draft = sp["drafts"][str(slot)]
+    return (f'<span class="badge spec-rewritten" title="{esc("refused draft: " + draft)}">rewritten by the policy '
+            f'(draft reward {esc(reward)})</span>')
 
 
 def particles_html(step: ParticleStep | None, chosen: int | None = None) -> str:
@@ -308,6 +328,7 @@ def particles_html(step: ParticleStep | None, chosen: int | None = None) -> str:
                   '<span class="badge">finished</span>' if p.get("finished") else "") + (
             f'<span class="badge ans">answer: {esc(p["answer"])}</span>'
             if p.get("answer") is not None else "") + ('<span class="badge">dropped</span>' if dropped else "")
+        badges += _speculation_badge((step.extra or {}).get("speculation"), i)
         parent = "prompt" if p.get("parent", -1) < 0 else f"slot {p['parent']}"
         color = esc(slot_color(i))
         cards.append(

@@ -4,6 +4,7 @@
                        First Finish) and their shared parameters
     astar.py           A*-decoding: best-first search over step prefixes (strategy a-star)
     refine.py          review, refine, repeat: rewrite the best solution from its first bad step
+    specreason.py      step-level speculation: a drafter writes each step, the reward keeps it or the policy rewrites it
     particles.py       weights, ESS, resampling, lineage (pure functions)
     particle_batch.py  N particles as rows of one batched KV cache
     rewards.py         programmatic rewards: step checkers (arithmetic, last digit only, reference-guided

@@ -191,6 +191,57 @@ class ParticleBatch:
             out[i] = (ids, end)
         return out
 
+    def checkpoint(self) -> tuple:
+        """What `rewind` needs to undo later calls for some rows."""
+        return self.mask.shape[1], self.positions.clone(), list(self.pending), self.logits.clone()
+
+    def rewind(self, rows: list[int], checkpoint: tuple) -> None:
+        """Rows as they were at `checkpoint`: the columns fed since are hidden by the attention mask
+        (they stay in the cache, unseen), positions, pending token and logits restored. Other rows
+        keep what they did since."""
+        width, positions, pending, logits = checkpoint
+        for i in rows:
+            self.mask[i, width:] = 0
+            self.positions[i], self.pending[i], self.logits[i] = positions[i], pending[i], logits[i]
+
+    def feed_block(self, tokens: dict[int, list[int]]) -> dict[int, list[float]]:
+        """Teacher-force a whole step per row in ONE call (a model verifying a step it did not write):
+        row i is fed its pending token and tokens[i][:-1]; tokens[i][-1] becomes pending (unless it is
+        a stop token: nothing follows). Shorter rows are padded and the padding hidden; other rows
+        wait. Returns each row's log-probabilities (temperature 1) of its tokens under this model.
+        Raises Cancelled like `feed`."""
+        stop_ids = self.lm.stop_ids
+        rows = [i for i, t in tokens.items() if t]
+        blocks = {i: ([self.pending[i]] if self.pending[i] is not None else []) + tokens[i][:-1] for i in rows}
+        width = max((len(b) for b in blocks.values()), default=0)
+        logprobs = {i: [] for i in rows}
+        outputs = None
+        if width:
+            self._check_stop()
+            ids = torch.full((self.n, width), PAD_ID, dtype=torch.long)
+            columns = torch.zeros(self.n, width, dtype=torch.long)
+            positions = self.positions.view(-1, 1).repeat(1, width)  # (N, width); padding's positions are hidden
+            for i, block in blocks.items():
+                ids[i, :len(block)] = torch.tensor(block, dtype=torch.long)
+                columns[i, :len(block)] = 1
+                positions[i, :len(block)] += torch.arange(len(block))
+            self.mask = torch.cat([self.mask, columns], dim=1)
+            out = self.lm.forward(ids.to(self.lm.device), self.cache, attention_mask=self.mask.to(self.lm.device),
+                                  position_ids=positions.to(self.lm.device))
+            self.cache = out.cache
+            outputs = out.logits.float().cpu()  # (N, width, V)
+        for i in rows:
+            block, offset = blocks[i], len(blocks[i]) - (len(tokens[i]) - 1)  # offset: 1 when a pending token led
+            for j, token in enumerate(tokens[i]):
+                column = offset + j - 1  # the output that predicts tokens[i][j]
+                dist = self.logits[i] if column < 0 else outputs[i, column]
+                logprobs[i].append(float(torch.log_softmax(dist, dim=-1)[token]))
+            if block:
+                self.logits[i] = outputs[i, len(block) - 1]
+                self.positions[i] += len(block)
+            self.pending[i] = None if tokens[i][-1] in stop_ids else tokens[i][-1]
+        return logprobs
+
     def look_ahead(self, rows: list[int], step_done: Callable[[list[int]], bool], max_tokens: list[int],
                    generators: list[torch.Generator]) -> dict:
         """One more step for each row in `rows`, sampled with `generators` (not the slots' own, so

@@ -126,6 +126,11 @@ class ScalingRun:
         except Cancelled:
             self.outcome.stop_reason = "cancelled"
             return False
+        return self.apply(grown)
+
+    def apply(self, grown: dict) -> bool:
+        """Add each slot's new step {slot: (token ids, end)} to its particle and score it. False when
+        Stop came before a reward call (nothing is changed then)."""
         new = {}
         for i, (ids, end) in grown.items():
             if self.outcome.cancelled(self.ctx):  # before each reward (a judge or PRM is a model call)
