@@ -34,7 +34,8 @@ METHOD_COLORS = {"best-of-n": "#4c78a8", "majority-vote": "#f58518", "reward-bea
                  "particle-filter": "#e45756", "first-finish": "#b279a2", "greedy": "#555555",
                  "weighted-vote": "#9d755d", "a-star": "#72b7b2", "oracle pass@N": "#bab0ac", "refine": "#d6616b",
                  "particle-filter, spare": "#17becf", "particle-filter, arith-lastdigit": "#8c564b",
-                 "particle-filter, probe": "#bcbd22", "step-speculation": "#9467bd"}
+                 "particle-filter, probe": "#bcbd22", "step-speculation": "#9467bd",
+                 "particle-filter, ePF": "#ff9da6", "particle-filter, ePF+LaM": "#a05195"}
 RULES = {"best-of-n": "best score: the particle whose final score is highest wins",
          "majority-vote": "majority: the answer given by the most particles wins",
          "reward-beam": "best score: the highest-scoring beam left at the end wins",
