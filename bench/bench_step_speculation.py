@@ -4,8 +4,8 @@ For each problem, interleaved (the order rotates per problem), one solution (N =
     policy alone        best-of-n with n = 1: tiny-math samples every step itself
     spec, <drafter>     step-speculation: the drafter writes each step, the `arith-step` reward keeps
                         it (the policy reads it in one call) or the policy rewrites it
-for each drafter in --drafters (`tiny-math-draft`, the 0.38M model trained for this, and `self`:
-tiny-math drafting for itself, where nothing can be saved). Reports accuracy, CPU time per problem
+for each drafter in --drafters (`tiny-math-draft`, the 0.38M model trained for this, greedy (@0) and at
+temperature 1, and `self`: tiny-math drafting for itself, where nothing can be saved). Reports accuracy, CPU time per problem
 (`time.process_time`, medians and totals), the policy's and the drafter's model calls, the share of
 steps kept and of solution tokens written by the drafter, and the CPU-time ratio alone / spec (above 1
 = speculation is faster).
@@ -43,7 +43,8 @@ def correct(answer, reference) -> bool:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", type=int, default=40)
-    parser.add_argument("--drafters", default="tiny-math-draft,self")
+    parser.add_argument("--drafters", default="tiny-math-draft@0,tiny-math-draft,self",
+                        help="drafters, NAME or NAME@TEMPERATURE (self: the policy drafts for itself)")
     parser.add_argument("--accept", type=float, default=0.5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
@@ -55,9 +56,11 @@ def main() -> None:
     lm = LM(load_model("tiny-math", progress=None))
     drafters = [d.strip() for d in args.drafters.split(",") if d.strip()]
     columns = {"policy alone": ("best-of-n", {"n": 1})}
-    for d in drafters:
+    for d in drafters:  # NAME or NAME@T (the drafter's temperature; default 1)
+        name, _, temperature = d.partition("@")
         columns[f"spec, {d}"] = ("step-speculation", {"n": 1, "accept": args.accept,
-                                                      "draft_model": "" if d == "self" else d})
+                                                      "draft_model": "" if name == "self" else name,
+                                                      "draft_temperature": float(temperature or 1.0)})
     problems = math_tasks.make_splits(sizes={**math_tasks.SPLIT_SIZES, "train": 0})["test"][:args.tasks]
     for strategy, params in columns.values():  # warm-up (and load the drafters)
         run_to_trace(lm, math_tasks.prompt(problems[0].question), strategy=strategy, params={**COMMON, **params},

@@ -140,6 +140,12 @@ REGISTRY: dict[str, ModelSpec] = {
         description="the project's own small causal LM (Llama, 2.7M) for multi-step arithmetic word problems (scaling lab)",
         local_dir="tiny-math",
     ),
+    "tiny-math-draft": ModelSpec(
+        name="tiny-math-draft",
+        description="a 0.38M causal LM with tiny-math's tokenizer and data: the drafter of step-level speculation "
+                    "(scaling lab)",
+        local_dir="tiny-math-draft",
+    ),
     "tiny-parallel": ModelSpec(
         name="tiny-parallel",
         description="the project's own small masked diffusion LM (ModernBERT, 3.5M) for ParallelBench-style list "

@@ -114,7 +114,8 @@ def api_run(client, *args):
 SLOW_FIXTURES = {"smol_lm", "app_url", "client", "page", "run"}  # the real default model; the HTTP server;
 #                                                               Chromium; the lab tabs' module-wide real-model runs
 SLOW_MODULES = ("test_browser", "test_cli", "test_train")  # Chromium; CLI subprocesses (load SmolLM2); training
-REAL_MODELS = ("smollm2-135m", "gemma3-270m", "tiny-ar", "tiny-diffusion", "tiny-ar-draft", "tiny-parallel", "tiny-math")
+REAL_MODELS = ("smollm2-135m", "gemma3-270m", "tiny-ar", "tiny-diffusion", "tiny-ar-draft", "tiny-parallel", "tiny-math",
+               "tiny-math-draft")
 
 
 def pytest_collection_modifyitems(config, items):

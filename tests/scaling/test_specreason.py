@@ -95,3 +95,15 @@ def test_a_drafter_with_another_tokenizer_is_refused(math_lm, problem):
     with pytest.raises(ValueError, match="tokenizer"):
         run_to_trace(math_lm, math_tasks.prompt(problem.question), strategy="step-speculation",
                      params={"draft_model": "tiny-ar"}, max_new_tokens=20, chat=False)
+
+
+def test_the_shipped_drafter_drafts_for_tiny_math(math_lm, problem):
+    """tiny-math-draft shares tiny-math's tokenizer; its calls are counted apart from the policy's."""
+    trace = run_to_trace(math_lm, math_tasks.prompt(problem.question), strategy="step-speculation",
+                         params={"draft_model": "tiny-math-draft"}, max_new_tokens=120, chat=False, seed=0)
+    spec = trace.finish.extra["speculation"]
+    assert spec["draft_model"] == "tiny-math-draft"
+    assert spec["draft_calls"] >= spec["draft_tokens"] - spec["accepted_steps"] - spec["rewritten_steps"] > 0
+    steps = spec["accepted_steps"] + spec["rewritten_steps"]
+    assert spec["policy_calls"] <= 1 + spec["accepted_steps"] + spec["policy_tokens"] + steps
+    assert trace.finish.text.strip()
