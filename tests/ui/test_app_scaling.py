@@ -313,6 +313,7 @@ def test_the_tiny_math_presets_do_what_their_notes_say(name, answer, resamplings
 @pytest.mark.parametrize("name, answer, compared", [
     ("26-review-refine-repeat", "91", "81"),  # the note: the rewrite reaches 91, one sample ends at 81
     ("27-reward-hacking", "128", "210"),  # the note: the hacked filter ends at 128 (the honest one: 220)
+    ("29-step-speculation", "210", "209"),  # the note: drafted and checked 210, tiny-math alone 209
 ])
 def test_the_refine_and_reward_hacking_presets_do_what_their_notes_say(name, answer, compared):
     preset = cb.preset_chosen(name)
@@ -321,6 +322,9 @@ def test_the_refine_and_reward_hacking_presets_do_what_their_notes_say(name, ans
                                         preset["seed"], preset["chat"], "best-of-n", **fields)))
     assert final["trace"].finish.extra["answer"] == answer and answer in preset["note"]
     assert final["other"].finish.extra["answer"] == compared
+    if name == "29-step-speculation":  # the note: 7 drafted lines kept, 1 rewritten
+        spec = final["trace"].finish.extra["speculation"]
+        assert (spec["accepted_steps"], spec["rewritten_steps"]) == (7, 1) and "7 drafted lines are kept, 1" in preset["note"]
     if name == "27-reward-hacking":  # the two slipped lines the note quotes are in the chosen answer
         assert "63 - 13 = 40" in final["trace"].finish.text and "89 + 158 = 147" in final["trace"].finish.text
 
