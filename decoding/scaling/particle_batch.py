@@ -98,16 +98,25 @@ class ParticleBatch:
 
     def sample(self, row: int) -> int:
         """Draw row's next token with its own generator (banned tokens masked first)."""
-        logits = self.logits[row].float()  # (V,)
+        return self.sample_rows([row])[row]
+
+    def sample_rows(self, rows: list[int]) -> dict[int, int]:
+        """Each row's next token: the constraint mask and the temperature / top-p transforms run once
+        over all the rows (one call, not one per row); each row then draws with its own generator,
+        so the tokens are the ones each row gets alone. Adds log P(allowed) to `log_mass`."""
+        if not rows:
+            return {}
+        index = torch.tensor(rows)
+        logits = self.logits[index].float()  # (R, V)
         if self.banned is not None:
-            logprobs = sampling.log_softmax(logits)
-            allowed = torch.logsumexp(logprobs[~self.banned], dim=0)
-            self.log_mass[row] += float(allowed)
+            allowed = torch.logsumexp(sampling.log_softmax(logits)[:, ~self.banned], dim=-1)  # (R,)
+            for i, mass in zip(rows, allowed.tolist()):
+                self.log_mass[i] += mass
             logits = logits.masked_fill(self.banned, float("-inf"))
         if self.temperature <= 0:
-            return int(logits.argmax())
-        final = sampling.apply_transforms(self.transforms, logits[None], torch.empty(1, 0, dtype=torch.long))
-        return int(sampling.sample_from_logits(final, self.generators[row])[0])
+            return dict(zip(rows, logits.argmax(dim=-1).tolist()))
+        final = sampling.apply_transforms(self.transforms, logits, torch.empty(len(rows), 0, dtype=torch.long))
+        return {i: int(sampling.sample_from_logits(final[j:j + 1], self.generators[i])[0]) for j, i in enumerate(rows)}
 
     def extend(self, rows: list[int], step_done: Callable[[list[int]], bool], max_tokens: list[int]) -> dict:
         """Grow each row in `rows` until it emits a stop token, `step_done(its new tokens)` says
@@ -128,8 +137,9 @@ class ParticleBatch:
             if not running:
                 break
             self.feed()
+            drawn = self.sample_rows(running)
             for i in running:
-                token = self.sample(i)
+                token = drawn[i]
                 new[i].append(token)
                 self.tokens_spent += 1
                 if token in stop_ids:
@@ -159,13 +169,13 @@ class ParticleBatch:
             raise RuntimeError("extend_free: a row that has nothing left to decode was asked for a step")
         while any(not self.ahead[i] for i in rows):
             self.feed()
-            for i in rows:
-                if self.exhausted[i]:
-                    continue
-                before = self.log_mass[i]
-                token = self.sample(i)
-                self.partial_mass[i] += self.log_mass[i] - before
-                self.log_mass[i] = before
+            growing = [i for i in rows if not self.exhausted[i]]
+            before = {i: self.log_mass[i] for i in growing}
+            drawn = self.sample_rows(growing)
+            for i in growing:
+                token = drawn[i]
+                self.partial_mass[i] += self.log_mass[i] - before[i]
+                self.log_mass[i] = before[i]
                 self.partial[i].append(token)
                 self.tokens_spent += 1
                 decoded = sum(len(ids) for ids, _, _ in self.ahead[i]) + len(self.partial[i])
