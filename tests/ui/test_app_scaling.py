@@ -314,6 +314,9 @@ def test_the_tiny_math_presets_do_what_their_notes_say(name, answer, resamplings
     ("26-review-refine-repeat", "91", "81"),  # the note: the rewrite reaches 91, one sample ends at 81
     ("27-reward-hacking", "128", "210"),  # the note: the hacked filter ends at 128 (the honest one: 220)
     ("29-step-speculation", "210", "209"),  # the note: drafted and checked 210, tiny-math alone 209
+    ("28-first-finish", "129", "498"),  # the note: the first to finish says 129, best-of-n 498
+    ("28-reward-beam", "451", "451"),  # the note: the beam ends at 451
+    ("28-softmax-selection", "441", "441"),  # the note: the draw at T = 1 lands on 441 (the comparison shares the fields)
 ])
 def test_the_refine_and_reward_hacking_presets_do_what_their_notes_say(name, answer, compared):
     preset = cb.preset_chosen(name)
@@ -322,6 +325,26 @@ def test_the_refine_and_reward_hacking_presets_do_what_their_notes_say(name, ans
                                         preset["seed"], preset["chat"], "best-of-n", **fields)))
     assert final["trace"].finish.extra["answer"] == answer and answer in preset["note"]
     assert final["other"].finish.extra["answer"] == compared
+    trace = final["trace"]
+    if name == "28-first-finish":  # the winner finished first (108 tokens, the others 111) with a broken line
+        tokens = sorted(p["num_tokens"] for p in trace.finish.extra["particles"])
+        assert tokens == [108, 111, 111, 111] and "395 - 23 = 3 marbles now?" in trace.finish.text
+        assert [p["answer"] for p in trace.finish.extra["particles"]].count("498") == 2
+    if name == "28-reward-beam":  # 2 of 4 slots continue after every line but the last: 5 selections
+        steps = trace.of_kind("particles")
+        assert sum(s.resampled for s in steps) == 5 and all(s.extra["kept"] == 2 for s in steps if s.resampled)
+    if name == "28-softmax-selection":  # the right pair gets 61% at T = 1, 99% at T = 0.1 (then 451)
+        weights = {p["answer"]: 0.0 for p in trace.finish.extra["particles"]}
+        for p in trace.finish.extra["particles"]:
+            weights[p["answer"]] += p["weight"]
+        assert round(weights["451"], 2) == 0.61 and "61%" in preset["note"]
+        from decoding.lm import LM
+        from decoding.models import load_model
+
+        params = cb.find_preset("scaling", name).params | {"select_temperature": 0.1}
+        cool = run_to_trace(LM(load_model("tiny-math", progress=None)), preset["prompt"], strategy="best-of-n",
+                            params=params, max_new_tokens=160, chat=False, seed=0)
+        assert cool.finish.extra["answer"] == "451"
     if name == "29-step-speculation":  # the note: 7 drafted lines kept, 1 rewritten
         spec = final["trace"].finish.extra["speculation"]
         assert (spec["accepted_steps"], spec["rewritten_steps"]) == (7, 1) and "7 drafted lines are kept, 1" in preset["note"]
