@@ -1,0 +1,97 @@
+"""Momentum decoding and AdaDec: their defining properties on a tiny model and on hand-made token lists."""
+
+import pytest
+
+from decoding import run_to_trace
+from decoding.adadec import NEVER
+from decoding.momentum import NgramIndex, resistance
+
+PROMPT = "Once upon a time there was a small town by the sea"
+
+
+def tokens(trace) -> list[int]:
+    return [e.token_id for e in trace.of_kind("token")]
+
+
+def repeated_ngrams(ids: list[int], n: int = 4) -> int:
+    grams = [tuple(ids[i:i + n]) for i in range(len(ids) - n + 1)]
+    return len(grams) - len(set(grams))
+
+
+def test_the_ngram_index_finds_the_longest_repeat():
+    index = NgramIndex([1, 2, 3, 4, 1, 2], max_n=5)
+    assert index.repeat_length(9) == 0  # never seen
+    assert index.repeat_length(4) == 1  # seen, but "2 4" is new
+    assert index.repeat_length(3) == 3  # "1 2 3" occurred
+    index.add(3)
+    assert index.repeat_length(4) == 4  # "1 2 3 4"
+    assert [resistance(n) for n in range(7)] == [0.0, 1.0, 3.0, 4.0, 5.0, 6.0, 6.0]
+
+
+def test_momentum_with_weight_zero_is_greedy(tiny_lm):
+    greedy = run_to_trace(tiny_lm, PROMPT, strategy="greedy", max_new_tokens=30)
+    momentum = run_to_trace(tiny_lm, PROMPT, strategy="momentum", params={"weight": 0.0}, max_new_tokens=30)
+    assert tokens(momentum) == tokens(greedy)
+    assert all(e.extra["greedy"] for e in momentum.of_kind("token"))
+
+
+def test_momentum_resists_the_loops_greedy_falls_into(tiny_lm):
+    greedy = tokens(run_to_trace(tiny_lm, PROMPT, strategy="greedy", max_new_tokens=60))
+    steps = run_to_trace(tiny_lm, PROMPT, strategy="momentum", params={"weight": 1.0}, max_new_tokens=60).of_kind("token")
+    assert repeated_ngrams(greedy) > 0  # the random model loops under greedy
+    assert repeated_ngrams([e.token_id for e in steps]) < repeated_ngrams(greedy)
+    for e in steps:  # the chosen candidate has the best score: probability minus the resistance
+        assert e.extra["scores"][e.extra["chosen"]] == max(e.extra["scores"])
+        assert e.token_id == e.extra["candidates"][e.extra["chosen"]]
+
+
+def test_adadec_that_never_pauses_is_greedy(tiny_lm):
+    greedy = run_to_trace(tiny_lm, PROMPT, strategy="greedy", max_new_tokens=30)
+    ada = run_to_trace(tiny_lm, PROMPT, strategy="adadec", params={"threshold": NEVER}, max_new_tokens=30)
+    assert tokens(ada) == tokens(greedy) and not any(e.extra["paused"] for e in ada.of_kind("token"))
+
+
+def test_adadec_pauses_rerank_by_lookahead_and_count_every_call(tiny_lm):
+    trace = run_to_trace(tiny_lm, PROMPT, strategy="adadec",
+                         params={"threshold": 0.0, "top_k": 3, "lookahead": 4}, max_new_tokens=12)
+    steps = trace.of_kind("token")
+    assert len(steps) == 12 and all(e.extra["paused"] for e in steps)
+    assert sum(e.forward_passes for e in steps) == 1 + 12 * 4  # the prompt, then 4 lookahead calls per pause
+    for e in steps:
+        assert e.extra["scores"][e.extra["chosen"]] == max(e.extra["scores"])
+        assert len(e.extra["lookahead_texts"]) == 3 and e.token_id == e.extra["candidates"][e.extra["chosen"]]
+    # without the lookahead's weight the score is the candidate's own log-probability: greedy again
+    plain = run_to_trace(tiny_lm, PROMPT, strategy="adadec",
+                         params={"threshold": 0.0, "lookahead_weight": 0.0}, max_new_tokens=12)
+    assert tokens(plain) == tokens(run_to_trace(tiny_lm, PROMPT, strategy="greedy", max_new_tokens=12))
+
+
+def test_adadec_continues_from_the_chosen_candidate_exactly(tiny_lm):
+    """After a pause the cache holds the context and the chosen candidate only: the next distribution
+    equals a fresh forward over the text so far."""
+    import torch
+
+    trace = run_to_trace(tiny_lm, PROMPT, strategy="adadec", params={"threshold": 0.0, "lookahead": 3},
+                         max_new_tokens=6)
+    ids = tiny_lm.encode_prompt(PROMPT)[0]
+    for e in trace.of_kind("token"):
+        fresh = tiny_lm.forward(torch.tensor([ids]), last_only=True).logits[0, -1]
+        top = torch.softmax(fresh, -1).topk(3).indices.tolist()
+        assert e.extra["candidates"] == top
+        ids.append(e.token_id)
+
+
+@pytest.mark.parametrize("strategy", ["momentum", "adadec"])
+def test_the_cli_runs_them_on_the_embedded_model(strategy):
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "decoding", "run", "--strategy", strategy, "--max-new-tokens", "8",
+                          "--prompt", "The best thing about the city is", "--json"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    import json
+
+    result = json.loads(out.stdout)
+    assert result["strategy"] == strategy and result["model"] == "smollm2-135m"
+    assert result["stats"]["num_tokens"] == 8 and result["text"].startswith("The best thing about the city is")
