@@ -95,3 +95,44 @@ def test_the_cli_runs_them_on_the_embedded_model(strategy):
     result = json.loads(out.stdout)
     assert result["strategy"] == strategy and result["model"] == "smollm2-135m"
     assert result["stats"]["num_tokens"] == 8 and result["text"].startswith("The best thing about the city is")
+
+
+QA = ("Context: The lighthouse on the northern cliff was built in 1871 by the harbour board. "
+      "Question: When was the lighthouse built?")
+
+
+def test_exact_extract_finds_the_span_with_the_highest_exact_probability(tiny_lm):
+    """Brute force: every span's probability from a fresh forward over prompt + span + end; the
+    table equals it and the chosen span is its argmax."""
+    import torch
+
+    from decoding.exact_extract import passage_of, span_table
+
+    passage, _ = passage_of(QA)
+    prompt_ids = tiny_lm.encode_prompt(QA)[0]
+    passage_ids = tiny_lm.tokenizer(passage, add_special_tokens=False).input_ids[:20]
+    end = min(tiny_lm.stop_ids)
+    table, calls = span_table(tiny_lm, prompt_ids, passage_ids, 5, end)
+    assert calls == 1 + 2  # the prompt, then 20 starts in batches of 16
+    best, where = float("-inf"), None
+    for i in range(len(passage_ids)):
+        for j in range(min(5, len(passage_ids) - i)):
+            ids = prompt_ids + passage_ids[i:i + j + 1] + [end]
+            logprobs = torch.log_softmax(tiny_lm.forward(torch.tensor([ids])).logits[0].float(), -1)
+            exact = sum(float(logprobs[k - 1, ids[k]]) for k in range(len(prompt_ids), len(ids)))
+            assert table[i, j] == pytest.approx(exact, abs=1e-3)
+            if exact > best:
+                best, where = exact, (i, j)
+    assert divmod(int(table.argmax()), 5) == where
+
+
+def test_exact_extract_runs_and_asks_for_a_passage(tiny_lm):
+    trace = run_to_trace(tiny_lm, QA, strategy="exact-extract", params={"max_span": 4}, max_new_tokens=8)
+    extra = trace.finish.extra
+    start, end = extra["span"]
+    assert 1 <= end - start <= 4 and extra["top_spans"][0]["start"] == start
+    assert max(v for row in extra["table"] for v in row if v is not None) == pytest.approx(extra["span_logprob"], abs=1e-3)
+    assert [e.token_id for e in trace.of_kind("token")][:end - start] == \
+        tiny_lm.tokenizer(QA.split("Context:")[1].split("Question:")[0].strip(), add_special_tokens=False).input_ids[start:end]
+    with pytest.raises(ValueError, match="Context:"):
+        run_to_trace(tiny_lm, "What is the capital of France?", strategy="exact-extract", max_new_tokens=4)
