@@ -81,7 +81,35 @@ def test_adadec_continues_from_the_chosen_candidate_exactly(tiny_lm):
         ids.append(e.token_id)
 
 
-@pytest.mark.parametrize("strategy", ["momentum", "adadec"])
+def test_one_superposed_draft_is_greedy(tiny_lm):
+    greedy = run_to_trace(tiny_lm, PROMPT, strategy="greedy", max_new_tokens=20)
+    one = run_to_trace(tiny_lm, PROMPT, strategy="superposed", params={"drafts": 1}, max_new_tokens=20)
+    assert one.finish.token_ids == greedy.finish.token_ids
+
+
+def test_superposed_drafts_cost_one_pass_per_step(tiny_lm):
+    before = tiny_lm.forward_passes
+    trace = run_to_trace(tiny_lm, PROMPT, strategy="superposed", params={"drafts": 3, "ngram_weight": 0.3},
+                         max_new_tokens=16)
+    steps = trace.of_kind("beams")
+    assert tiny_lm.forward_passes - before == len(steps)  # the prompt once, then one pass per further step
+    assert all(len(s.beams) == 3 for s in steps[1:])
+    last = steps[-1].beams
+    assert len({tuple(b["token_ids"]) for b in last}) == 3  # three different drafts
+    assert last == sorted(last, key=lambda b: -b["score"])
+    assert trace.finish.token_ids == max(last, key=lambda b: b["score"])["token_ids"] or trace.finish.extra["drafts"]
+
+
+def test_prompt_ngrams_back_off_from_trigram_to_bigram():
+    from decoding.superposed import PromptNgrams
+
+    grams = PromptNgrams([1, 2, 3, 1, 2, 4, 2, 3])
+    assert grams.prob([1, 2], 3) == 0.5 and grams.prob([1, 2], 4) == 0.5  # trigram (1, 2) -> 3 | 4
+    assert grams.prob([9, 2], 3) == pytest.approx(2 / 3)  # no trigram (9, 2): bigram 2 -> 3, 4, 3
+    assert grams.prob([7], 3) == 0.0
+
+
+@pytest.mark.parametrize("strategy", ["momentum", "adadec", "superposed"])
 def test_the_cli_runs_them_on_the_embedded_model(strategy):
     import subprocess
     import sys
