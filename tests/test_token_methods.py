@@ -164,3 +164,13 @@ def test_exact_extract_runs_and_asks_for_a_passage(tiny_lm):
         tiny_lm.tokenizer(QA.split("Context:")[1].split("Question:")[0].strip(), add_special_tokens=False).input_ids[start:end]
     with pytest.raises(ValueError, match="Context:"):
         run_to_trace(tiny_lm, "What is the capital of France?", strategy="exact-extract", max_new_tokens=4)
+
+
+def test_superposed_drafts_show_in_the_playground_beam_view(tiny_lm):
+    from ui.playground_views import is_beam_family, playground_strategies
+    from visualizers import beams_figure
+
+    assert "superposed" in playground_strategies() and is_beam_family("superposed") and not is_beam_family("adadec")
+    trace = run_to_trace(tiny_lm, PROMPT, strategy="superposed", params={"drafts": 3}, max_new_tokens=6)
+    live = next(t for t in beams_figure(trace).data if t.name == "live beam")
+    assert len(live.x) == sum(len(s.beams) for s in trace.of_kind("beams"))

@@ -21,7 +21,7 @@ from decoding.remote.strategies import remote_menu
 from ui.common import (USER_ERRORS, as_int, check_model, finished_status, load_replay, run_work, stream_views,
                        user_error, wait_for_finish)
 from ui.exports import download
-from ui.playground_views import (UI_MAX_NEW_TOKENS, collect_params, focused, new_selection, param_widgets,
+from ui.playground_views import (UI_MAX_NEW_TOKENS, collect_params, focused, is_beam_family, new_selection, param_widgets,
                                  playground_strategies, text_views, token_at, views)
 from visualizers._common import esc
 
@@ -32,7 +32,7 @@ def strategy_changed(strategy: str) -> dict:
     """Show only the chosen strategy's parameters (and the beam tree for beam search)."""
     out = {f"group:{name}": gr.update(visible=name == strategy) for name in playground_strategies()}
     out["strategy"] = gr.update(info=strategy_help(strategy))
-    out["beams"] = gr.update(visible=strategy == "beam")
+    out["beams"] = gr.update(visible=is_beam_family(strategy))
     return out
 
 

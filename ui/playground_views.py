@@ -133,6 +133,11 @@ def new_selection() -> dict:
     return {"run": "main", "step": None}
 
 
+def is_beam_family(strategy: str | None) -> bool:
+    """Whether a strategy's events are beam steps (beam search, superposed decoding): the beam view shows it."""
+    return strategy in STRATEGIES and get_strategy(strategy).family == "beam"
+
+
 def focused(trace: Trace | None, branch: dict | None, selection: dict) -> tuple[Trace | None, str]:
     if selection.get("run") == "branch" and branch:
         return branch["trace"], "branch"
@@ -148,7 +153,7 @@ def views(trace: Trace | None, branch: dict | None, selection: dict, color_by: s
         out["branch_summary"] = branch_summary(branch)
     shown, name = focused(trace, branch, selection)
     shown = shown or Trace()
-    is_beam = shown.start is not None and shown.start.strategy == "beam"
+    is_beam = shown.start is not None and is_beam_family(shown.start.strategy)
     out["entropy"] = gr.update(value=entropy_figure(shown, selected_step=step), label=f"Entropy per step · {name}")
     where = f"step {step}" if step is not None else "the latest step"
     out["distribution"] = gr.update(value=distribution_figure(shown, step=step), visible=not is_beam,
@@ -205,7 +210,7 @@ def inspector_views(trace: Trace, name: str, step: int | None) -> dict:
     if event is None:
         note = ("Click a token in the text (or type its step number) to see what else the model could have said "
                 "there, then branch from one of those alternatives.")
-        if trace.start is not None and trace.start.strategy == "beam":
+        if trace.start is not None and is_beam_family(trace.start.strategy):
             note = ("Beam search keeps whole hypotheses rather than one choice per token, so there is nothing to "
                     "branch from.")
         return {"inspect": note, "step": step, "alternatives": gr.update(choices=[], value=None, interactive=False),

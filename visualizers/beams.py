@@ -20,7 +20,7 @@ from visualizers._common import TEMPLATE, beam_steps, empty_figure, label, plotl
 
 X_TITLE, Y_TITLE = "step", "beam rank (0 = best)"
 COLORS = {"edge": "#9a9a9a", "best": "#e4572e", "finished": "#f2b701"}
-MAX_LABELLED_NODES = 300  # above this, nodes lose their text labels (hover still works)
+MAX_LABELLED_NODES = 60  # above this only the best path keeps its labels (every node keeps its hover)
 
 
 def beams_figure(trace: Trace) -> go.Figure:
@@ -28,7 +28,7 @@ def beams_figure(trace: Trace) -> go.Figure:
     steps = beam_steps(trace)
     if not steps:
         start = trace.start
-        is_beam = start is not None and start.strategy == "beam" and not token_steps(trace)
+        is_beam = start is not None and not token_steps(trace)  # a beam-family run (beam, superposed) has none
         message = "waiting for tokens…" if is_beam else "beam tree: run the 'beam' strategy to see one"
         return empty_figure(message, x_title=X_TITLE, y_title=Y_TITLE)
     root_x = steps[0].step - 1
@@ -39,8 +39,8 @@ def beams_figure(trace: Trace) -> go.Figure:
     for e in steps:
         for rank, b in enumerate(e.beams):
             px, py = prev_pos[b["parent"]] if b["parent"] < len(prev_pos) else prev_pos[0]
-            nodes.append((e.step, rank, b))
             on_best = b["token_ids"] == best_ids[: len(b["token_ids"])]
+            nodes.append((e.step, rank, b, on_best))
             (best_edges if on_best else edges).append((px, py, e.step, rank))
         for j, h in enumerate(e.finished):
             y = len(e.beams) + j
@@ -60,11 +60,13 @@ def beams_figure(trace: Trace) -> go.Figure:
     fig.add_trace(go.Scatter(x=[root_x], y=[0], mode="markers+text", text=["prompt"], textposition="middle left",
                              marker=dict(symbol="square", size=11, color="#555"), name="prompt",
                              showlegend=False, hovertemplate="prompt<extra></extra>"))
-    show_text = len(nodes) <= MAX_LABELLED_NODES
+    # labels: every node while the tree is small; beyond that only the best path's (the rest on hover),
+    # so a 40-step tree stays readable
+    show_all = len(nodes) <= MAX_LABELLED_NODES
     fig.add_trace(go.Scatter(
-        x=[n[0] for n in nodes], y=[n[1] for n in nodes], name="live beam",
-        mode="markers+text" if show_text else "markers",
-        text=[plotly_safe(label(n[2]["token_text"], 10)) for n in nodes], textposition="top center",
+        x=[n[0] for n in nodes], y=[n[1] for n in nodes], name="live beam", mode="markers+text",
+        text=[plotly_safe(label(n[2]["token_text"], 10)) if show_all or n[3] else "" for n in nodes],
+        textposition="top center",
         textfont=dict(size=10),
         marker=dict(size=11, color=[n[2]["score"] for n in nodes], colorscale="Viridis", showscale=True,
                     line=dict(color="#333", width=0.5),

@@ -316,3 +316,17 @@ def test_every_visualizer_on_real_tiny_trace(tiny_model, strategy, params):
         assert len(by_name(beams_figure(trace), "live beam").x) == sum(len(e.beams) for e in trace.of_kind("beams"))
     else:
         assert list(entropy_figure(trace).data[0].y) == [e.entropy for e in trace.of_kind("token")]
+
+
+def test_a_long_beam_tree_labels_only_its_best_path(tiny_lm):
+    """Issue 16: at 40 steps every node's label overlapped; now only the best path is labelled and
+    every node still carries its text on hover."""
+    from decoding import run_to_trace
+    from visualizers import beams_figure
+
+    trace = run_to_trace(tiny_lm, "Once upon a time", strategy="beam", params={"num_beams": 4}, max_new_tokens=40)
+    fig = beams_figure(trace)
+    live = next(t for t in fig.data if t.name == "live beam")
+    labelled = [t for t in live.text if t]
+    assert len(live.x) > 60 and 0 < len(labelled) <= 41
+    assert all(row[0] for row in live.customdata)  # hover text for every node
