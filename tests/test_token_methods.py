@@ -130,3 +130,46 @@ def test_each_method_runs_through_the_cli_on_the_default_model(strategy, capsys)
     assert code in (0, None)
     out = json.loads(capsys.readouterr().out)
     assert len(out["token_ids"]) >= 1 and out["text"].strip()
+
+
+def run_preset(name, **overrides):
+    from decoding.presets import find_preset
+
+    p = find_preset(name)
+    settings = dict(strategy=p.strategy, params=p.params, max_new_tokens=p.max_new_tokens, chat=p.chat, seed=p.seed)
+    return run_to_trace(p.model, p.prompt, **(settings | overrides))
+
+
+def loop_steps(trace):
+    """Generated tokens that repeat an n-gram of 2 or more tokens already in prompt + text."""
+    ids, count = list(trace.start.prompt_ids), 0
+    for t in trace.finish.token_ids:
+        count += loop_depth(ids, t, 5) >= 2
+        ids.append(t)
+    return count
+
+
+@pytest.mark.slow
+def test_preset_07_momentum_loops_far_less_than_greedy_on_the_base_model():
+    """What the note says: the same base model and prompt as preset 01, far fewer loop steps than greedy."""
+    momentum = run_preset("07-momentum-breaks-greedy-loops")
+    greedy = run_preset("07-momentum-breaks-greedy-loops", strategy="greedy", params={})
+    assert momentum.start.model == greedy.start.model == "gemma3-270m"
+    assert loop_steps(greedy) >= 20  # measured: 33 of 80
+    assert loop_steps(momentum) * 3 <= loop_steps(greedy)  # measured: 3
+    neutral = run_preset("07-momentum-breaks-greedy-loops", params={"alpha": 0.0}, max_new_tokens=20)
+    assert neutral.finish.token_ids == greedy.finish.token_ids[:20]
+
+
+@pytest.mark.slow
+def test_presets_08_and_09_show_pauses_and_one_pass_per_step():
+    adadec = run_preset("08-adadec-pauses-when-unsure")
+    steps = adadec.of_kind("token")
+    pauses = [e for e in steps if e.extra["paused"]]
+    assert pauses and len(pauses) < len(steps)  # it pauses only where unsure
+    assert sum(e.forward_passes for e in steps) == len(steps) + 2 * len(pauses)  # lookahead 3: 2 extra calls each
+    superposed = run_preset("09-superposed-drafts-in-one-pass")
+    steps = superposed.of_kind("token")
+    assert sum(e.forward_passes for e in steps) == len(steps)
+    drafts = [d["text"] for d in steps[-1].extra["drafts"]]
+    assert len(drafts) == 3 and len(set(drafts)) == 3
