@@ -117,8 +117,8 @@ def test_traces_round_trip_through_json(tiny_lm, strategy):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("strategy", ["momentum", "adadec", "superposed"])
-def test_each_method_runs_through_the_cli_on_the_default_model(strategy, capsys):
+@pytest.mark.parametrize("strategy", ["momentum"])  # adadec and superposed run on real models in the preset tests
+def test_the_cli_runs_a_new_method_on_the_default_model(strategy, capsys):
     """The real embedded default model (SmolLM2-135M), through `python -m decoding run`."""
     import json
 
@@ -135,7 +135,7 @@ def test_each_method_runs_through_the_cli_on_the_default_model(strategy, capsys)
 def run_preset(name, **overrides):
     from decoding.presets import find_preset
 
-    p = find_preset(name)
+    p = find_preset("playground", name)
     settings = dict(strategy=p.strategy, params=p.params, max_new_tokens=p.max_new_tokens, chat=p.chat, seed=p.seed)
     return run_to_trace(p.model, p.prompt, **(settings | overrides))
 
@@ -157,8 +157,6 @@ def test_preset_07_momentum_loops_far_less_than_greedy_on_the_base_model():
     assert momentum.start.model == greedy.start.model == "gemma3-270m"
     assert loop_steps(greedy) >= 20  # measured: 33 of 80
     assert loop_steps(momentum) * 3 <= loop_steps(greedy)  # measured: 3
-    neutral = run_preset("07-momentum-breaks-greedy-loops", params={"alpha": 0.0}, max_new_tokens=20)
-    assert neutral.finish.token_ids == greedy.finish.token_ids[:20]
 
 
 @pytest.mark.slow
