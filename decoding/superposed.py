@@ -19,7 +19,8 @@ Choices made here: the paper's n-gram models come from a large corpus; here a sm
 built from the prompt's tokens (n = 2 and 3 backed off), so on short prompts the model's
 probability dominates. With k = 1 the superposition is the one draft and the candidate is the
 argmax: exactly greedy (tested). Events: one TokenStep per step for the best draft's newest
-token, with every draft in `extra["drafts"]`; the run's text is the best draft at the end.
+token, with every draft in `extra["drafts"]`; the run's text is the best draft at the end (the
+steps' tokens form that text only while the lead never changes hands).
 """
 
 from __future__ import annotations
