@@ -62,7 +62,8 @@ def adadec(ctx: RunContext, params: AdaDecParams, outcome: Outcome) -> Iterator[
         entropy = sampling.entropy(logits).item()
         extra: dict = {"threshold": params.threshold, "paused": False}
         next_logits = next_cache = None
-        if entropy > params.threshold and params.top_k > 1:
+        room = params.lookahead if lm.max_length is None else min(params.lookahead, lm.max_length - length - 1)
+        if entropy > params.threshold and params.top_k > 1 and room >= 1:  # near the context's end: a shorter lookahead
             if outcome.cancelled(ctx):
                 return
             k = min(params.top_k, lm.vocab_size)
@@ -71,7 +72,7 @@ def adadec(ctx: RunContext, params: AdaDecParams, outcome: Outcome) -> Iterator[
             rows = reorder_cache(cache, torch.zeros(k, dtype=torch.long))  # k copies of the context
             tokens = cand_ids.view(k, 1).to(lm.device)  # (k, 1)
             look_ids, look_logprobs, first_logits = [], [], None
-            for i in range(params.lookahead):
+            for i in range(room):
                 o = lm.forward(tokens, rows)
                 passes += 1
                 rows = o.cache
@@ -84,7 +85,7 @@ def adadec(ctx: RunContext, params: AdaDecParams, outcome: Outcome) -> Iterator[
             scores = rerank(cand_logprobs, torch.stack(look_logprobs, 1))  # (k,)
             best = int(scores.argmax())
             token_id = int(cand_ids[best])
-            look = [[look_ids[j][r] for j in range(params.lookahead)] for r in range(k)]
+            look = [[look_ids[j][r] for j in range(room)] for r in range(k)]
             extra |= {"paused": True, "candidates": cand_ids.tolist(),
                       "candidate_texts": [lm.token_text(int(t)) for t in cand_ids.tolist()],
                       "lookahead_texts": [lm.decode(row) for row in look], "scores": scores.tolist(),
