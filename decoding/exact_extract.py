@@ -95,11 +95,12 @@ def exact_extract(ctx: RunContext, params: ExactExtractParams, outcome: Outcome)
     eos = lm.tokenizer.eos_token_id
     end_id = eos if eos in lm.stop_ids else min(lm.stop_ids)  # the end of an answer
     before = lm.forward_passes
-    table, _ = span_table(lm, list(ctx.prompt_ids), passage_ids, params.max_span, end_id, ctx.should_stop)
+    max_span = max(1, min(params.max_span, ctx.max_new_tokens - 1))  # the span and the answer's end fit the budget
+    table, _ = span_table(lm, list(ctx.prompt_ids), passage_ids, max_span, end_id, ctx.should_stop)
     if outcome.cancelled(ctx):
         return
     flat = int(table.argmax())
-    start, length = divmod(flat, params.max_span)
+    start, length = divmod(flat, max_span)
     span = passage_ids[start:start + length + 1]
     # greedy's answer, for comparison (the paper's point: it may not be the best span, or any span)
     greedy_ids, out = [], lm.prefill(ctx.prompt_ids)

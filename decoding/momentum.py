@@ -1,18 +1,24 @@
-"""Momentum decoding: greedy search that pays a resistance to walk back into the text's own loops.
+"""Momentum decoding: greedy search that pays to close a loop in the graph of what was written.
 
 Paper followed
-    Lan et al. 2022, "Momentum Decoding: Open-ended Text Generation As Graph Exploration". The text
-    is a walk on a directed graph whose nodes are tokens; degeneration (greedy text repeating
-    itself) is the walk going round a circuit it has already made. At each step the top-k
-    candidates are scored p(candidate) - weight * resistance(r), where r is the length of the
-    longest n-gram (n <= max_ngram) that the candidate would repeat: 0 for a token never seen,
-    1 for a seen token whose bigram with the last token is new, n when the last n-1 tokens plus
-    the candidate already occurred. The resistance grows with r, as in the authors' published
-    table (0, 1, 3, 4, 5, 6 for r = 0..5); the highest score wins. weight = 0 is greedy.
+    Lan et al. 2022, "Momentum Decoding: Open-ended Text Generation As Graph Exploration"
+    (arXiv:2212.02175). Text is a walk on a directed graph whose nodes are the tokens (and
+    n-grams) written so far, prompt included. Greedy search degenerates because the walk falls
+    into a cycle; momentum decoding lets the walk go back to a visited node only with a
+    "momentum" that a resistance function cuts down the deeper the loop it would close.
 
-The graph is the prompt plus the text so far (the paper includes the prefix). Each step records the
-candidates, their probability, repeated length and score in the event's `extra`, so the picture
-(the graph of visited tokens with the revisits marked) is drawn from the trace.
+Glossary
+    candidate    one of the `top_k` most probable next tokens (the candidate pool).
+    loop depth   d(v): the length of the longest n-gram (n <= max_ngram) ending with candidate v
+                 that already occurs earlier in prompt + text, i.e. how many visited nodes in a
+                 row the walk would repeat. 0 = a new node.
+    resistance   R(d) = d / max_ngram, in [0, 1].
+    score        (1 - alpha) * p(v) - alpha * R(d(v)); the best score wins.
+
+Choices made here (the paper's lookup-table resistance is not reproduced): R grows linearly
+with the loop depth and saturates at `max_ngram`; depth counts occurrences in the prompt too,
+as the authors' graph starts from the prompt's tokens. With alpha = 0 the score is p(v), so
+the choice is greedy's (tested). One model call per token: the depths need no lookahead.
 """
 
 from __future__ import annotations
@@ -22,72 +28,58 @@ from typing import Iterator
 
 import torch
 
-from decoding.autoregressive import point_mass, token_loop
+from decoding.autoregressive import token_loop
 from decoding.contracts import Outcome, RunContext
 from decoding.events import Event
 from decoding.params import Params, param
 from decoding.registry import register_strategy
 
-RESISTANCE = (0.0, 1.0, 3.0, 4.0, 5.0, 6.0)  # by repeated n-gram length 0..5 (Lan et al.'s table)
-
 
 @dataclass(frozen=True)
 class MomentumParams(Params):
-    weight: float = param(0.3, low=0.0, high=5.0,
-                          help="How hard returning to the text's own n-grams is resisted (0 = greedy).")
-    top_k: int = param(5, low=1, high=50, help="Candidates scored at each step (the most probable ones).")
-    max_ngram: int = param(5, low=1, high=5, help="Longest repeated n-gram looked for.")
+    alpha: float = param(0.2, low=0.0, high=1.0, help="Weight of the loop resistance against the probability (0 = greedy).")
+    top_k: int = param(5, low=1, high=64, help="How many of the most probable tokens are candidates at each step.")
+    max_ngram: int = param(5, low=1, high=16, help="Longest repeated n-gram counted as loop depth (R saturates there).")
 
 
-def resistance(length: int) -> float:
-    """The resistance of repeating an n-gram of this length (0 = a new token)."""
-    return RESISTANCE[min(length, len(RESISTANCE) - 1)]
+def loop_depth(ids: list[int], token_id: int, max_ngram: int) -> int:
+    """Length of the longest n-gram (n <= max_ngram) ending in `token_id` after `ids` that occurs in `ids`."""
+    seq = ids + [token_id]
+    best = 0
+    for n in range(1, min(max_ngram, len(ids)) + 1):
+        gram = seq[-n:]
+        if any(ids[i:i + n] == gram for i in range(len(ids) - n + 1)):
+            best = n
+        else:
+            break  # a longer n-gram cannot occur if its suffix does not
+    return best
 
 
-class NgramIndex:
-    """Every n-gram (n <= max_n) of a growing token list, for 'how long a repeat would this token make'."""
-
-    def __init__(self, ids: list[int], max_n: int):
-        self.max_n, self.ids, self.seen = max_n, [], [set() for _ in range(max_n + 1)]
-        for token in ids:
-            self.add(token)
-
-    def add(self, token: int) -> None:
-        self.ids.append(token)
-        for n in range(1, self.max_n + 1):
-            if len(self.ids) >= n:
-                self.seen[n].add(tuple(self.ids[-n:]))
-
-    def repeat_length(self, candidate: int) -> int:
-        """The longest n such that the last n - 1 tokens plus `candidate` already occurred (0: never seen)."""
-        best = 0
-        for n in range(1, self.max_n + 1):
-            if n - 1 > len(self.ids):
-                break
-            gram = tuple(self.ids[len(self.ids) - (n - 1):]) + (candidate,) if n > 1 else (candidate,)
-            if gram in self.seen[n]:
-                best = n
-            else:
-                break  # a longer n-gram contains this one: it cannot have occurred either
-        return best
+def momentum_choice(probs: torch.Tensor, ids: list[int], params: MomentumParams) -> dict:
+    """Pure decision from next-token probabilities (V,): candidates, their loop depths and scores."""
+    k = min(params.top_k, probs.shape[-1])
+    top_probs, top_ids = probs.topk(k)  # (k,), (k,)
+    depths = [loop_depth(ids, int(t), params.max_ngram) for t in top_ids.tolist()]
+    resistance = torch.tensor([d / params.max_ngram for d in depths])
+    scores = (1 - params.alpha) * top_probs - params.alpha * resistance  # (k,)
+    best = int(scores.argmax())  # ties keep the more probable candidate (topk order)
+    return {"candidates": top_ids.tolist(), "depths": depths, "scores": scores.tolist(), "chosen": best}
 
 
 @register_strategy("momentum", params=MomentumParams,
-                   help="momentum decoding: greedy, with a resistance to repeating the text's own n-grams (loops)")
+                   help="momentum decoding: greedy, but returning to a visited n-gram (a loop) is penalised by its depth")
 def momentum(ctx: RunContext, params: MomentumParams, outcome: Outcome) -> Iterator[Event]:
-    index = NgramIndex(list(ctx.prompt_ids), params.max_ngram)
+    prompt_len = len(ctx.prompt_ids)
 
     def choose(logits, ids):
-        probs = torch.softmax(logits.float(), dim=-1)
-        top_probs, top_ids = probs.topk(min(params.top_k, probs.shape[-1]))
-        lengths = [index.repeat_length(int(t)) for t in top_ids.tolist()]
-        scores = [float(p) - params.weight * resistance(n) for p, n in zip(top_probs.tolist(), lengths)]
-        best = max(range(len(scores)), key=lambda i: (scores[i], -i))  # ties: the more probable
-        token_id = int(top_ids[best])
-        index.add(token_id)
-        extra = {"candidates": top_ids.tolist(), "repeat_lengths": lengths,
-                 "scores": [round(s, 6) for s in scores], "chosen": best, "revisit": lengths[best] > 0,
-                 "greedy": best == 0}
-        return token_id, point_mass(logits, token_id), extra
+        decision = momentum_choice(torch.softmax(logits, -1), ids, params)
+        token_id = decision["candidates"][decision["chosen"]]
+        kept = torch.full_like(logits, float("-inf"))
+        kept[token_id] = 0.0
+        # the node written: this token with its predecessor (for the graph picture)
+        previous = ids[-1] if len(ids) > prompt_len else None
+        extra = decision | {"depth": decision["depths"][decision["chosen"]], "previous_id": previous,
+                            "alpha": params.alpha}
+        return token_id, kept, extra
 
     yield from token_loop(ctx, outcome, choose)

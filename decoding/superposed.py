@@ -1,24 +1,26 @@
-"""Superposed decoding: k drafts from ONE forward pass per step.
+"""Superposed decoding: k drafts from one forward pass per step.
 
 Paper followed
     Shen et al. 2024, "Superposed Decoding: Multiple Generations from a Single Autoregressive
-    Inference Pass". Instead of running k sequences, the model is fed one superposed input per
-    step: the weighted sum of the k drafts' newest token embeddings (weights = the drafts'
-    normalised probabilities). The next-token distribution of that one pass proposes the top-k
-    tokens; every draft x token pair is scored, and the k best pairs are the next drafts. Because
-    the superposed distribution mixes the drafts, each candidate's probability is interpolated
-    with an n-gram model conditioned on that draft's own last tokens, which keeps each draft
-    coherent.
+    Inference Pass" (arXiv:2405.18400). The k drafts share one KV cache: each step feeds ONE
+    input, the superposition sum_i w_i * embed(last token of draft i) with w the drafts'
+    normalised probabilities. The top tokens of that one distribution are the candidates for
+    every draft; each (draft, token) pair is scored by the draft's probability times an
+    interpolation of the model's probability with an n-gram model's, and the best k pairs are
+    the next drafts (like a beam of width k that costs one call per step).
 
-What we chose: the paper builds its n-gram models from a large corpus; here the n-gram table is
-built from the prompt's own tokens (bigrams and trigrams, backing off to the bigram), so the
-interpolation weight `ngram_weight` pulls drafts towards continuations the prompt contains. A
-candidate's probability is (1 - ngram_weight) p_superposed + ngram_weight p_ngram; a draft's score
-is the sum of its log-probabilities. With k = 1 the superposition is the one draft's embedding and
-the one candidate is the top token: greedy decoding (tested).
+Glossary
+    draft          one of the k generations, with its probability (product of its tokens').
+    superposition  the weighted sum of the drafts' last-token embeddings fed to the model.
+    n-gram model   counts of (previous n-1 tokens -> next token); it tells which candidate fits
+                   which draft, since the superposed distribution mixes all of them.
 
-Events are BeamStep (the Playground's beam view shows the k drafts as they grow): each step's k
-drafts, their scores and one forward pass per step (k independent runs would need k).
+Choices made here: the paper's n-gram models come from a large corpus; here a small table is
+built from the prompt's tokens (n = 2 and 3 backed off), so on short prompts the model's
+probability dominates. With k = 1 the superposition is the one draft and the candidate is the
+argmax: exactly greedy (tested). Events: one TokenStep per step for the best draft's newest
+token, with every draft in `extra["drafts"]`; the run's text is the best draft at the end (the
+steps' tokens form that text only while the lead never changes hands).
 """
 
 from __future__ import annotations
@@ -29,91 +31,85 @@ from typing import Iterator
 
 import torch
 
-from decoding import sampling
+from decoding.autoregressive import point_mass, token_event
 from decoding.contracts import Outcome, RunContext
-from decoding.events import BeamStep, Event
+from decoding.events import Event
 from decoding.params import Params, param
 from decoding.registry import register_strategy
 
 
 @dataclass(frozen=True)
 class SuperposedParams(Params):
-    drafts: int = param(3, low=1, high=8, help="Drafts advanced together by one forward pass per step (k).")
-    ngram_weight: float = param(0.3, low=0.0, high=1.0,
-                                help="Weight of the prompt's n-gram statistics against the superposed distribution.")
+    num_drafts: int = param(3, low=1, high=8, help="How many drafts grow together (k; 1 = greedy).")
+    ngram_weight: float = param(0.1, low=0.0, high=1.0,
+                                help="Weight of the prompt's n-gram statistics against the model's probability.")
 
 
-class PromptNgrams:
-    """Bigram and trigram next-token distributions from a token list (trigram, else bigram, else none)."""
+class NGrams:
+    """Back-off n-gram probabilities (trigram, then bigram) counted from a token sequence."""
 
     def __init__(self, ids: list[int]):
-        self.bi: dict[int, Counter] = defaultdict(Counter)
-        self.tri: dict[tuple[int, int], Counter] = defaultdict(Counter)
-        for a, b in zip(ids, ids[1:]):
-            self.bi[a][b] += 1
-        for a, b, c in zip(ids, ids[1:], ids[2:]):
-            self.tri[(a, b)][c] += 1
+        self.counts: dict[tuple, Counter] = defaultdict(Counter)
+        for n in (2, 3):
+            for i in range(len(ids) - n + 1):
+                self.counts[tuple(ids[i:i + n - 1])][ids[i + n - 1]] += 1
 
-    def prob(self, history: list[int], token: int) -> float:
-        table = self.tri.get(tuple(history[-2:])) if len(history) >= 2 else None
-        table = table or (self.bi.get(history[-1]) if history else None)
-        if not table:
-            return 0.0
-        return table[token] / sum(table.values())
+    def prob(self, context: list[int], token_id: int) -> float | None:
+        for n in (3, 2):
+            c = self.counts.get(tuple(context[-(n - 1):])) if len(context) >= n - 1 else None
+            if c:
+                return c[token_id] / sum(c.values())
+        return None  # no statistics for this context
 
 
-@register_strategy("superposed", params=SuperposedParams, family="beam",
-                   help="superposed decoding: k drafts advanced by ONE forward pass per step on mixed embeddings")
+def superposed_step(draft_probs: torch.Tensor, token_probs: torch.Tensor, drafts: list[list[int]],
+                    ngrams: NGrams, ngram_weight: float, k: int) -> list[tuple[int, int, float]]:
+    """Pure choice of the next k drafts: (parent draft, token, new draft probability), best first.
+
+    draft_probs (k0,), token_probs (V,) from the superposed pass; candidates are its top-k tokens.
+    """
+    top_probs, top_ids = token_probs.topk(min(k, token_probs.shape[-1]))
+    pairs = []
+    for d, (draft, dp) in enumerate(zip(drafts, draft_probs.tolist())):
+        for p, t in zip(top_probs.tolist(), top_ids.tolist()):
+            q = ngrams.prob(draft, t)
+            mixed = p if q is None else (1 - ngram_weight) * p + ngram_weight * q
+            pairs.append((d, t, dp * mixed))
+    pairs.sort(key=lambda x: -x[2])  # stable: ties keep draft order, then token rank
+    return pairs[:k]
+
+
+@register_strategy("superposed", params=SuperposedParams,
+                   help="superposed decoding: k drafts advanced by one forward pass per step on their superposed embeddings")
 def superposed(ctx: RunContext, params: SuperposedParams, outcome: Outcome) -> Iterator[Event]:
-    lm, k, lam = ctx.lm, params.drafts, params.ngram_weight
-    ngrams = PromptNgrams(list(ctx.prompt_ids))
+    lm, k = ctx.lm, params.num_drafts
+    prompt = list(ctx.prompt_ids)
+    ngrams = NGrams(prompt)
     embed = lm.model.get_input_embeddings()
-    out = lm.prefill(ctx.prompt_ids)
-    cache, logits = out.cache, out.logits[0, -1].float()
-    drafts: list[dict] = [{"ids": [], "score": 0.0}]
-    finished: list[dict] = []
+    out = lm.prefill(prompt)
+    logits, cache = out.logits[0, -1], out.cache  # (V,)
+    drafts: list[list[int]] = [[]]
+    draft_probs = torch.ones(1)  # (k0,)
     for step in range(ctx.max_new_tokens):
-        probs = torch.softmax(logits, -1)  # (V,) the superposed distribution
-        top_p, top_ids = probs.topk(min(k, probs.shape[-1]))
-        candidates = []
-        for d, draft in enumerate(drafts):
-            history = list(ctx.prompt_ids) + draft["ids"]
-            for p, t in zip(top_p.tolist(), top_ids.tolist()):
-                mixed = (1 - lam) * p + lam * ngrams.prob(history, t)
-                candidates.append((draft["score"] + float(torch.log(torch.tensor(max(mixed, 1e-30)))), d, t, mixed))
-        candidates.sort(key=lambda c: -c[0])
-        new, ended = [], []
-        for score, d, t, mixed in candidates:
-            if len(new) == k:
-                break
-            entry = {"ids": drafts[d]["ids"] + [t], "score": score, "parent": d, "token": t, "prob": mixed}
-            (ended if t in lm.stop_ids else new).append(entry)
-        finished += ended
-        beams = [{"token_ids": e["ids"], "text": lm.decode(e["ids"]), "score": e["score"], "parent": e["parent"],
-                  "token_id": e["token"], "token_text": lm.token_text(e["token"]), "logprob": float(torch.log(
-                      torch.tensor(max(e["prob"], 1e-30))))} for e in new]
-        yield BeamStep(step=ctx.step_offset + step, beams=beams,
-                       finished=[{"token_ids": e["ids"], "text": lm.decode(e["ids"]), "score": e["score"]}
-                                 for e in ended],
-                       entropy=float(sampling.entropy(logits)), elapsed_s=ctx.elapsed(), forward_passes=1)
-        drafts = new
-        if not drafts:
+        token_probs = torch.softmax(logits, -1)  # (V,) of the superposed input
+        chosen = superposed_step(draft_probs, token_probs, [prompt + d for d in drafts], ngrams, params.ngram_weight, k)
+        drafts = [drafts[d] + [t] for d, t, _ in chosen]
+        probs = torch.tensor([p for _, _, p in chosen])
+        draft_probs = probs / probs.sum()  # the weights of the next superposition
+        best = drafts[0]
+        extra = {"drafts": [{"token_ids": d, "text": lm.decode(d), "prob": p} for d, (_, _, p) in zip(drafts, chosen)],
+                 "parents": [d for d, _, _ in chosen], "independent_passes": len(drafts)}
+        yield token_event(ctx, ctx.step_offset + step, best[-1], logits, point_mass(logits, best[-1]), 1, extra)
+        if best[-1] in lm.stop_ids:
             outcome.stop_reason = "eos"
             break
-        if ctx.should_stop():
-            outcome.stop_reason = "cancelled"
+        if outcome.cancelled(ctx) or step + 1 >= ctx.max_new_tokens:
             break
-        if step + 1 == ctx.max_new_tokens:
-            break
-        weights = torch.softmax(torch.tensor([d["score"] for d in drafts]), 0)  # (k,) the drafts' probabilities
-        tokens = torch.tensor([d["ids"][-1] for d in drafts], device=lm.device)
-        mixed_embedding = (weights.to(lm.device, embed.weight.dtype)[:, None] * embed(tokens)).sum(0)  # (D,)
-        with torch.inference_mode():
-            step_out = lm.model(inputs_embeds=mixed_embedding.view(1, 1, -1), past_key_values=cache, use_cache=True)
+        ids = torch.tensor([d[-1] for d in drafts], device=lm.device)
+        weights = draft_probs.to(device=lm.device, dtype=embed.weight.dtype)
+        mixed = (weights[:, None] * embed(ids)).sum(0)  # (D,) the superposition
+        with torch.inference_mode():  # LM.forward takes ids; the superposition goes in as an embedding
+            o = lm.model(inputs_embeds=mixed.view(1, 1, -1), past_key_values=cache, use_cache=True)
         lm.forward_passes += 1
-        cache, logits = step_out.past_key_values, step_out.logits[0, -1].float()
-    pool = finished + drafts
-    best = max(pool, key=lambda d: d["score"]) if pool else {"ids": [], "score": 0.0}
-    outcome.token_ids = list(best["ids"])
-    outcome.extra = {"drafts": [{"text": lm.decode(d["ids"]), "score": round(d["score"], 4)} for d in pool],
-                     "best_score": best["score"]}
+        logits, cache = o.logits[0, -1].float(), o.past_key_values
+    outcome.token_ids = list(drafts[0])

@@ -1,176 +1,173 @@
-"""Momentum decoding and AdaDec: their defining properties on a tiny model and on hand-made token lists."""
+"""Momentum decoding, AdaDec and superposed decoding: their defining properties on real (tiny) models."""
 
 import pytest
+import torch
 
 from decoding import run_to_trace
-from decoding.adadec import NEVER
-from decoding.momentum import NgramIndex, resistance
+from decoding.adadec import MAX_THRESHOLD, rerank
+from decoding.events import Trace
+from decoding.momentum import MomentumParams, loop_depth, momentum_choice
+from decoding.superposed import NGrams, superposed_step
 
-PROMPT = "Once upon a time there was a small town by the sea"
-
-
-def tokens(trace) -> list[int]:
-    return [e.token_id for e in trace.of_kind("token")]
+PROMPT = "The quick brown fox"
 
 
-def repeated_ngrams(ids: list[int], n: int = 4) -> int:
-    grams = [tuple(ids[i:i + n]) for i in range(len(ids) - n + 1)]
-    return len(grams) - len(set(grams))
+@pytest.fixture(scope="module")
+def greedy_ids(tiny_lm):
+    return run_to_trace(tiny_lm, PROMPT, strategy="greedy", max_new_tokens=16).finish.token_ids
 
 
-def test_the_ngram_index_finds_the_longest_repeat():
-    index = NgramIndex([1, 2, 3, 4, 1, 2], max_n=5)
-    assert index.repeat_length(9) == 0  # never seen
-    assert index.repeat_length(4) == 1  # seen, but "2 4" is new
-    assert index.repeat_length(3) == 3  # "1 2 3" occurred
-    index.add(3)
-    assert index.repeat_length(4) == 4  # "1 2 3 4"
-    assert [resistance(n) for n in range(7)] == [0.0, 1.0, 3.0, 4.0, 5.0, 6.0, 6.0]
+@pytest.mark.parametrize("strategy, params", [("momentum", {"alpha": 0.0}), ("adadec", {"threshold": MAX_THRESHOLD}),
+                                              ("superposed", {"num_drafts": 1})])
+def test_the_neutral_setting_is_greedy(tiny_lm, greedy_ids, strategy, params):
+    trace = run_to_trace(tiny_lm, PROMPT, strategy=strategy, params=params, max_new_tokens=16)
+    assert trace.finish.token_ids == greedy_ids
+    assert all(e.forward_passes == 1 for e in trace.of_kind("token"))  # no extra model call when neutral
 
 
-def test_momentum_with_weight_zero_is_greedy(tiny_lm):
-    greedy = run_to_trace(tiny_lm, PROMPT, strategy="greedy", max_new_tokens=30)
-    momentum = run_to_trace(tiny_lm, PROMPT, strategy="momentum", params={"weight": 0.0}, max_new_tokens=30)
-    assert tokens(momentum) == tokens(greedy)
-    assert all(e.extra["greedy"] for e in momentum.of_kind("token"))
+def test_loop_depth_counts_the_longest_repeated_ngram():
+    assert loop_depth([1, 2, 3, 1, 2], 3, 5) == 3  # "1 2 3" again
+    assert loop_depth([1, 2, 3, 1, 2], 9, 5) == 0  # a new node
+    assert loop_depth([1, 2, 3, 1, 2], 3, 2) == 2  # saturates at max_ngram
+    assert loop_depth([5, 1], 1, 5) == 1
 
 
-def test_momentum_resists_the_loops_greedy_falls_into(tiny_lm):
-    greedy = tokens(run_to_trace(tiny_lm, PROMPT, strategy="greedy", max_new_tokens=60))
-    steps = run_to_trace(tiny_lm, PROMPT, strategy="momentum", params={"weight": 1.0}, max_new_tokens=60).of_kind("token")
-    assert repeated_ngrams(greedy) > 0  # the random model loops under greedy
-    assert repeated_ngrams([e.token_id for e in steps]) < repeated_ngrams(greedy)
-    for e in steps:  # the chosen candidate has the best score: probability minus the resistance
-        assert e.extra["scores"][e.extra["chosen"]] == max(e.extra["scores"])
-        assert e.token_id == e.extra["candidates"][e.extra["chosen"]]
+def test_momentum_penalises_closing_a_loop():
+    probs = torch.tensor([0.5, 0.4, 0.1])  # token 0 would repeat "7 0", token 1 is new
+    ids = [7, 0, 3, 7]
+    greedy = momentum_choice(probs, ids, MomentumParams(alpha=0.0, top_k=3, max_ngram=4))
+    assert greedy["candidates"][greedy["chosen"]] == 0
+    pushed = momentum_choice(probs, ids, MomentumParams(alpha=0.3, top_k=3, max_ngram=4))
+    assert pushed["depths"][pushed["candidates"].index(0)] == 2
+    assert pushed["candidates"][pushed["chosen"]] == 1
 
 
-def test_adadec_that_never_pauses_is_greedy(tiny_lm):
-    greedy = run_to_trace(tiny_lm, PROMPT, strategy="greedy", max_new_tokens=30)
-    ada = run_to_trace(tiny_lm, PROMPT, strategy="adadec", params={"threshold": NEVER}, max_new_tokens=30)
-    assert tokens(ada) == tokens(greedy) and not any(e.extra["paused"] for e in ada.of_kind("token"))
+def test_momentum_breaks_greedy_loops_on_tiny_ar():
+    g = run_to_trace("tiny-ar", "the cat", strategy="greedy", max_new_tokens=40, chat=False)
+    m = run_to_trace("tiny-ar", "the cat", strategy="momentum", params={"alpha": 0.5}, max_new_tokens=40, chat=False)
+    deep = [e.extra["depth"] for e in m.of_kind("token")]
+    assert m.finish.token_ids != g.finish.token_ids
+    assert all(e.extra["candidates"][e.extra["chosen"]] == e.token_id for e in m.of_kind("token"))
+    assert max(deep) <= 5
 
 
-def test_adadec_pauses_rerank_by_lookahead_and_count_every_call(tiny_lm):
-    trace = run_to_trace(tiny_lm, PROMPT, strategy="adadec",
-                         params={"threshold": 0.0, "top_k": 3, "lookahead": 4}, max_new_tokens=12)
+def test_adadec_rerank_is_the_mean_logprob():
+    scores = rerank(torch.tensor([-0.1, -1.0]), torch.tensor([[-3.0, -3.0], [-0.1, -0.1]]))
+    assert torch.allclose(scores, torch.tensor([-6.1 / 3, -1.2 / 3]))
+    assert int(scores.argmax()) == 1  # the less probable candidate wins on its lookahead
+
+
+def slow_adadec(lm, prompt_ids, threshold, k, lookahead, steps):
+    """Reference without a cache: every score from a full forward of the whole sequence."""
+    ids = list(prompt_ids)
+    for _ in range(steps):
+        logits = lm.forward(torch.tensor([ids])).logits[0, -1]
+        logprobs = torch.log_softmax(logits, -1)
+        if -(logprobs.exp() * logprobs).sum() > threshold:
+            scores = []
+            for lp, c in zip(*logprobs.topk(k)):
+                seq, total = ids + [int(c)], [float(lp)]
+                for _ in range(lookahead):
+                    nxt = torch.log_softmax(lm.forward(torch.tensor([seq])).logits[0, -1], -1)
+                    total.append(float(nxt.max()))
+                    seq.append(int(nxt.argmax()))
+                scores.append(sum(total) / len(total))
+            ids.append(int(logprobs.topk(k).indices[int(torch.tensor(scores).argmax())]))
+        else:
+            ids.append(int(logits.argmax()))
+    return ids[len(prompt_ids):]
+
+
+def test_adadec_matches_a_slow_reference_and_counts_lookahead_calls(tiny_lm):
+    trace = run_to_trace(tiny_lm, PROMPT, strategy="adadec", params={"threshold": 0.0, "top_k": 3, "lookahead": 2},
+                         max_new_tokens=8)
     steps = trace.of_kind("token")
-    assert len(steps) == 12 and all(e.extra["paused"] for e in steps)
-    assert sum(e.forward_passes for e in steps) == 1 + 12 * 4  # the prompt, then 4 lookahead calls per pause
-    for e in steps:
-        assert e.extra["scores"][e.extra["chosen"]] == max(e.extra["scores"])
-        assert len(e.extra["lookahead_texts"]) == 3 and e.token_id == e.extra["candidates"][e.extra["chosen"]]
-    # without the lookahead's weight the score is the candidate's own log-probability: greedy again
-    plain = run_to_trace(tiny_lm, PROMPT, strategy="adadec",
-                         params={"threshold": 0.0, "lookahead_weight": 0.0}, max_new_tokens=12)
-    assert tokens(plain) == tokens(run_to_trace(tiny_lm, PROMPT, strategy="greedy", max_new_tokens=12))
+    assert trace.finish.token_ids == slow_adadec(tiny_lm, trace.start.prompt_ids, 0.0, 3, 2, 8)
+    assert all(e.extra["paused"] for e in steps)
+    # prefill + 2 lookahead calls, then 2 per pause (the first lookahead call fed the winner)
+    assert [e.forward_passes for e in steps] == [3] + [2] * 7
 
 
-def test_adadec_continues_from_the_chosen_candidate_exactly(tiny_lm):
-    """After a pause the cache holds the context and the chosen candidate only: the next distribution
-    equals a fresh forward over the text so far."""
-    import torch
-
-    trace = run_to_trace(tiny_lm, PROMPT, strategy="adadec", params={"threshold": 0.0, "lookahead": 3},
-                         max_new_tokens=6)
-    ids = tiny_lm.encode_prompt(PROMPT)[0]
-    for e in trace.of_kind("token"):
-        fresh = tiny_lm.forward(torch.tensor([ids]), last_only=True).logits[0, -1]
-        top = torch.softmax(fresh, -1).topk(3).indices.tolist()
-        assert e.extra["candidates"] == top
-        ids.append(e.token_id)
+def test_superposed_step_keeps_the_k_best_pairs_and_uses_ngrams():
+    probs = torch.tensor([0.6, 0.3, 0.1])
+    drafts = [[0, 1], [0, 2]]
+    plain = superposed_step(torch.tensor([0.5, 0.5]), probs, drafts, NGrams([]), 0.0, 2)
+    assert [(d, t) for d, t, _ in plain] == [(0, 0), (1, 0)]
+    ngrams = NGrams([2, 1, 2, 1])  # after 2 comes 1
+    mixed = superposed_step(torch.tensor([0.5, 0.5]), probs, drafts, ngrams, 0.9, 2)
+    assert (1, 1) in [(d, t) for d, t, _ in mixed]
 
 
-def test_one_superposed_draft_is_greedy(tiny_lm):
-    greedy = run_to_trace(tiny_lm, PROMPT, strategy="greedy", max_new_tokens=20)
-    one = run_to_trace(tiny_lm, PROMPT, strategy="superposed", params={"drafts": 1}, max_new_tokens=20)
-    assert one.finish.token_ids == greedy.finish.token_ids
-
-
-def test_superposed_drafts_cost_one_pass_per_step(tiny_lm):
-    before = tiny_lm.forward_passes
-    trace = run_to_trace(tiny_lm, PROMPT, strategy="superposed", params={"drafts": 3, "ngram_weight": 0.3},
-                         max_new_tokens=16)
-    steps = trace.of_kind("beams")
-    assert tiny_lm.forward_passes - before == len(steps)  # the prompt once, then one pass per further step
-    assert all(len(s.beams) == 3 for s in steps[1:])
-    last = steps[-1].beams
-    assert len({tuple(b["token_ids"]) for b in last}) == 3  # three different drafts
-    assert last == sorted(last, key=lambda b: -b["score"])
-    assert trace.finish.token_ids == max(last, key=lambda b: b["score"])["token_ids"] or trace.finish.extra["drafts"]
-
-
-def test_prompt_ngrams_back_off_from_trigram_to_bigram():
-    from decoding.superposed import PromptNgrams
-
-    grams = PromptNgrams([1, 2, 3, 1, 2, 4, 2, 3])
-    assert grams.prob([1, 2], 3) == 0.5 and grams.prob([1, 2], 4) == 0.5  # trigram (1, 2) -> 3 | 4
-    assert grams.prob([9, 2], 3) == pytest.approx(2 / 3)  # no trigram (9, 2): bigram 2 -> 3, 4, 3
-    assert grams.prob([7], 3) == 0.0
+def test_superposed_uses_one_pass_per_step_for_k_drafts(tiny_lm):
+    trace = run_to_trace(tiny_lm, PROMPT, strategy="superposed", params={"num_drafts": 3}, max_new_tokens=10)
+    steps = trace.of_kind("token")
+    assert [e.forward_passes for e in steps] == [1] * 10
+    assert all(len(e.extra["drafts"]) == 3 for e in steps[1:])
+    assert trace.finish.token_ids == steps[-1].extra["drafts"][0]["token_ids"]
+    probs = [d["prob"] for d in steps[-1].extra["drafts"]]
+    assert probs == sorted(probs, reverse=True)
 
 
 @pytest.mark.parametrize("strategy", ["momentum", "adadec", "superposed"])
-def test_the_cli_runs_them_on_the_embedded_model(strategy):
-    import subprocess
-    import sys
+def test_traces_round_trip_through_json(tiny_lm, strategy):
+    trace = run_to_trace(tiny_lm, PROMPT, strategy=strategy, params={"threshold": 0.0} if strategy == "adadec" else {},
+                         max_new_tokens=6)
+    back = Trace.from_json(trace.to_json())
+    assert [e.to_dict() for e in back.events] == [e.to_dict() for e in trace.events]
 
-    out = subprocess.run([sys.executable, "-m", "decoding", "run", "--strategy", strategy, "--max-new-tokens", "8",
-                          "--prompt", "The best thing about the city is", "--json"],
-                         capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["momentum"])  # adadec and superposed run on real models in the preset tests
+def test_the_cli_runs_a_new_method_on_the_default_model(strategy, capsys):
+    """The real embedded default model (SmolLM2-135M), through `python -m decoding run`."""
     import json
 
-    result = json.loads(out.stdout)
-    assert result["strategy"] == strategy and result["model"] == "smollm2-135m"
-    assert result["stats"]["num_tokens"] == 8 and result["text"].startswith("The best thing about the city is")
+    from decoding.__main__ import main as cli
+
+    code = cli(["run", "--strategy", strategy, "--prompt", "The best thing about", "--max-new-tokens", "6",
+                "--set", "threshold=0" if strategy == "adadec" else "top_k=3" if strategy == "momentum" else "num_drafts=2",
+                "--json", "--quiet"])
+    assert code in (0, None)
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["token_ids"]) >= 1 and out["text"].strip()
 
 
-QA = ("Context: The lighthouse on the northern cliff was built in 1871 by the harbour board. "
-      "Question: When was the lighthouse built?")
+def run_preset(name, **overrides):
+    from decoding.presets import find_preset
+
+    p = find_preset("playground", name)
+    settings = dict(strategy=p.strategy, params=p.params, max_new_tokens=p.max_new_tokens, chat=p.chat, seed=p.seed)
+    return run_to_trace(p.model, p.prompt, **(settings | overrides))
 
 
-def test_exact_extract_finds_the_span_with_the_highest_exact_probability(tiny_lm):
-    """Brute force: every span's probability from a fresh forward over prompt + span + end; the
-    table equals it and the chosen span is its argmax."""
-    import torch
-
-    from decoding.exact_extract import passage_of, span_table
-
-    passage, _ = passage_of(QA)
-    prompt_ids = tiny_lm.encode_prompt(QA)[0]
-    passage_ids = tiny_lm.tokenizer(passage, add_special_tokens=False).input_ids[:20]
-    end = min(tiny_lm.stop_ids)
-    table, calls = span_table(tiny_lm, prompt_ids, passage_ids, 5, end)
-    assert calls == 1 + 2  # the prompt, then 20 starts in batches of 16
-    best, where = float("-inf"), None
-    for i in range(len(passage_ids)):
-        for j in range(min(5, len(passage_ids) - i)):
-            ids = prompt_ids + passage_ids[i:i + j + 1] + [end]
-            logprobs = torch.log_softmax(tiny_lm.forward(torch.tensor([ids])).logits[0].float(), -1)
-            exact = sum(float(logprobs[k - 1, ids[k]]) for k in range(len(prompt_ids), len(ids)))
-            assert table[i, j] == pytest.approx(exact, abs=1e-3)
-            if exact > best:
-                best, where = exact, (i, j)
-    assert divmod(int(table.argmax()), 5) == where
+def loop_steps(trace):
+    """Generated tokens that repeat an n-gram of 2 or more tokens already in prompt + text."""
+    ids, count = list(trace.start.prompt_ids), 0
+    for t in trace.finish.token_ids:
+        count += loop_depth(ids, t, 5) >= 2
+        ids.append(t)
+    return count
 
 
-def test_exact_extract_runs_and_asks_for_a_passage(tiny_lm):
-    trace = run_to_trace(tiny_lm, QA, strategy="exact-extract", params={"max_span": 4}, max_new_tokens=8)
-    extra = trace.finish.extra
-    start, end = extra["span"]
-    assert 1 <= end - start <= 4 and extra["top_spans"][0]["start"] == start
-    assert max(v for row in extra["table"] for v in row if v is not None) == pytest.approx(extra["span_logprob"], abs=1e-3)
-    assert [e.token_id for e in trace.of_kind("token")][:end - start] == \
-        tiny_lm.tokenizer(QA.split("Context:")[1].split("Question:")[0].strip(), add_special_tokens=False).input_ids[start:end]
-    with pytest.raises(ValueError, match="Context:"):
-        run_to_trace(tiny_lm, "What is the capital of France?", strategy="exact-extract", max_new_tokens=4)
+@pytest.mark.slow
+def test_preset_07_momentum_loops_far_less_than_greedy_on_the_base_model():
+    """What the note says: the same base model and prompt as preset 01, far fewer loop steps than greedy."""
+    momentum = run_preset("07-momentum-breaks-greedy-loops")
+    greedy = run_preset("07-momentum-breaks-greedy-loops", strategy="greedy", params={})
+    assert momentum.start.model == greedy.start.model == "gemma3-270m"
+    assert loop_steps(greedy) >= 20  # measured: 33 of 80
+    assert loop_steps(momentum) * 3 <= loop_steps(greedy)  # measured: 3
 
 
-def test_superposed_drafts_show_in_the_playground_beam_view(tiny_lm):
-    from ui.playground_views import is_beam_family, playground_strategies
-    from visualizers import beams_figure
-
-    assert "superposed" in playground_strategies() and is_beam_family("superposed") and not is_beam_family("adadec")
-    trace = run_to_trace(tiny_lm, PROMPT, strategy="superposed", params={"drafts": 3}, max_new_tokens=6)
-    live = next(t for t in beams_figure(trace).data if t.name == "live beam")
-    assert len(live.x) == sum(len(s.beams) for s in trace.of_kind("beams"))
+@pytest.mark.slow
+def test_presets_08_and_09_show_pauses_and_one_pass_per_step():
+    adadec = run_preset("08-adadec-pauses-when-unsure")
+    steps = adadec.of_kind("token")
+    pauses = [e for e in steps if e.extra["paused"]]
+    assert pauses and len(pauses) < len(steps)  # it pauses only where unsure
+    assert sum(e.forward_passes for e in steps) == len(steps) + 2 * len(pauses)  # lookahead 3: 2 extra calls each
+    superposed = run_preset("09-superposed-drafts-in-one-pass")
+    steps = superposed.of_kind("token")
+    assert sum(e.forward_passes for e in steps) == len(steps)
+    drafts = [d["text"] for d in steps[-1].extra["drafts"]]
+    assert len(drafts) == 3 and len(set(drafts)) == 3

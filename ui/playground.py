@@ -124,6 +124,7 @@ def _views(c: dict) -> None:
     c["text"] = gr.HTML(initial["text"], elem_id="dl-main-text", js_on_load=TOKEN_CLICK_JS, elem_classes="dl-panel")
     c["entropy"] = gr.Plot(initial["entropy"], label="Entropy per step", elem_id="dl-entropy")
     c["beams"] = gr.Plot(label="Beam search tree", visible=DEFAULT_STRATEGY == "beam", elem_id="dl-beams")
+    c["method"] = gr.Plot(label="Method picture", visible=False, elem_id="dl-method")  # momentum, adadec, superposed
     with gr.Row(equal_height=False):
         with gr.Column(scale=5, min_width=320, elem_classes="dl-inspector"):
             with gr.Row(equal_height=True):
@@ -163,7 +164,7 @@ def _wire(c: dict) -> None:
                        show_progress="minimal", show_progress_on=[c["status"]], api_visibility="undocumented")
     quiet = dict(show_progress="hidden", api_visibility="undocumented")
 
-    strategy_outputs = {k: c[k] for k in [f"group:{n}" for n in playground_strategies()] + ["strategy", "beams"]}
+    strategy_outputs = {k: c[k] for k in [f"group:{n}" for n in playground_strategies()] + ["strategy", "beams", "method"]}
     c["strategy"].change(bind(cb.strategy_changed, strategy_outputs), c["strategy"], list(strategy_outputs.values()),
                          **quiet)
     preset_outputs = {k: c[k] for k in CONTROLS + ("note",)} | {w.key: c[w.key] for w in param_widgets()}

@@ -12,6 +12,8 @@ from typing import Iterator
 
 import gradio as gr
 
+from visualizers.token_methods import METHOD_FIGURES
+
 from decoding.events import Trace, TokenStep, stats
 from decoding.presets import find_preset, preset_menu
 from decoding.run import validate_request
@@ -33,6 +35,7 @@ def strategy_changed(strategy: str) -> dict:
     out = {f"group:{name}": gr.update(visible=name == strategy) for name in playground_strategies()}
     out["strategy"] = gr.update(info=strategy_help(strategy))
     out["beams"] = gr.update(visible=is_beam_family(strategy))
+    out["method"] = gr.update(visible=strategy in METHOD_FIGURES)
     return out
 
 

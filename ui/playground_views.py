@@ -25,7 +25,7 @@ from decoding.events import TokenStep, Trace, stats
 from decoding.run import MAX_NEW_TOKENS_CAP
 from decoding.registry import STRATEGIES, get_strategy, param_specs
 from ui.common import EMPTY_STATS_HTML, fmt, stat_cards_html
-from visualizers import beams_figure, distribution_figure, entropy_figure, tokens_html
+from visualizers import beams_figure, distribution_figure, entropy_figure, method_figure, tokens_html
 from visualizers._common import esc, visible
 
 UI_MAX_NEW_TOKENS = min(512, MAX_NEW_TOKENS_CAP)
@@ -45,7 +45,7 @@ PRIMARY_PARAMS = 4  # the first parameters of a strategy are shown; the rest sit
 STOP_WORDS = {"max_new_tokens": "length", "eos": "end token", "cancelled": "Stop", "running": "running…"}
 
 OUTPUTS = ("status", "stats", "text", "branch_box", "branch_text", "branch_summary", "entropy", "distribution",
-           "beams", "inspect", "step", "alternatives", "branch_button", "trace", "branch", "selection")
+           "beams", "method", "inspect", "step", "alternatives", "branch_button", "trace", "branch", "selection")
 CONTROLS = ("model", "strategy", "prompt", "max_new_tokens", "seed", "chat")
 
 
@@ -159,6 +159,8 @@ def views(trace: Trace | None, branch: dict | None, selection: dict, color_by: s
     out["distribution"] = gr.update(value=distribution_figure(shown, step=step), visible=not is_beam,
                                     label=f"Alternatives at {where} · {name}")
     out["beams"] = gr.update(value=beams_figure(shown), visible=True) if is_beam else gr.update(visible=False)
+    picture = method_figure(shown)  # momentum / adadec / superposed draw a picture of their own
+    out["method"] = gr.update(value=picture, visible=True) if picture is not None else gr.update(visible=False)
     out["stats"] = stats_html(shown, name)
     if inspector:
         out |= inspector_views(shown, name, step)

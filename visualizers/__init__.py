@@ -71,3 +71,8 @@ from visualizers.diffusion import (  # noqa: E402
 
 __all__ += ["ar_vs_diffusion_html", "canvas_html", "compare_samplers_figure", "confidence_figure",
             "diffusion_summary_html", "tokens_per_step_figure", "unmask_order_figure"]
+
+# Playground methods with pictures of their own (momentum graph, AdaDec pauses, superposed drafts)
+from visualizers.token_methods import adadec_figure, method_figure, momentum_graph_figure, superposed_figure  # noqa: E402
+
+__all__ += ["adadec_figure", "method_figure", "momentum_graph_figure", "superposed_figure"]

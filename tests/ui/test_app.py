@@ -68,6 +68,7 @@ def test_each_strategy_shows_only_its_parameters(strategy):
     assert shown[f"group:{strategy}"]["visible"] is True
     assert all(shown[f"group:{s}"]["visible"] is False for s in playground_strategies() if s != strategy)
     assert shown["beams"]["visible"] is (strategy == "beam")
+    assert shown["method"]["visible"] is (strategy in ("momentum", "adadec", "superposed"))
     for w in param_widgets(strategy):  # slider defaults inside their ends
         if w.low is not None:
             assert w.low <= w.default <= w.high, w
@@ -116,10 +117,12 @@ def test_redraws_are_throttled_by_wall_clock(monkeypatch):
 
 @pytest.mark.parametrize("strategy", playground_strategies())
 def test_every_strategy_renders_in_the_playground(strategy):
-    updates, trace, selection = run_ui(strategy=strategy, max_new_tokens=5)
+    prompt = "Context: Tom has a red bike. Question: What colour is the bike?" if strategy == "exact-extract" else "Hello"
+    updates, trace, selection = run_ui(strategy=strategy, prompt=prompt, max_new_tokens=5)
     final = updates[-1]
     assert trace.finish is not None and trace.start.strategy == strategy
     assert final["beams"]["visible"] is (strategy == "beam")
+    assert final["method"]["visible"] is (strategy in ("momentum", "adadec", "superposed"))  # their own picture
     assert final["distribution"]["visible"] is (strategy != "beam")  # beam search has no per-step distribution
     assert final["entropy"]["value"].data and final["stats"].count('class="dl-stat"') == 6
     if strategy == "beam":  # no per-token steps: nothing to select or branch from
