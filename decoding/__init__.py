@@ -24,7 +24,6 @@ from decoding.run import generate, run_to_trace  # noqa: E402
 import decoding.autoregressive  # noqa: E402, F401, I001
 import decoding.momentum  # noqa: E402, F401
 import decoding.adadec  # noqa: E402, F401
-import decoding.exact_extract  # noqa: E402, F401
 import decoding.superposed  # noqa: E402, F401
 import decoding.speculative.strategy  # noqa: E402, F401
 import decoding.scaling.methods  # noqa: E402, F401
