@@ -12,7 +12,7 @@ from decoding.run import as_lm
 from decoding.registry import STRATEGIES
 
 PROMPT = "The quick brown fox"
-TOKEN_STRATEGIES = ["greedy", "sample", "mirostat", "contrastive", "speculative"]
+TOKEN_STRATEGIES = ["greedy", "sample", "mirostat", "contrastive", "speculative", "momentum", "adadec"]
 
 
 def untimed(trace: Trace) -> list[dict]:
@@ -55,6 +55,8 @@ def test_every_strategy_yields_a_well_formed_trace(tiny_lm, strategy):
         assert tiny_lm.decode(finish.token_ids) == chosen["text"] == finish.text
     elif STRATEGIES[strategy].family == "diffusion":
         assert trace.of_kind("diffusion_step") and finish.text == tiny_lm.decode(finish.token_ids)
+    elif strategy == "superposed":  # drafts are re-ranked each step: the text is the best draft at the end
+        assert trace.of_kind("token")[-1].extra["drafts"][0]["token_ids"] == finish.token_ids
     else:
         assert trace.of_kind("beams")
     # Statistics count what ran: the events' forward passes are the model calls the LM made.
