@@ -22,6 +22,7 @@ from decoding.run import generate, run_to_trace  # noqa: E402
 
 # the shipped methods register themselves on import; registration order is menu order
 import decoding.autoregressive  # noqa: E402, F401, I001
+import decoding.extractive  # noqa: E402, F401
 import decoding.speculative.strategy  # noqa: E402, F401
 import decoding.scaling.methods  # noqa: E402, F401
 import decoding.scaling.astar  # noqa: E402, F401

@@ -116,7 +116,8 @@ def test_redraws_are_throttled_by_wall_clock(monkeypatch):
 
 @pytest.mark.parametrize("strategy", playground_strategies())
 def test_every_strategy_renders_in_the_playground(strategy):
-    updates, trace, selection = run_ui(strategy=strategy, max_new_tokens=5)
+    prompt = "Context: A cat sat. Question: Who sat? Answer:" if strategy == "exact-extract" else "Hello"
+    updates, trace, selection = run_ui(strategy=strategy, prompt=prompt, max_new_tokens=5)
     final = updates[-1]
     assert trace.finish is not None and trace.start.strategy == strategy
     assert final["beams"]["visible"] is (strategy == "beam")
