@@ -69,10 +69,30 @@ def test_beam_tree_at_40_steps_labels_only_the_best_path(tiny_lm):
 
 
 @pytest.mark.slow
-def test_smollm2_answers_with_a_span_of_the_passage(smol_lm):
+def test_smollm2_answer_is_a_span_with_its_exact_probability(smol_lm):
     prompt = ("Context: The Amazon River flows through Brazil, Peru and Colombia and empties into the Atlantic Ocean. "
               "Question: Into which ocean does the Amazon River empty? Answer:")
-    trace = run_to_trace(smol_lm, prompt, strategy="exact-extract", max_new_tokens=16, chat=False)
+    trace = run_to_trace(smol_lm, prompt, strategy="exact-extract", max_new_tokens=16, chat=True)
     record = extract_record(trace)
-    assert "Atlantic" in record["best"]["text"] and record["best"]["text"] in prompt
-    assert record["best"]["logprob"] == max(t["logprob"] for t in record["top"])
+    best = record["best"]
+    # what preset 08 says: the best span is the Atlantic clause; greedy writes a sentence that is no span
+    assert "into the Atlantic Ocean" in best["text"] and record["greedy"]["span"] is None
+    assert best["text"] in prompt and trace.finish.text == best["text"]
+    assert best["logprob"] == max(t["logprob"] for t in record["top"])
+    assert record["num_spans"] > 100  # every span of the passage up to 12 tokens, not a sample
+    # the recorded value is the exact one: one uncached forward of prompt + span + end
+    passage_ids = smol_lm.tokenizer(" " + passage_of(prompt), add_special_tokens=False).input_ids
+    span = passage_ids[best["start"]:best["end"] + 1]
+    value = brute_force_logprob(smol_lm, trace.start.prompt_ids, span, end_token_ids(smol_lm))
+    assert best["logprob"] == pytest.approx(value, abs=0.05)
+
+
+def test_shipped_qa_items_answer_with_a_span_of_their_context():
+    import json
+    from pathlib import Path
+
+    items = json.loads((Path(__file__).resolve().parents[1] / "presets" / "tasks" / "extractive-qa.json").read_text())["items"]
+    assert len(items) >= 5
+    for item in items:
+        assert item["answer"] in item["context"]
+        assert passage_of(f"Context: {item['context']} Question: {item['question']} Answer:") == item["context"]

@@ -44,3 +44,19 @@ def test_pick_windows_is_seeded_and_refuses_too_little_data():
         assert "fewer than num_seqs=4" in str(error)
     else:
         raise AssertionError("expected a ValueError")
+
+
+def test_preset_07_note_holds():
+    """What the hyperfitting preset's note says: the hyperfitted model's greedy line and entropy, the base model's loop."""
+    from decoding.presets import load_presets
+
+    preset = next(p for p in load_presets() if p.name.startswith("07-"))
+    runs = {}
+    for name in ("tiny-ar-hyperfit", "tiny-ar"):
+        lm = LM(load_model(name, dtype="float32", progress=None))
+        runs[name] = run_to_trace(lm, preset.prompt, strategy="greedy", max_new_tokens=preset.max_new_tokens, chat=False)
+    hyper, base = runs["tiny-ar-hyperfit"], runs["tiny-ar"]
+    mean = lambda t: sum(e.entropy for e in t.of_kind("token")) / len(t.of_kind("token"))  # noqa: E731
+    assert "after all thy wickedness, (woe, woe unto thee! saith the LORD GOD;)" in hyper.finish.text
+    assert mean(hyper) < 0.15 and mean(base) > 2.5
+    assert "and went out, and went out, and went out" in base.finish.text
