@@ -25,6 +25,7 @@ import decoding.autoregressive  # noqa: E402, F401, I001
 import decoding.momentum  # noqa: E402, F401
 import decoding.adadec  # noqa: E402, F401
 import decoding.superposed  # noqa: E402, F401
+import decoding.extractive  # noqa: E402, F401
 import decoding.speculative.strategy  # noqa: E402, F401
 import decoding.scaling.methods  # noqa: E402, F401
 import decoding.scaling.astar  # noqa: E402, F401

@@ -130,6 +130,11 @@ REGISTRY: dict[str, ModelSpec] = {
         description="the project's own small causal LM (Llama, 4M) trained on the same text as tiny-diffusion",
         local_dir="tiny-ar",
     ),
+    "tiny-ar-hyperfit": ModelSpec(
+        name="tiny-ar-hyperfit",
+        description="tiny-ar hyperfitted (Carlsson et al. 2024): fine-tuned on 192 of its training texts to near-zero loss; sharp, low-entropy",
+        local_dir="tiny-ar-hyperfit",
+    ),
     "tiny-ar-draft": ModelSpec(
         name="tiny-ar-draft",
         description="a 0.85M causal LM with tiny-ar's tokenizer and data: tiny-ar's offline draft model (speculative)",

@@ -12,7 +12,12 @@ from decoding.run import as_lm
 from decoding.registry import STRATEGIES
 
 PROMPT = "The quick brown fox"
-TOKEN_STRATEGIES = ["greedy", "sample", "mirostat", "contrastive", "speculative", "momentum", "adadec"]
+TOKEN_STRATEGIES = ["greedy", "sample", "mirostat", "contrastive", "speculative", "momentum", "adadec", "exact-extract"]
+QA_PROMPT = "Context: The quick brown fox jumps over the lazy dog. Question: What jumps? Answer:"  # exact-extract's form
+
+
+def prompt_for(strategy: str) -> str:
+    return QA_PROMPT if strategy == "exact-extract" else PROMPT
 
 
 def untimed(trace: Trace) -> list[dict]:
@@ -35,7 +40,7 @@ def model_for(strategy, tiny_lm):
 def test_every_strategy_yields_a_well_formed_trace(tiny_lm, strategy):
     tiny_lm = model_for(strategy, tiny_lm)
     calls_before = tiny_lm.forward_passes
-    trace = run_to_trace(tiny_lm, PROMPT, strategy=strategy, max_new_tokens=12, seed=3)
+    trace = run_to_trace(tiny_lm, prompt_for(strategy), strategy=strategy, max_new_tokens=12, seed=3)
     assert isinstance(trace.events[0], RunStarted) and isinstance(trace.events[-1], RunFinished)
     finish = trace.finish
     assert 1 <= len(finish.token_ids) <= 12
@@ -68,8 +73,8 @@ def test_every_strategy_yields_a_well_formed_trace(tiny_lm, strategy):
 def test_same_seed_gives_the_same_trace(tiny_lm, strategy):
     tiny_lm = model_for(strategy, tiny_lm)
     params = {"temperature": 1.5} if strategy == "sample" else {}
-    a = run_to_trace(tiny_lm, PROMPT, strategy=strategy, params=params, max_new_tokens=10, seed=7)
-    b = run_to_trace(tiny_lm, PROMPT, strategy=strategy, params=params, max_new_tokens=10, seed=7)
+    a = run_to_trace(tiny_lm, prompt_for(strategy), strategy=strategy, params=params, max_new_tokens=10, seed=7)
+    b = run_to_trace(tiny_lm, prompt_for(strategy), strategy=strategy, params=params, max_new_tokens=10, seed=7)
     assert untimed(a) == untimed(b)
 
 

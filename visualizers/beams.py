@@ -1,8 +1,10 @@
 """Beam search as a tree: live beams per step, their lineage, and the hypotheses that finished.
 
 Glossary
-    node        a live beam after a step: x = step, y = its rank (0 = best score), labelled by its
-                newest token, coloured by its cumulative score (sum of log-probabilities).
+    node        a live beam after a step: x = step, y = its rank (0 = best score), coloured by its
+                cumulative score (sum of log-probabilities). Only the best path's nodes carry their
+                newest token as a label (labels on every node overlap beyond ~10 steps); every
+                node's hover names its token and text.
     parent      BeamStep.beams[i]["parent"]: the index (= rank) of the beam it extends in the
                 previous step; the first step's parent is the prompt (x = first step - 1, y = 0).
     finished    a hypothesis that ended with a stop token at this step (star, below the live
@@ -20,7 +22,6 @@ from visualizers._common import TEMPLATE, beam_steps, empty_figure, label, plotl
 
 X_TITLE, Y_TITLE = "step", "beam rank (0 = best)"
 COLORS = {"edge": "#9a9a9a", "best": "#e4572e", "finished": "#f2b701"}
-MAX_LABELLED_NODES = 60  # above this only the best path keeps its labels (every node keeps its hover)
 
 
 def beams_figure(trace: Trace) -> go.Figure:
@@ -28,7 +29,7 @@ def beams_figure(trace: Trace) -> go.Figure:
     steps = beam_steps(trace)
     if not steps:
         start = trace.start
-        is_beam = start is not None and not token_steps(trace)  # a beam-family run (beam, superposed) has none
+        is_beam = start is not None and start.strategy == "beam" and not token_steps(trace)
         message = "waiting for tokens…" if is_beam else "beam tree: run the 'beam' strategy to see one"
         return empty_figure(message, x_title=X_TITLE, y_title=Y_TITLE)
     root_x = steps[0].step - 1
@@ -60,19 +61,16 @@ def beams_figure(trace: Trace) -> go.Figure:
     fig.add_trace(go.Scatter(x=[root_x], y=[0], mode="markers+text", text=["prompt"], textposition="middle left",
                              marker=dict(symbol="square", size=11, color="#555"), name="prompt",
                              showlegend=False, hovertemplate="prompt<extra></extra>"))
-    # labels: every node while the tree is small; beyond that only the best path's (the rest on hover),
-    # so a 40-step tree stays readable
-    show_all = len(nodes) <= MAX_LABELLED_NODES
     fig.add_trace(go.Scatter(
         x=[n[0] for n in nodes], y=[n[1] for n in nodes], name="live beam", mode="markers+text",
-        text=[plotly_safe(label(n[2]["token_text"], 10)) if show_all or n[3] else "" for n in nodes],
-        textposition="top center",
+        text=[plotly_safe(label(n[2]["token_text"], 10)) if n[3] else "" for n in nodes], textposition="top center",
         textfont=dict(size=10),
         marker=dict(size=11, color=[n[2]["score"] for n in nodes], colorscale="Viridis", showscale=True,
                     line=dict(color="#333", width=0.5),
                     colorbar=dict(title=dict(text="score<br>Σ log p"), thickness=12, len=0.8)),
-        customdata=[[_hover_text(n[2]["text"]), n[2]["score"], n[2]["logprob"]] for n in nodes],
-        hovertemplate="%{customdata[0]}<br>score %{customdata[1]:.2f} · token log p %{customdata[2]:.2f}"
+        customdata=[[_hover_text(n[2]["text"]), n[2]["score"], n[2]["logprob"], plotly_safe(label(n[2]["token_text"], 24))]
+                    for n in nodes],
+        hovertemplate="token %{customdata[3]}<br>%{customdata[0]}<br>score %{customdata[1]:.2f} · token log p %{customdata[2]:.2f}"
                       "<extra>step %{x} · rank %{y}</extra>"))
     fig.add_trace(go.Scatter(
         x=[s[0] for s in stars], y=[s[1] for s in stars], name="finished", mode="markers", showlegend=bool(stars),

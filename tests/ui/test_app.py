@@ -117,7 +117,7 @@ def test_redraws_are_throttled_by_wall_clock(monkeypatch):
 
 @pytest.mark.parametrize("strategy", playground_strategies())
 def test_every_strategy_renders_in_the_playground(strategy):
-    prompt = "Context: Tom has a red bike. Question: What colour is the bike?" if strategy == "exact-extract" else "Hello"
+    prompt = "Context: A cat sat. Question: Who sat? Answer:" if strategy == "exact-extract" else "Hello"
     updates, trace, selection = run_ui(strategy=strategy, prompt=prompt, max_new_tokens=5)
     final = updates[-1]
     assert trace.finish is not None and trace.start.strategy == strategy

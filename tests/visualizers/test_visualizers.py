@@ -224,7 +224,8 @@ def test_beams_figure_nodes_and_lineage(beam_trace):
     nodes = by_name(fig, "live beam")
     assert list(zip(nodes.x, nodes.y)) == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1)]
     assert list(nodes.marker.color) == [-0.5, -0.9, -1.0, -1.2, -1.4, -1.7]
-    assert list(nodes.text) == ["'a'", "'b'", "'c'", "'d'", "'e'", "'f'"]
+    assert list(nodes.text) == ["'a'", "", "", "'d'", "'e'", ""]  # labels on the best path only
+    assert [c[3] for c in nodes.customdata] == ["'a'", "'b'", "'c'", "'d'", "'e'", "'f'"]  # every token on hover
     lines = segments(by_name(fig, "lineage")) | segments(by_name(fig, "best path"))
     expected = {(-1, 0, 0, 0), (-1, 0, 0, 1),  # prompt -> step 0
                 (0, 1, 1, 0), (0, 0, 1, 1),  # step 1: [2,3] from beam 1, [1,4] from beam 0
