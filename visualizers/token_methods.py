@@ -114,7 +114,14 @@ def superposed_figure(trace: Trace) -> go.Figure:
     return fig
 
 
-METHOD_FIGURES = {"momentum": momentum_graph_figure, "adadec": adadec_figure, "superposed": superposed_figure}
+def _span_heatmap(trace: Trace) -> go.Figure:
+    from visualizers.extract import span_heatmap_figure  # (its own module: extractive QA)
+
+    return span_heatmap_figure(trace)
+
+
+METHOD_FIGURES = {"momentum": momentum_graph_figure, "adadec": adadec_figure, "superposed": superposed_figure,
+                  "exact-extract": _span_heatmap}
 
 
 def method_figure(trace: Trace) -> go.Figure | None:

@@ -68,7 +68,7 @@ def test_each_strategy_shows_only_its_parameters(strategy):
     assert shown[f"group:{strategy}"]["visible"] is True
     assert all(shown[f"group:{s}"]["visible"] is False for s in playground_strategies() if s != strategy)
     assert shown["beams"]["visible"] is (strategy == "beam")
-    assert shown["method"]["visible"] is (strategy in ("momentum", "adadec", "superposed"))
+    assert shown["method"]["visible"] is (strategy in ("momentum", "adadec", "superposed", "exact-extract"))
     for w in param_widgets(strategy):  # slider defaults inside their ends
         if w.low is not None:
             assert w.low <= w.default <= w.high, w
@@ -122,7 +122,7 @@ def test_every_strategy_renders_in_the_playground(strategy):
     final = updates[-1]
     assert trace.finish is not None and trace.start.strategy == strategy
     assert final["beams"]["visible"] is (strategy == "beam")
-    assert final["method"]["visible"] is (strategy in ("momentum", "adadec", "superposed"))  # their own picture
+    assert final["method"]["visible"] is (strategy in ("momentum", "adadec", "superposed", "exact-extract"))  # their own picture
     assert final["distribution"]["visible"] is (strategy != "beam")  # beam search has no per-step distribution
     assert final["entropy"]["value"].data and final["stats"].count('class="dl-stat"') == 6
     if strategy == "beam":  # no per-token steps: nothing to select or branch from
