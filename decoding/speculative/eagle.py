@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from decoding.contracts import Drafter, Feedback
+from decoding.models import cpu_native_bf16
 from decoding.speculative.drafters import Draft, TreePlan, grow_tree
 from decoding.speculative.verify import ROOT, DraftTree
 
@@ -152,7 +153,10 @@ class EagleDrafter(Drafter):
             raise ValueError(f"the EAGLE head is {head.config.hidden_size} wide, the target's features {d}")
         self.target, self.head, self.name = target, head, "eagle"
         self.embed = target.model.get_input_embeddings()
-        self.lm_rows = target.model.get_output_embeddings().weight[head.vocab_ids].detach()  # (K, D)
+        rows = target.model.get_output_embeddings().weight[head.vocab_ids].detach()  # (K, D)
+        # the draft LM head is the draft's biggest matmul: bfloat16 halves it on CPUs with native bf16
+        # (0.41 vs 1.13 ms a row for K = 8192 here); the draft's numerics only change q, never the output
+        self.lm_rows = rows.bfloat16() if rows.device.type == "cpu" and cpu_native_bf16() else rows
         self.vocab = target.vocab_size
         self.feats = torch.zeros(0, d, dtype=head.fc.weight.dtype)  # (M, D) true features, positions 0..M-1
         self.past: tuple[torch.Tensor, torch.Tensor] | None = None  # head KV of committed positions
@@ -161,7 +165,7 @@ class EagleDrafter(Drafter):
     def _logits(self, out: torch.Tensor) -> torch.Tensor:
         """(F, D) predicted features -> (F, V) draft logits, -inf outside the draft vocab."""
         full = torch.full((out.shape[0], self.vocab), -torch.inf)
-        full[:, self.head.vocab_ids] = (out @ self.lm_rows.T).float()
+        full[:, self.head.vocab_ids] = F.linear(out.to(self.lm_rows.dtype), self.lm_rows).float()
         return full
 
     @torch.inference_mode()

@@ -55,7 +55,7 @@ def test_greedy_output_is_the_targets_greedy_output(tiny_lm, tiny_head, tree):
     assert rounds and all(r.drafter == "eagle" for r in rounds) and sum(len(r.nodes) for r in rounds) > 0
 
 
-def reference_logits(lm, head, context: list[int], first_draft: int) -> tuple[torch.Tensor, torch.Tensor]:
+def reference_logits(lm, head, rows: torch.Tensor, context: list[int], first_draft: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Slow reference: the target's features of the whole context, then causal head passes over every head
     position (no caches). Returns the (V,) draft logits after `context` and after `context + [first_draft]`
     (the second pass feeds the first pass's predicted feature at the newest position, as drafting does)."""
@@ -66,9 +66,9 @@ def reference_logits(lm, head, context: list[int], first_draft: int) -> tuple[to
         out, _ = head(emb[None], feats[None], torch.arange(len(context) - 1))
         emb2 = torch.cat([emb, embed(torch.tensor([first_draft]))])
         out2, _ = head(emb2[None], torch.cat([feats, out[0, -1:]])[None], torch.arange(len(context)))
-        rows = lm.model.get_output_embeddings().weight[head.vocab_ids]
-        full = torch.full((2, lm.vocab_size), -torch.inf)
-        full[:, head.vocab_ids] = torch.stack([out[0, -1], out2[0, -1]]) @ rows.T
+        assert torch.equal(rows.float(), lm.model.get_output_embeddings().weight[head.vocab_ids].to(rows.dtype).float())
+        full = torch.full((2, lm.vocab_size), -torch.inf)  # the draft LM head in the drafter's dtype (bf16 on some CPUs)
+        full[:, head.vocab_ids] = (torch.stack([out[0, -1], out2[0, -1]]).to(rows.dtype) @ rows.T).float()
     return full[0], full[1]
 
 
@@ -80,7 +80,7 @@ def test_cached_drafting_equals_a_full_recomputation(tiny_lm, tiny_head):
 
     def spy(self, context, plan, temperature, generator):
         draft = original(self, context, plan, temperature, generator)
-        drafts.append((list(context), draft, self.head))
+        drafts.append((list(context), draft, self))
         return draft
 
     mp = pytest.MonkeyPatch()
@@ -91,8 +91,8 @@ def test_cached_drafting_equals_a_full_recomputation(tiny_lm, tiny_head):
     finally:
         mp.undo()
     assert len(drafts) >= 3
-    for context, draft, head in drafts[1:]:
-        root, child = reference_logits(tiny_lm, head, context, draft.tree.tokens[0])
+    for context, draft, drafter in drafts[1:]:
+        root, child = reference_logits(tiny_lm, drafter.head, drafter.lm_rows, context, draft.tree.tokens[0])
         for q, ref in ((draft.q_dists[-1], root), (draft.q_dists[0], child)):
             ref = torch.softmax(ref, -1)
             assert torch.allclose(q, ref, atol=1e-4), (len(context), (q - ref).abs().max())
