@@ -7,7 +7,7 @@ speed-up in CPU time (`time.process_time`, robust on a shared machine) and in wa
 per round (accepted + the target's own), acceptance, target passes per token, the share of a
 round spent drafting, and whether every output equals plain greedy (greedy verification: it must).
 
-    python bench/bench_eagle.py [--tokens 64] [--rounds 3] [--threads 1] [--json]
+    python bench/bench_eagle.py [--tokens 64] [--rounds 2] [--threads 1] [--json]
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ from decoding.training.eagle_prompts import HELD_OUT  # noqa: E402
 
 PROMPTS = list(HELD_OUT) + ["What makes a good friend?", "Write a haiku about autumn rain and explain it."]
 CONFIGS = {
-    "eagle chain 4": {"drafter": "eagle", "tree": "chain", "draft_length": 4},
+    "eagle chain 3": {"drafter": "eagle", "tree": "chain", "draft_length": 3},
+    "eagle chain 5": {"drafter": "eagle", "tree": "chain", "draft_length": 5},
+    "eagle dynamic 4x2/8": {"drafter": "eagle", "tree": "dynamic", "draft_length": 4, "width": 2, "node_budget": 8},
     "eagle dynamic 5x4/16": {"drafter": "eagle", "tree": "dynamic", "draft_length": 5, "width": 4, "node_budget": 16},
-    "eagle dynamic 4x3/10": {"drafter": "eagle", "tree": "dynamic", "draft_length": 4, "width": 3, "node_budget": 10},
 }
 
 
@@ -46,7 +47,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--tokens", type=int, default=64)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated names of CONFIGS")
