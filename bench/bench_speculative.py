@@ -43,6 +43,7 @@ DRAFTERS = {
     "prompt-lookup": {"drafter": "prompt-lookup"},
     "prompt-lookup tree": {"drafter": "prompt-lookup", "tree": "static", "width": 3},
     "token-recycling": {"drafter": "token-recycling", "tree": "static", "width": 4, "draft_length": 4},
+    "eagle head (chain 3)": {"drafter": "eagle", "tree": "chain", "draft_length": 3},
 }
 
 

@@ -110,6 +110,13 @@ def _token_recycling_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
     return TokenRecyclingDrafter(lm.vocab_size)
 
 
+@DRAFTERS.register("eagle", help="EAGLE: a one-layer head trained on the target's own features drafts (smollm2-135m)")
+def _eagle_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
+    from decoding.speculative.eagle import eagle_drafter
+
+    return eagle_drafter(lm)
+
+
 @family_check("speculative")
 def check_run(lm: LM, params: SpeculativeParams, prompt_ids: list[int], max_new_tokens: int,
               prefix_ids: list[int]) -> None:
