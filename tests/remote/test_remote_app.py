@@ -82,4 +82,4 @@ def test_the_strategy_menu_offers_what_the_model_can_run_and_says_why(model, off
     update = playground.model_changed(model, "beam")["strategy"]
     assert update["choices"] == (offered or playground_strategies())
     assert update["value"] == ("greedy" if offered else "beam")
-    assert ("mirostat, contrastive, beam need several rows" in update["info"]) == bool(offered)
+    assert ("mirostat, contrastive, beam, " in update["info"] and "need several rows" in update["info"]) == bool(offered)
