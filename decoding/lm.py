@@ -68,9 +68,10 @@ class LM:
     @torch.inference_mode()
     def forward(
         self,
-        input_ids: torch.Tensor,  # (B, T) new tokens only
+        input_ids: torch.Tensor | None,  # (B, T) new tokens only (None with inputs_embeds)
         cache: DynamicCache | None = None,
         *,
+        inputs_embeds: torch.Tensor | None = None,  # (B, T, D) instead of ids (superposed decoding's mixed input)
         attention_mask: torch.Tensor | None = None,  # (B, past + T) or a 4D custom mask
         position_ids: torch.Tensor | None = None,  # (B, T)
         output_hidden_states: bool = False,
@@ -80,7 +81,8 @@ class LM:
         if cache is None:
             cache = DynamicCache(config=self.config)
         out = self.model(
-            input_ids=input_ids.to(self.device),
+            input_ids=None if input_ids is None else input_ids.to(self.device),
+            inputs_embeds=inputs_embeds,
             past_key_values=cache,
             attention_mask=attention_mask,
             position_ids=position_ids,

@@ -108,8 +108,6 @@ def superposed(ctx: RunContext, params: SuperposedParams, outcome: Outcome) -> I
         ids = torch.tensor([d[-1] for d in drafts], device=lm.device)
         weights = draft_probs.to(device=lm.device, dtype=embed.weight.dtype)
         mixed = (weights[:, None] * embed(ids)).sum(0)  # (D,) the superposition
-        with torch.inference_mode():  # LM.forward takes ids; the superposition goes in as an embedding
-            o = lm.model(inputs_embeds=mixed.view(1, 1, -1), past_key_values=cache, use_cache=True)
-        lm.forward_passes += 1
-        logits, cache = o.logits[0, -1].float(), o.past_key_values
+        o = lm.forward(None, cache, inputs_embeds=mixed.view(1, 1, -1))  # the superposition goes in as an embedding
+        logits, cache = o.logits[0, -1], o.cache
     outcome.token_ids = list(drafts[0])

@@ -152,7 +152,12 @@ CASES = [
     ("particle-filter", SCALING), ("a-star", SCALING), ("refine", SCALING), ("first-finish", {"n": 4, "chunk_tokens": 3, "reward": "lm-judge"}),
     ("diffusion", {}), ("diffusion", {"block_length": 4, "remasking": "margin"}),
     ("diffusion", {"sampler": "freedave", "draft_steps": 3}),
+    ("momentum", {}), ("adadec", {}), ("superposed", {}),
+    ("exact-extract", {"max_span_tokens": 4, "batch_rows": 2}),
+    ("step-speculation", {"n": 2, "max_step_tokens": 3, "draft_model": TINY_DRAFT}),
 ]
+# exact-extract reads a passage and a question; every other strategy continues PROMPT
+PROMPTS = {"exact-extract": "Context: Stop means stop. Question: What does stop mean? Answer:"}
 
 
 def test_every_shipped_strategy_is_covered():
@@ -167,12 +172,13 @@ def test_stop_during_any_model_call_ends_the_run_before_the_next(strategy, param
     probe = Probe(monkeypatch)
     kwargs = dict(strategy=strategy, params=params, max_new_tokens=8, seed=0,
                   chat=False)
-    full = run_to_trace(lm, PROMPT, **kwargs)
+    prompt = PROMPTS.get(strategy, PROMPT)
+    full = run_to_trace(lm, prompt, **kwargs)
     total = probe.calls
     assert total >= 4 and full.finish.stop_reason != "cancelled"
     for stop_at in range(1, total):  # Stop pressed during every call but the last
         probe.reset(stop_at)
-        trace = run_to_trace(lm, PROMPT, should_stop=probe.stop.is_set, **kwargs)
+        trace = run_to_trace(lm, prompt, should_stop=probe.stop.is_set, **kwargs)
         assert probe.calls == stop_at, f"Stop came during model call {stop_at}; {probe.calls - stop_at} more ran"
         assert trace.finish.stop_reason == "cancelled" and trace.events[-1] is trace.finish
 
