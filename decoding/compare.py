@@ -131,9 +131,11 @@ def compare_runs(lm: LM, prompt: str, settings: list[Setting], *, max_new_tokens
                  chat: bool = True, should_stop: Callable[[], bool] | None = None
                  ) -> Iterator[tuple[int, Event | RunScore]]:
     """Yield (run index, event) round-robin, one event of each live run in turn; after a run's finish,
-    (run index, RunScore). Every run starts from `seed`; Stop ends each before its next model call."""
+    (run index, RunScore). Every run starts from `seed`; Stop ends each before its next model call.
+    Each run gets its own `LM` wrapper of the one loaded model, so a method that counts its model calls
+    on the wrapper (the scaling methods) counts only its own."""
     should_stop = should_stop or never
-    runs = [generate(lm, prompt, strategy=s.strategy, params=s.params, max_new_tokens=max_new_tokens, seed=seed,
+    runs = [generate(LM(lm.loaded), prompt, strategy=s.strategy, params=s.params, max_new_tokens=max_new_tokens, seed=seed,
                      chat=chat, should_stop=should_stop) for s in settings]
     own = [0.0] * len(runs)
     prompt_ids: dict[int, list[int]] = {}

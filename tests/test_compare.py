@@ -9,6 +9,7 @@ import pytest
 from decoding.compare import (COLUMNS, RunScore, compare_runs, distinct, parse_settings, repeated_ngrams,
                               sequence_logprob, table_csv, table_rows, validate_settings)
 from decoding.events import Trace
+from decoding.lm import LM
 from decoding.run import as_lm, run_to_trace
 
 TINY = "tiny-random"
@@ -48,16 +49,16 @@ def test_logprob_is_the_text_scored_by_the_model_at_temperature_one():
     assert sequence_logprob(lm, [1, 2, 3], []) == 0.0
 
 
-def test_stop_ends_every_run_and_none_is_scored():
+def test_stop_ends_every_run_and_none_is_scored(monkeypatch):
     lm, calls = as_lm(TINY), []
     stop_after = 5
-    original = lm.forward
+    original = LM.forward
 
     def counted(*args, **kwargs):
         calls.append(1)
         return original(*args, **kwargs)
 
-    lm.forward = counted
+    monkeypatch.setattr(LM, "forward", counted)
     traces, scores, _ = run_all(lm, parse_settings(SETTINGS), max_new_tokens=30, seed=0,
                                 should_stop=lambda: len(calls) >= stop_after)
     assert len(calls) == stop_after  # no model call after Stop, in any run

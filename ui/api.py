@@ -9,6 +9,15 @@
 
 Every output but the last is one event (`Event.to_dict()`); the last has no "kind": it is
 `decoding.__main__.summary(trace)`, exactly what `python -m decoding run --json` prints.
+
+The `compare` endpoint runs 2-4 settings side by side (Compare mode, `decoding/compare.py`):
+
+    job = Client(url).submit("smollm2-135m", "Once upon a time",
+                             '[{"strategy": "greedy"}, {"strategy": "sample", "params": {"top_p": 0.9}}]',
+                             64, 0, False, api_name="/compare")
+    for output in job:            # {"run": i, "kind": ...event}, or {"run": i, "kind": "score", ...}
+        ...
+    job.result()                  # {"runs": [summary per run], "table": [one row per run]}
 `job.cancel()` (`POST /cancel`) answers once the run has stopped, within one model call
 (`ui.common.model_event`).
 """
@@ -16,18 +25,22 @@ Every output but the last is one event (`Event.to_dict()`); the last has no "kin
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from typing import Iterator
 
 import gradio as gr
 
 from decoding.__main__ import summary
+from decoding.compare import RunScore, parse_settings, table_rows, validate_settings
 from decoding.errors import short_repr
 from decoding.events import Event, Trace
 from decoding.models import DEFAULT_MODEL
+from decoding.remote.source import is_remote
 from decoding.run import validate_request
 from ui.common import (MODEL_CONCURRENCY_ID, USER_ERRORS, check_model, model_concurrency, model_event, run_work,
                        stream_in_thread, user_error)
+from ui.compare_callbacks import compare_work
 
 
 def parse_params(params) -> dict:
@@ -83,7 +96,50 @@ def api_generate(model: str = DEFAULT_MODEL, strategy: str = "greedy", prompt: s
     yield summary(trace)
 
 
+def api_compare(model: str = DEFAULT_MODEL, prompt: str = "", settings: str = "[]", max_new_tokens: int = 64,
+                seed: int = 0, chat: bool = True) -> Iterator[dict]:
+    """Run 2-4 settings side by side on one prompt (interleaved, same seed); stream every run's events,
+    then yield {"runs": [each run's `--json` summary], "table": [the comparison table's rows]}.
+
+    Args:
+        model: registry name (smollm2-135m, gemma3-270m) or a Hugging Face hub id (a local model).
+        prompt: the user's text.
+        settings: a JSON list of 2-4 {"strategy": name, "params": {...}, "label": optional text}.
+        max_new_tokens: how many tokens each run generates at most.
+        seed: the random seed every run starts from.
+        chat: apply the model's chat template (when it has one).
+    """
+    try:
+        chosen = parse_settings(settings)
+        if is_remote(model):
+            raise ValueError("compare runs on a local model: it scores every run's text with the model")
+        validate_settings(prompt, chosen, max_new_tokens, seed)
+        check_model(model)
+    except USER_ERRORS as err:
+        raise user_error(err) from None
+    traces, scores = [Trace() for _ in chosen], [None] * len(chosen)
+    work = compare_work(model, prompt, chosen, "auto", max_new_tokens=max_new_tokens, seed=seed, chat=chat)
+    try:
+        with contextlib.closing(stream_in_thread(work)) as pump:
+            for batch in pump:
+                for item in batch:
+                    if not isinstance(item, tuple):
+                        continue
+                    index, what = item
+                    if isinstance(what, RunScore):
+                        scores[index] = what
+                        yield {"run": index, "kind": "score"} | dataclasses.asdict(what)
+                    else:
+                        traces[index].append(what)
+                        yield {"run": index} | what.to_dict()
+    except USER_ERRORS as err:
+        raise user_error(err) from None
+    yield {"runs": [summary(t) for t in traces], "table": table_rows(chosen, traces, scores)}
+
+
 def register_api() -> None:
-    """Add the hidden-from-the-UI, client-callable `/generate` endpoint to the current Blocks."""
+    """Add the hidden-from-the-UI, client-callable `/generate` and `/compare` endpoints to the current Blocks."""
     gr.api(model_event(api_generate), api_name="generate", concurrency_id=MODEL_CONCURRENCY_ID,
+           concurrency_limit=model_concurrency())
+    gr.api(model_event(api_compare), api_name="compare", concurrency_id=MODEL_CONCURRENCY_ID,
            concurrency_limit=model_concurrency())

@@ -1,5 +1,6 @@
 """The Playground tab: pick a model, a strategy and its parameters; watch the text, the entropy
-timeline and each step's alternatives arrive live; click a token to inspect it; branch from it.
+timeline and each step's alternatives arrive live; click a token to inspect it; branch from it;
+compare 2-4 settings side by side (`ui/compare.py`).
 
     build_playground()   lays the tab out inside the current Blocks and wires it (used by app.py)
     demo()               the tab as a Blocks of its own:  python -m ui.playground
@@ -20,6 +21,7 @@ from decoding.remote.source import model_field_hint
 from decoding.models import DEFAULT_MODEL, SUGGESTED_HUB_IDS
 from ui import playground_callbacks as cb
 from ui.classroom import lesson_row, wire_lesson
+from ui.compare import build_compare
 from ui.common import (MODEL_CONCURRENCY_ID, auto_dtype_help, bind, explain_clamping, model_choices, model_concurrency,
                        model_event, named_inputs, seed_box, serve, session_state, slider_range_text, standalone)
 from ui.exports import HTML_NOTE, download, wire_download
@@ -152,6 +154,7 @@ def build_playground() -> dict:
             _controls(c)
         with gr.Column(scale=9, elem_classes="dl-views"):
             _views(c)
+    build_compare(c)  # Compare mode: 2-4 settings side by side on the controls above
     c["trace"], c["branch"], c["selection"] = session_state(), session_state(), session_state(new_selection())
     _wire(c)
     return c

@@ -372,3 +372,32 @@ def test_cancel_stops_compute_on_the_server(client, monkeypatch):
     assert calls["n"] == settled, "the model kept running after the job was cancelled"
     assert 6 <= settled < MAX_NEW_TOKENS_CAP / 2
     assert client.predict(TINY, "greedy", "hi", 2, api_name="/generate")["stats"]["num_tokens"] == 2
+
+
+def test_api_compare_streams_every_run_then_runs_and_table(client):
+    settings = [{"strategy": "greedy"}, {"strategy": "sample", "params": {"top_k": 20}},
+                {"strategy": "beam", "params": {"num_beams": 2}}]
+    job = client.submit(TINY, "Hello", json.dumps(settings), 8, 3, False, api_name="/compare")
+    result = job.result(timeout=300)
+    outputs = job.outputs()[:-1]
+    assert {o["run"] for o in outputs} == {0, 1, 2}
+    assert [o["kind"] for o in outputs[:3]] == ["start"] * 3  # the runs take turns from the first event
+    assert sum(o["kind"] == "score" for o in outputs) == 3
+    assert [r["strategy"] for r in result["runs"]] == ["greedy", "sample", "beam"]
+    assert [row["strategy"] for row in result["table"]] == ["greedy", "sample (top_k=20)", "beam (num_beams=2)"]
+    alone = summary(run_to_trace(TINY, "Hello", strategy="sample", params={"top_k": 20}, max_new_tokens=8, seed=3,
+                                 chat=False))
+    assert result["runs"][1]["token_ids"] == alone["token_ids"]  # the same run as alone, from the same seed
+    assert all(row["logprob"] is not None and row["tokens"] >= 1 for row in result["table"])
+
+
+@pytest.mark.parametrize("settings, message", [
+    ('[{"strategy": "greedy"}]', "compare needs 2 to 4 settings, got 1"),
+    ('[{"strategy": "greedy"}, {"strategy": "sample", "params": {"top_p": 1.5}}]', "setting 2 \\(sample\\)"),
+    ("[", "`settings` must be a JSON list"),
+])
+def test_api_compare_bad_settings_are_a_clear_error(client, settings, message):
+    from gradio_client.exceptions import AppError
+
+    with pytest.raises(AppError, match=message):
+        client.predict(TINY, "Hello", settings, 8, 0, False, api_name="/compare")

@@ -1,0 +1,99 @@
+"""The Playground's Compare mode: 2-4 decoding settings on the Playground's prompt, side by side.
+
+    build_compare(c)   lays the section out under the Playground (its model, prompt, length, seed, chat
+                       template and dtype are the Playground's own controls, in `c`) and wires it
+
+Handlers live in `ui/compare_callbacks.py`.
+"""
+
+from __future__ import annotations
+
+import decoding  # noqa: F401  (switches telemetry off before gradio is imported)
+import gradio as gr
+
+from decoding.compare import MAX_RUNS
+from ui import compare_callbacks as cb
+from ui.common import MODEL_CONCURRENCY_ID, bind, model_concurrency, model_event, named_inputs, session_state
+from ui.exports import wire_download
+from ui.playground_callbacks import preset_choices
+from ui.playground_views import COLOR_CHOICES, playground_strategies
+
+# a chip click in any run column reports its step (every run is then inspected at that step)
+CHIP_CLICK_JS = """
+element.addEventListener('click', (event) => {
+  const chip = event.target.closest('.tok[data-step]');
+  if (!chip || !element.contains(chip)) return;
+  trigger('click', {step: Number(chip.dataset.step)});
+});
+"""
+INTRO = ("Run two to four settings on the **prompt, model, max new tokens, seed, chat template and dtype above**, "
+         "side by side: the runs take turns (one token each), share the model and start from the same seed. "
+         "Each run is exactly the run it would be alone. Click a token in any run to see every run's "
+         "distribution at that step. Stop stops all of them.")
+
+
+def build_compare(c: dict) -> None:
+    """The Compare section's widgets (added to `c` under `compare_*` names), wired."""
+    with gr.Accordion("Compare strategies side by side", open=False, elem_id="dl-compare"):
+        gr.Markdown(INTRO, elem_classes="dl-help")
+        for k in range(MAX_RUNS):
+            strategy, params = cb.DEFAULT_ROWS[k]
+            with gr.Row(equal_height=True):
+                c[f"compare_preset_{k}"] = gr.Dropdown(preset_choices(), value=None, label=f"Run {k + 1}: from a preset",
+                                                       scale=3, elem_id=f"dl-compare-preset-{k}")
+                c[f"compare_strategy_{k}"] = gr.Dropdown([cb.OFF] + playground_strategies(), value=strategy,
+                                                         label=f"Run {k + 1}: strategy", scale=2,
+                                                         elem_id=f"dl-compare-strategy-{k}")
+                c[f"compare_params_{k}"] = gr.Textbox(params, label=f"Run {k + 1}: parameters (JSON)", max_lines=1,
+                                                      scale=4, elem_id=f"dl-compare-params-{k}")
+        with gr.Row():
+            c["compare_go"] = gr.Button("Compare", variant="primary", elem_id="dl-compare-go")
+            c["compare_stop"] = gr.Button("Stop all", variant="stop", elem_id="dl-compare-stop")
+            c["compare_export"] = gr.Button("Export comparison (ZIP: JSON per run + CSV table)", size="sm",
+                                            elem_id="dl-compare-export")
+        c["compare_status"] = gr.Markdown("Ready.", elem_id="dl-compare-status")
+        initial = cb.views(cb.new_comparison())
+        c["compare_color_by"] = gr.Radio(COLOR_CHOICES, value="prob", show_label=False, container=False,
+                                         elem_id="dl-compare-color-by")
+        c["compare_columns"] = gr.HTML(initial["compare_columns"], elem_id="dl-compare-columns",
+                                       js_on_load=CHIP_CLICK_JS, elem_classes="dl-panel")
+        c["compare_entropy"] = gr.Plot(initial["compare_entropy"], label="Entropy per step, one line per run",
+                                       elem_id="dl-compare-entropy")
+        c["compare_table"] = gr.HTML("", elem_id="dl-compare-table")
+        with gr.Row(equal_height=True):
+            c["compare_step"] = gr.Number(None, label="Step", precision=0, scale=0, min_width=90,
+                                          elem_id="dl-compare-step")
+            gr.Markdown("Every run's top alternatives at this step (raw, T = 1; red = the token that run chose). "
+                        "Runs diverge, so the same step can follow different text in each.", elem_classes="dl-help")
+        c["compare_distributions"] = gr.Plot(initial["compare_distributions"], label="Distributions at the step",
+                                             elem_id="dl-compare-distributions")
+    c["comparison"] = session_state(cb.new_comparison())
+    _wire(c)
+
+
+def _wire(c: dict) -> None:
+    outputs = {name: c[name] for name in cb.OUTPUTS}
+    quiet = dict(show_progress="hidden", api_visibility="undocumented")
+    for k in range(MAX_RUNS):
+        row = {"strategy": c[f"compare_strategy_{k}"], "params": c[f"compare_params_{k}"]}
+        c[f"compare_preset_{k}"].input(bind(cb.preset_row, row), c[f"compare_preset_{k}"], list(row.values()), **quiet)
+    rows = {f"strategy_{k}": c[f"compare_strategy_{k}"] for k in range(MAX_RUNS)} | \
+        {f"params_{k}": c[f"compare_params_{k}"] for k in range(MAX_RUNS)}
+    shared = {k: c[k] for k in ("model", "prompt", "max_new_tokens", "seed", "chat", "dtype")} | \
+        {"color_by": c["compare_color_by"], "comparison": c["comparison"]}
+    run_inputs = named_inputs(shared, rows)
+    run = c["compare_go"].click(model_event(bind(cb.compare_run, outputs, run_inputs)), list(run_inputs.values()),
+                                list(outputs.values()), concurrency_id=MODEL_CONCURRENCY_ID,
+                                concurrency_limit=model_concurrency(), show_progress="minimal",
+                                show_progress_on=[c["compare_status"]], api_visibility="undocumented")
+    state = [c["comparison"], c["compare_color_by"]]
+    c["compare_stop"].click(None, cancels=[run], api_visibility="undocumented").then(
+        bind(cb.stop_compare, outputs), state, list(outputs.values()), **quiet)
+    c["compare_columns"].click(bind(cb.click_chip, outputs), state, list(outputs.values()), **quiet)
+    c["compare_step"].submit(bind(cb.select_step, outputs), [c["compare_step"]] + state, list(outputs.values()),
+                             **quiet)
+    c["compare_color_by"].change(bind(cb.recolor, outputs), state, list(outputs.values()), **quiet)
+    wire_download(c["compare_export"], cb.export_comparison, [c["comparison"]])
+
+
+__all__ = ["build_compare"]
