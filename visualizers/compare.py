@@ -24,7 +24,7 @@ from visualizers._common import (TEMPLATE, WAITING, beam_steps, empty_figure, es
                                  token_steps)
 from visualizers.tokens import tokens_html
 
-RUN_COLORS = ("#4c78a8", "#e45756", "#54a24b", "#b279a2")
+RUN_COLORS = ("#4c78a8", "#9d755d", "#54a24b", "#b279a2")  # none red: red marks the chosen token
 HEIGHT = 320
 TOP_K = 8
 TABLE_HEADERS = {"run": "run", "strategy": "setting", "tokens": "tokens", "tokens_per_s": "tokens/s",
