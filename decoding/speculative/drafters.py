@@ -10,7 +10,10 @@ Papers followed
     Li et al. 2024, "EAGLE-2" and Xiong et al. 2024, "DySpec" (dynamic trees grown by the
     cumulative draft probability under a node budget); Chen et al. 2024, "Sequoia" (siblings
     sampled without replacement, so sampling verification stays lossless). How the dynamic
-    tree stays lossless when sampling: `allot_children`.
+    tree stays lossless when sampling: `allot_children`. The confidence cut-off of a chain
+    (transformers' `assistant_confidence_threshold`): drafting stops after a token whose draft
+    probability is below the threshold; the draft's length is then a stopping time of the draft
+    itself, which keeps chain verification lossless (each position is still judged against q).
 
 Glossary
     plan        the tree shape for this round: chain, static (full width-ary tree) or dynamic;
@@ -48,6 +51,7 @@ class TreePlan:
     depth: int = 4  # draft length (chain) / maximum depth (trees)
     width: int = 2  # children per node (static) / frontier kept per level (dynamic)
     budget: int = 16  # maximum nodes in a tree
+    confidence: float = 0.0  # chain: stop drafting after a token whose draft probability is below this
     should_stop: Callable[[], bool] = field(default=never, compare=False, repr=False)  # the run's Stop: a
     #                                  drafter asks before each model call and returns the draft it has
 
@@ -171,6 +175,8 @@ def grow_tree(expand: Expand, plan: TreePlan, temperature: float, generator: tor
                 scores[node] = scores[parent] + logq[token].item()
                 next_frontier.append(node)
         frontier = next_frontier
+        if plan.shape == "chain" and frontier and tree.q_token[frontier[0]] < plan.confidence:
+            break  # the drafter is unsure of its last token: later ones would rarely be accepted
     return draft
 
 

@@ -58,6 +58,9 @@ class SpeculativeParams(Params):
     width: int = param(2, low=1, high=8, help="Children per node (static) or nodes kept per level (dynamic).")
     node_budget: int = param(16, low=1, high=64, help="At most this many draft tokens per round.")
     adaptive: bool = param(False, help="Chains: lengthen after a fully accepted round, shorten otherwise.")
+    confidence: float = param(0.0, low=0.0, high=1.0,
+                              help="Chains from a model: stop drafting after a token the drafter gives less than this "
+                                   "probability (0 = never; transformers' assistant_confidence_threshold is 0.4).")
     exit_layer: int = param(0, low=0, high=256, note="[0, layers-1]",
                             help="early-exit: draft with the first L layers; 0 picks L each round (DEL).")
     ngram: int = param(3, low=1, high=8, help="prompt-lookup: longest n-gram matched in the context.")
@@ -145,7 +148,8 @@ def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) ->
         cache = out.cache
     pending, length, step = [context[-1]], params.draft_length, ctx.step_offset
     for round_index in range(ctx.max_new_tokens):
-        plan = TreePlan(params.tree, length, params.width, params.node_budget, should_stop=ctx.should_stop)
+        plan = TreePlan(params.tree, length, params.width, params.node_budget, params.confidence,
+                        should_stop=ctx.should_stop)
         draft = drafter.propose(context, plan, temperature, ctx.generator)  # asks plan.should_stop before each call
         if outcome.cancelled(ctx):  # before the verification call; the draft is dropped
             return

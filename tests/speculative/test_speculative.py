@@ -170,6 +170,7 @@ def test_gumbel_top_k_samples_without_replacement():
 # ---------------------------------------------------------------- the strategy
 TINY_DRAFTERS = [
     {"drafter": "model", "draft_model": "tiny-random-draft"},
+    {"drafter": "model", "draft_model": "tiny-random-draft", "confidence": 0.4, "adaptive": True},
     {"drafter": "early-exit", "exit_layer": 2},
     {"drafter": "early-exit"},  # dynamic exit layer (DEL)
     {"drafter": "prompt-lookup"},
@@ -191,6 +192,20 @@ def test_greedy_speculative_equals_target_greedy_on_tiny_models(tiny_lm, drafter
         assert [n["status"] for n in r.nodes if n["id"] in r.accepted_path] == ["accepted"] * len(r.accepted_path)
         path_tokens = [r.nodes[i]["token_id"] for i in r.accepted_path]
         assert r.token_ids == path_tokens + [r.extra_token_id]
+
+
+def test_the_confidence_cut_off_ends_a_chain_after_an_unsure_draft_token(tiny_lm):
+    params = {"drafter": "model", "draft_model": "tiny-random-draft", "draft_length": 6}
+    full = run_to_trace(tiny_lm, PROMPT, strategy="speculative", params=params, max_new_tokens=24)
+    cut = run_to_trace(tiny_lm, PROMPT, strategy="speculative", params=params | {"confidence": 0.3}, max_new_tokens=24)
+    assert cut.finish.token_ids == full.finish.token_ids  # greedy: the same text
+    assert all(len(r.nodes) == 6 for r in full.of_kind("spec_round")[:-1])
+    shorter = 0
+    for r in cut.of_kind("spec_round"):
+        qs = [n["q"] for n in r.nodes]
+        assert all(q >= 0.3 for q in qs[:-1])  # only the last drafted token may be below the threshold
+        shorter += len(qs) < 6 and qs[-1] < 0.3
+    assert shorter >= 1
 
 
 @pytest.mark.parametrize("params", [

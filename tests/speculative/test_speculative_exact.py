@@ -113,8 +113,9 @@ def test_the_sample_size_detects_a_total_variation_of_0_02():
 
 
 @pytest.mark.parametrize("plan", [TreePlan("chain", 3, 1, 8), TreePlan("static", 2, 2, 8),
-                                  TreePlan("dynamic", 3, 2, 8), TreePlan("dynamic", 4, 3, 12)],
-                         ids=lambda p: f"{p.shape}-d{p.depth}-w{p.width}")
+                                  TreePlan("dynamic", 3, 2, 8), TreePlan("dynamic", 4, 3, 12),
+                                  TreePlan("chain", 3, 1, 8, confidence=0.5)],  # the length depends on the draws
+                         ids=lambda p: f"{p.shape}-d{p.depth}-w{p.width}-c{p.confidence}")
 def test_tree_decisions_follow_the_target_exactly(plan):
     counts = counts_of(grow_tree, plan)
     expected = exact_two_tokens(P_LOGITS, TEMPERATURE)
