@@ -79,6 +79,11 @@ CASES = {
                                                          {"drafter": "model", "draft_model": "tiny-ar-draft",
                                                           "draft_length": 6, "confidence": 0.4, "adaptive": True},
                                                          {"assistant_model": "tiny-ar-draft"}),
+    "tiny-ar / DEER, tiny-diffusion (block 4)": ("tiny-ar", BIBLE, False, {"drafter": "diffusion", "draft_length": 4},
+                                                 None),
+    "tiny-ar / DEER, tiny-diffusion (block 8, confidence 0.4)": ("tiny-ar", BIBLE, False,
+                                                                 {"drafter": "diffusion", "draft_length": 8,
+                                                                  "confidence": 0.4}, None),
 }
 VERIFY_K = (1, 2, 3, 4, 6, 8)
 

@@ -55,7 +55,8 @@ def _controls(c: dict) -> None:
     c["spec:drafter"] = gr.Radio(drafter_order(), value=d["drafter"], label="Drafter", elem_id="spec-drafter",
                                  info="prompt-lookup copies from the context; early-exit drafts with the target's "
                                       "first layers; token-recycling reuses earlier verifications; model: a small "
-                                      "model of the same family.")
+                                      "model of the same family; eagle: a head trained on SmolLM2's features; "
+                                      "diffusion: tiny-diffusion drafts a whole block in one pass (DEER, for tiny-ar).")
     c["spec:draft_model"] = gr.Dropdown(model_choices(), value=DEFAULT_DRAFT_MODEL, label="Draft model",
                                         allow_custom_value=True, visible=d["drafter"] == "model",
                                         info="Must share the target's tokenizer.", elem_id="spec-draft-model")

@@ -11,6 +11,8 @@ Glossary
     rejected          drafted tokens the target tried and refused (red, faded).
     unvisited         drafted tokens never judged, because an ancestor was rejected or a sibling
                       was accepted first (grey, faded).
+    diffusion block   DEER rounds (drafter=diffusion): a dashed box around the drafted positions, all
+                      filled by one call of the diffusion model.
     extra token       the target's own token that ends every round (gold diamond): "bonus" (all
                       accepted to a leaf, drawn from p), "residual" (after a rejection, drawn from
                       norm(max(0, p - q))) or "correction" (greedy: the target's argmax).
@@ -154,6 +156,13 @@ def draft_tree_figure(trace: Trace, round_index: int | None = None) -> go.Figure
         hovertemplate="%{customdata[0]}: the target's %{customdata[1]} token<br>p = %{customdata[2]}<extra></extra>"))
     leaves = 1 + max(y for _, y in pos.values())
     depth = max(x for x, _ in pos.values())
+    block = r.extra.get("diffusion_block") if isinstance(r.extra, dict) else None
+    if block and r.nodes:  # DEER: the whole drafted block came from ONE diffusion call
+        right = max(n["depth"] for n in r.nodes) + 0.45
+        fig.add_shape(type="rect", x0=0.55, x1=right, y0=-0.55, y1=leaves - 0.45,
+                      line=dict(color="#7f5fbf", width=1.5, dash="dash"), fillcolor="rgba(127,95,191,0.07)", layer="below")
+        fig.add_annotation(x=right, y=leaves - 0.45, xanchor="right", yanchor="bottom", showarrow=False,
+                           text=f"diffusion block: {block} positions drafted in one pass", font=dict(size=11, color="#7f5fbf"))
     fig.update_layout(
         template=TEMPLATE, height=min(max(300, 150 + 42 * leaves), 700), margin=dict(l=70, r=30, t=80, b=40),
         title=dict(text=tree_title(r), font=dict(size=14)),

@@ -2,7 +2,9 @@
 
 Papers followed: see `decoding.speculative.verify` (Leviathan et al. 2023, Chen et al. 2023, SpecInfer,
 Sequoia), `decoding.speculative.drafters` (draft model, LayerSkip early exit, DEL, EAGLE-2 /
-DySpec dynamic trees) and `decoding.speculative.retrieval` (prompt lookup, Token Recycling).
+DySpec dynamic trees), `decoding.speculative.retrieval` (prompt lookup, Token Recycling),
+`decoding.speculative.eagle` (EAGLE's feature-level head) and `decoding.speculative.deer` (DEER: a
+diffusion model drafts a block in one pass).
 
 Glossary
     round     draft a tree, verify it with ONE target forward pass (tree attention), keep the
@@ -51,7 +53,8 @@ MAX_DRAFT_LENGTH = 16  # the longest chain / deepest tree (adaptive chains grow 
 class SpeculativeParams(Params):
     drafter: str = param("prompt-lookup", choices=DRAFTERS.names, help="Who proposes the draft tokens.")
     draft_model: str = param("", note="name or hub id",
-                             help="drafter=model: a smaller model with the target's tokenizer.")
+                             help="drafter=model: a smaller model with the target's tokenizer; drafter=diffusion: a "
+                                  "masked diffusion model with it (default tiny-diffusion).")
     tree: str = param("chain", choices=TREES,
                       help="Shape of the draft: one chain, a full tree, or best-first by draft probability.")
     draft_length: int = param(4, low=1, high=MAX_DRAFT_LENGTH, help="Draft tokens per chain / maximum tree depth.")
@@ -96,6 +99,14 @@ def _model_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
         raise ValueError(f"`draft_model` {params.draft_model!r} does not share the target's tokenizer "
                          f"({draft.vocab_size} vs {lm.vocab_size} vocabulary rows); pick a model of the same family")
     return ModelDrafter(draft, f"model:{draft.name}")
+
+
+@DRAFTERS.register("diffusion", help="DEER: a masked diffusion model drafts the whole block in one pass "
+                                     "(draft_model=tiny-diffusion for tiny-ar, the default)")
+def _diffusion_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
+    from decoding.speculative.deer import diffusion_drafter
+
+    return diffusion_drafter(lm, params.draft_model)
 
 
 @DRAFTERS.register("early-exit", help="the target's own first layers draft (LayerSkip; exit_layer=0 picks per round, DEL)")

@@ -366,3 +366,20 @@ def test_saved_trace_renders_the_same(trace, greedy_trace):
         assert spec_tokens_html(loaded) == spec_tokens_html(t)
         assert speculative_summary_html(loaded) == speculative_summary_html(t)
     assert draft_tree_figure(trace) is not draft_tree_figure(trace)
+
+
+def test_a_deer_round_draws_its_one_pass_block():
+    from decoding import run_to_trace
+    from visualizers.speculative import draft_tree_figure
+
+    trace = run_to_trace("tiny-random", "Hello there", strategy="speculative", max_new_tokens=6, chat=False,
+                         params={"drafter": "model", "draft_model": "tiny-random-draft"})
+    fig = draft_tree_figure(trace, 0)
+    assert not fig.layout.shapes  # a model drafter: no block
+    import dataclasses
+
+    r = trace.of_kind("spec_round")[0]
+    deer = dataclasses.replace(r, extra={"diffusion_block": len(r.nodes)})
+    trace.events[trace.events.index(r)] = deer
+    fig = draft_tree_figure(trace, 0)
+    assert len(fig.layout.shapes) == 1 and "drafted in one pass" in fig.layout.annotations[-1].text
