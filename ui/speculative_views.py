@@ -12,10 +12,13 @@ Glossary: see `visualizers/speculative.py` (draft / accepted / rejected / unvisi
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import gradio as gr
 
 from decoding.events import Trace, stats
 from decoding.registry import param_specs
+from decoding.speculative.strategy import draft_length_of
 from ui.common import EMPTY_STATS_HTML, check_names, fmt, stat_cards_html
 from visualizers._common import visible
 from visualizers.speculative import (acceptance_figure, draft_tree_figure, overlap_figure, spec_rounds,
@@ -118,7 +121,9 @@ def stats_html(trace: Trace) -> str:
              ("acceptance rate", fmt(s.get("acceptance_rate"), 2)),
              ("rounds", s.get("rounds", 0))]
     p = start.params
-    setting = f"{p.get('drafter')} drafter, {p.get('tree')} tree, draft length {p.get('draft_length')}"
+    length = p.get("draft_length") or (f"{draft_length_of(SimpleNamespace(**p))} (the drafter's default)"
+                                       if "drafter" in p else "–")
+    setting = f"{p.get('drafter')} drafter, {p.get('tree')} tree, draft length {length}"
     if p.get("temperature"):
         setting += f", temperature {p['temperature']:g}"
     return stat_cards_html(cards, f"{start.model} · {setting} · {start.dtype} on {start.device}")

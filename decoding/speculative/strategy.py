@@ -47,6 +47,14 @@ from decoding.autoregressive import point_mass, token_event
 DRAFTERS: Registry[Callable[[LM, "SpeculativeParams"], Drafter]] = Registry("drafter")  # name -> factory(target, params)
 TREES = ("chain", "static", "dynamic")
 MAX_DRAFT_LENGTH = 16  # the longest chain / deepest tree (adaptive chains grow up to it)
+DEFAULT_DRAFT_LENGTH = 4
+# a drafter whose drafts cost nothing to make drafts further: its misses cost only verification positions
+DRAFTER_DRAFT_LENGTHS = {"prompt-lookup": 10}
+
+
+def draft_length_of(params) -> int:
+    """The draft length a run uses: `draft_length`, or the drafter's default when it is 0."""
+    return params.draft_length or DRAFTER_DRAFT_LENGTHS.get(params.drafter, DEFAULT_DRAFT_LENGTH)
 
 
 @dataclass(frozen=True)
@@ -57,7 +65,9 @@ class SpeculativeParams(Params):
                                   "masked diffusion model with it (default tiny-diffusion).")
     tree: str = param("chain", choices=TREES,
                       help="Shape of the draft: one chain, a full tree, or best-first by draft probability.")
-    draft_length: int = param(4, low=1, high=MAX_DRAFT_LENGTH, help="Draft tokens per chain / maximum tree depth.")
+    draft_length: int = param(0, low=0, high=MAX_DRAFT_LENGTH,
+                              help="Draft tokens per chain / maximum tree depth; 0 = the drafter's own default "
+                                   "(prompt-lookup 10, as transformers' prompt_lookup_num_tokens; the others 4).")
     width: int = param(2, low=1, high=8, help="Children per node (static) or nodes kept per level (dynamic).")
     node_budget: int = param(16, low=1, high=64, help="At most this many draft tokens per round.")
     adaptive: bool = param(False, help="Chains: lengthen after a fully accepted round, shorten otherwise.")
@@ -111,7 +121,7 @@ def _diffusion_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
 
 @DRAFTERS.register("early-exit", help="the target's own first layers draft (LayerSkip; exit_layer=0 picks per round, DEL)")
 def _early_exit_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
-    return EarlyExitDrafter(lm, params.exit_layer, max_depth=params.draft_length)
+    return EarlyExitDrafter(lm, params.exit_layer, max_depth=draft_length_of(params))
 
 
 @DRAFTERS.register("prompt-lookup", help="continuations of earlier occurrences of the last n-gram")
@@ -135,7 +145,7 @@ def _eagle_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
 def check_run(lm: LM, params: SpeculativeParams, prompt_ids: list[int], max_new_tokens: int,
               prefix_ids: list[int]) -> None:
     """Before a run: the prompt, the new tokens and the deepest draft a round verifies fit the target's context."""
-    lookahead = MAX_DRAFT_LENGTH if params.adaptive and params.tree == "chain" else params.draft_length
+    lookahead = MAX_DRAFT_LENGTH if params.adaptive and params.tree == "chain" else draft_length_of(params)
     lm.check_fits(len(prompt_ids) + len(prefix_ids), max_new_tokens, lookahead)
 
 
@@ -157,7 +167,7 @@ def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) ->
     if len(context) > 1:
         out, prefill_passes = _prefill(lm, drafter, context[:-1], cache, greedy, temperature), 1
         cache = out.cache
-    pending, length, step = [context[-1]], params.draft_length, ctx.step_offset
+    pending, length, step = [context[-1]], draft_length_of(params), ctx.step_offset
     for round_index in range(ctx.max_new_tokens):
         plan = TreePlan(params.tree, length, params.width, params.node_budget, params.confidence,
                         should_stop=ctx.should_stop)

@@ -276,7 +276,8 @@ def test_rounds_record_the_tree_and_timing(tiny_lm):
     ({"drafter": "oracle"}, "`drafter` must be one of"),
     ({"tree": "forest"}, "`tree` must be one of"),
     ({"drafter": "model"}, "`draft_model` is required"),
-    ({"draft_length": 0}, r"`draft_length` must be an integer in \[1, 16\]"),
+    ({"draft_length": -1}, r"`draft_length` must be an integer in \[0, 16\]"),
+    ({"draft_length": 17}, r"`draft_length` must be an integer in \[0, 16\]"),
     ({"temperature": -1}, "`temperature`"),
     ({"drafter": "early-exit", "exit_layer": 99}, "`exit_layer` must be in"),
 ])

@@ -95,7 +95,7 @@ def test_a_bad_or_non_speculative_upload_is_refused(tmp_path, content, message):
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"prompt": "  "}, "`prompt` is empty"),
-    ({"draft_length": 0}, r"`draft_length` must be an integer in \[1, 16\]"),
+    ({"draft_length": 17}, r"`draft_length` must be an integer in \[0, 16\]"),
     ({"drafter": "model", "draft_model": ""}, "`draft_model` is required"),
     ({"model": "no-such-model"}, "unknown model 'no-such-model'"),
     ({"max_new_tokens": 0}, "`max_new_tokens`"),
