@@ -238,7 +238,7 @@ def test_a_prompt_beyond_the_context_is_refused_with_the_numbers(capsys):
         run_api(prompt=prompt)
     with pytest.raises(gr.Error, match=expected):
         playground(prompt=prompt)
-    with pytest.raises(gr.Error, match=expected.replace("3 exceed", "3 and 4 draft positions exceed")):
+    with pytest.raises(gr.Error, match=expected.replace("3 exceed", "3 and 10 draft positions exceed")):
         speculative_tab(prompt=prompt)
     with pytest.raises(gr.Error, match=expected):
         scaling_tab(prompt=prompt)
