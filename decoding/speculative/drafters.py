@@ -73,6 +73,7 @@ class Draft:
 def gumbel_top_k(logq: torch.Tensor, k: int, generator: torch.Generator) -> list[int]:
     """k distinct tokens sampled without replacement from softmax(logq), in draw order (Gumbel-top-k)."""
     u = torch.rand(logq.shape, generator=generator, dtype=torch.float64).clamp_(1e-12, 1 - 1e-12)
+    logq = logq.to(u.device)  # where the generator lives (a CPU generator draws on the CPU)
     keys = logq.double() - torch.log(-torch.log(u))
     keys[~torch.isfinite(logq)] = -math.inf
     k = min(k, int(torch.isfinite(logq).sum()))
@@ -82,6 +83,8 @@ def gumbel_top_k(logq: torch.Tensor, k: int, generator: torch.Generator) -> list
 def iid_draws(logq: torch.Tensor, k: int, generator: torch.Generator) -> list[int]:
     """k tokens drawn i.i.d. from softmax(logq), with replacement (SpecTr's drafts; repeats allowed)."""
     probs = torch.softmax(logq.double(), -1)  # (V,)
+    if generator is not None:  # draw where the generator lives (a CPU one cannot draw for CUDA tensors)
+        probs = probs.to(generator.device)
     return torch.multinomial(probs, k, replacement=True, generator=generator).tolist()
 
 

@@ -143,6 +143,8 @@ def verify_tree(tree: DraftTree, target_probs: torch.Tensor, generator: torch.Ge
             match, residual = _try_children(tree, node, kids, p, generator, visits)
         if match is None:
             kind = "residual" if kids else "bonus"
+            if generator is not None:  # draw where the generator lives (a CPU one cannot draw for CUDA tensors)
+                residual = residual.to(generator.device)
             token = int(torch.multinomial(residual, 1, generator=generator))
             return Verdict(accepted, token, kind, visits, rhos)
         accepted.append(match)
@@ -212,11 +214,10 @@ def spectr_rho(p: torch.Tensor, q: torch.Tensor, k: int) -> float:
     p, q = p.double(), q.double()
     keep = q > 0  # tokens q never drafts add nothing to beta
     ratios, order = (p[keep] / q[keep]).sort()  # (M,) where min(q, p / rho) switches from q to p / rho
-    zero = torch.zeros(1, dtype=torch.float64)
+    zero = torch.zeros(1, dtype=torch.float64, device=p.device)
     p_below = torch.cat([zero, p[keep][order].cumsum(0)])  # (M + 1,) p mass of the first j ratios
     q_from = q[keep][order].sum() - torch.cat([zero, q[keep][order].cumsum(0)])  # (M + 1,) q mass of the rest
-    knots = torch.cat([torch.tensor([1.0], dtype=torch.float64), ratios[(ratios > 1) & (ratios < k)],
-                       torch.tensor([float(k)], dtype=torch.float64)])  # ascending; rho = k is always feasible
+    knots = torch.cat([zero + 1, ratios[(ratios > 1) & (ratios < k)], zero + k])  # ascending; rho = k is feasible
     j = torch.searchsorted(ratios, knots)  # tokens with ratio < knot
     beta = q_from[j] + p_below[j] / knots  # (knots,)
     tries = torch.stack([(1 - beta) ** e for e in range(k)]).sum(0)  # (knots,) as `_tries`
