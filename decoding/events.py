@@ -97,6 +97,7 @@ class DraftDist(_DraftDistKeys, total=False):
     q_top_ids: list[Count]
     q_top_probs: list[Prob]
     q_top_tokens: list[str]
+    rho: Annotated[float, Range(1)]  # rule spectr: SpecTr's rho* where sampled siblings were tried
 
 
 class _ParticleKeys(TypedDict):
@@ -188,7 +189,9 @@ class SpecRound(Event):
     "token_id", "token_text", "q" (draft probability of the token; 1.0 for deterministic
     drafters), "logq_cum" (cumulative draft log-prob from the root), "p" (target probability of
     the token at its parent position, temperature applied), "status" ("accepted", "rejected" or
-    "unvisited"), "u" (the uniform draw, None for greedy or unvisited), "accept_prob"}.
+    "unvisited"), "u" (the uniform draw, None for greedy or unvisited), "accept_prob" (the
+    probability it was accepted with: min(1, p/q) for its residual p and q under rule rsd, min(1,
+    p/(rho q)) under rule spectr; 1 or 0 for greedy agreement)}.
     """
 
     kind: ClassVar[str] = "spec_round"
@@ -203,7 +206,8 @@ class SpecRound(Event):
     extra_p: Prob  # target probability of the extra token
     token_ids: list[Count]  # accepted tokens then the extra token
     dists: list[DraftDist]  # per expanded position: {"parent" (node id, -1 = root), "p_top_ids", "p_top_probs",
-    #                    "q_top_ids", "q_top_probs" (empty for deterministic drafters), "overlap" = sum min(p, q)}
+    #                    "q_top_ids", "q_top_probs" (empty for deterministic drafters), "overlap" = sum min(p, q),
+    #                    "rho" (rule spectr, where sampled siblings were tried: SpecTr's rho*)}
     draft_forward_passes: Count
     target_forward_passes: Count
     draft_time_s: Seconds

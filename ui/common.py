@@ -641,11 +641,12 @@ def lab_columns(c: dict, controls: Callable[[dict], None], views: Callable[[dict
 QUIET = dict(show_progress="hidden", api_visibility="undocumented")  # quick view updates, not in the API page
 
 
-def wire_lab(c: dict, cb, outputs: dict, state: list, run_inputs: dict, controls: tuple, lab: str = "") -> None:
+def wire_lab(c: dict, cb, outputs: dict, state: list, run_inputs: dict, controls: tuple, lab: str = "") -> dict:
     """The events every lab tab wires the same way: the preset menu, Generate (in the shared model
     queue), Stop (cancel, then show what ran) and the replay upload. `cb` is the tab's callbacks
     module (preset_chosen, generate_run, stop_run, replay); `c` its widgets by name; `run_inputs`
-    {parameter name of `cb.generate_run`: component}, passed by name (see `bind`)."""
+    {parameter name of `cb.generate_run`: component}, passed by name (see `bind`). Returns the events
+    that leave new views ({"generate", "stop", "upload"}), for a tab to chain a view of its own with `.then`."""
     preset_outputs = {k: c[k] for k in controls + ("note",)}
     chosen = bind(cb.preset_chosen, preset_outputs)
     c["preset"].input(chosen, c["preset"], list(preset_outputs.values()), **QUIET)
@@ -655,10 +656,12 @@ def wire_lab(c: dict, cb, outputs: dict, state: list, run_inputs: dict, controls
                               concurrency_limit=model_concurrency(),
                               show_progress="minimal", show_progress_on=[c["status"]], api_visibility="undocumented")
     # Cancel first (`model_event`: it returns once the worker has stopped), then show the result.
-    c["stop"].click(None, cancels=[run], api_visibility="undocumented").then(
+    stopped = c["stop"].click(None, cancels=[run], api_visibility="undocumented").then(
         bind(cb.stop_run, outputs), state, list(outputs.values()), **QUIET)
     replay_outputs = outputs | {k: c[k] for k in controls}
-    c["upload"].upload(bind(cb.replay, replay_outputs), [c["upload"]] + state, list(replay_outputs.values()), **QUIET)
+    uploaded = c["upload"].upload(bind(cb.replay, replay_outputs), [c["upload"]] + state,
+                                  list(replay_outputs.values()), **QUIET)
+    return {"generate": run, "stop": stopped, "upload": uploaded}
 
 
 def load_replay(path, lab: str, what: str, accepts: Callable, render: Callable,

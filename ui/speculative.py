@@ -1,6 +1,7 @@
 """The Speculative tab: a drafter proposes a token tree, the target verifies it in one forward pass.
 Watch each round's tree (accepted green, rejected red, the target's own token gold), the accepted
 length per round, and p versus q where the draft was made; compare the speed with plain decoding.
+An accordion shows the verification rules at one position as couplings (`visualizers/coupling.py`).
 
     build_speculative()   lays the tab out inside the current Blocks and wires it (used by app.py)
     demo()                the tab as a Blocks of its own:  python -m ui.speculative
@@ -29,6 +30,10 @@ from ui.speculative_views import (CONTROLS, DEFAULT_DRAFT_MODEL, DEFAULT_MAX_NEW
 INTRO = ("A cheap **drafter** guesses several tokens ahead; the **target** model checks the whole guess in **one** "
          "forward pass and keeps the longest prefix it agrees with, plus one token of its own. With temperature 0 "
          "the text is exactly the target's greedy text, only faster when the guesses are good.")
+COUPLING_HELP = ("Each lossless rule ties the draft to the output differently. With the shown round's p and q at the "
+                 "chosen position (or a built-in example): speculative sampling, RSD (the default `rule`), SpecTr "
+                 "(`rule=spectr`) and a minimum-entropy coupling, each as a joint of draft and output; the diagonal "
+                 "is how often the output is a draft.")
 NO_PLAIN = "No plain decoding run to export: tick “Also run plain decoding” and Generate."
 PREFERRED_DRAFTERS = ("prompt-lookup", "early-exit", "token-recycling", "model")  # menu order; others follow
 
@@ -115,6 +120,12 @@ def _views(c: dict) -> None:
     c["overlap"] = gr.Plot(initial["overlap"], label="Target p vs draft q", elem_id="spec-overlap")
     c["position"] = gr.Dropdown([], label="Position in this round", interactive=False, elem_id="spec-position",
                                 info="Where the drafter proposed children: compare the target's p with the draft's q.")
+    with gr.Accordion("Verification rules, one position", open=False, elem_id="spec-coupling"):
+        gr.Markdown(COUPLING_HELP, elem_classes="dl-help")
+        c["coupling_k"] = gr.Slider(1, 4, value=cb.COUPLING_K, step=1, label="drafts k", elem_id="spec-coupling-k",
+                                    info="How many drafts the multi-draft rules (RSD, SpecTr) get at this position.")
+        c["coupling"] = gr.Plot(cb.coupling_view(cb.COUPLING_K, 0, -1, None)["coupling"], show_label=False,
+                                elem_id="spec-coupling-plot")
     gr.Markdown("### Speculative vs plain decoding")
     c["summary"] = gr.HTML(initial["summary"], elem_id="spec-summary")
     gr.Markdown(INTRO, elem_classes="dl-help")
@@ -138,10 +149,15 @@ def _wire(c: dict) -> None:
     c["spec:drafter"].change(bind(cb.drafter_changed, shown), c["spec:drafter"], list(shown.values()), **QUIET)
     run_inputs = named_inputs({k: c[k] for k in ("model", "prompt", "max_new_tokens", "seed", "chat", "compare")},
                               {name: c[f"spec:{name}"] for name in SPEC_FIELDS})
-    wire_lab(c, cb, outputs, state, run_inputs, CONTROLS, lab="speculative")
-    c["round"].release(bind(cb.choose_round, outputs), [c["round"]] + state, list(outputs.values()), **QUIET)
-    c["position"].input(bind(cb.choose_position, outputs), [c["position"], c["round"]] + state,
-                        list(outputs.values()), **QUIET)
+    events = wire_lab(c, cb, outputs, state, run_inputs, CONTROLS, lab="speculative")
+    coupling = (bind(cb.coupling_view, {"coupling": c["coupling"]}),
+                [c["coupling_k"], c["round"], c["position"], c["trace"]], [c["coupling"]])
+    picked = [c["round"].release(bind(cb.choose_round, outputs), [c["round"]] + state, list(outputs.values()), **QUIET),
+              c["position"].input(bind(cb.choose_position, outputs), [c["position"], c["round"]] + state,
+                                  list(outputs.values()), **QUIET)]
+    for event in picked + list(events.values()):
+        event.then(*coupling, **QUIET)
+    c["coupling_k"].release(*coupling, **QUIET)
     wire_download(c["dl_json"], download, [c["trace"]])
     wire_download(c["dl_plain"], lambda plain: download(plain, missing=NO_PLAIN), [c["plain"]])
 

@@ -22,6 +22,9 @@ from ui.speculative_views import (SPEC_DEFAULTS, SPEC_FIELDS, STRATEGY, UI_MAX_N
                                   collect_spec_params, stats_line, views)
 from visualizers import spec_tokens_html
 from visualizers._common import esc
+from visualizers.coupling import coupling_figure
+
+COUPLING_K = 2  # the coupling view's drafts k at first
 
 
 def drafter_changed(drafter: str) -> dict:
@@ -113,6 +116,15 @@ def choose_position(parent, round_index, trace, baseline) -> dict:
     if trace is None or trace.start is None or parent is None:
         return {}
     return views(trace, baseline, as_int(round_index), as_int(parent))
+
+
+def coupling_view(k, round_index, parent, trace) -> dict:
+    """The accordion "Verification rules, one position": the rules at the shown round's position (its
+    recorded p and q), or at the built-in example before a run or where no q was recorded."""
+    k, round_index = as_int(k), as_int(round_index)
+    parent = -1 if parent is None else as_int(parent)
+    shown = trace if trace is not None and trace.of_kind("spec_round") else None
+    return {"coupling": coupling_figure(shown, round_index if shown else None, parent, k=k)}
 
 
 def replay(path, trace, baseline) -> dict:

@@ -15,7 +15,8 @@ Glossary
                       filled by one call of the diffusion model.
     extra token       the target's own token that ends every round (gold diamond): "bonus" (all
                       accepted to a leaf, drawn from p), "residual" (after a rejection, drawn from
-                      norm(max(0, p - q))) or "correction" (greedy: the target's argmax).
+                      norm(max(0, p - q)); under rule spectr, SpecTr's residual) or "correction"
+                      (greedy: the target's argmax).
     overlap           Σ min(p, q) over the vocabulary at one position: the probability that a
                       token drawn from q is accepted there (a deterministic draft x: p(x)).
 """

@@ -8,9 +8,13 @@ Papers followed
     Decoding" (pick the exit layer and draft length per round from the acceptance each layer
     would have had on the tokens just verified);
     Li et al. 2024, "EAGLE-2" and Xiong et al. 2024, "DySpec" (dynamic trees grown by the
-    cumulative draft probability under a node budget); Chen et al. 2024, "Sequoia" (siblings
-    sampled without replacement, so sampling verification stays lossless). How the dynamic
-    tree stays lossless when sampling: `allot_children`. The confidence cut-off of a chain
+    cumulative draft probability under a node budget); Chen et al. 2024, "Sequoia" and Jeon et
+    al. 2024, "Recursive Speculative Decoding: Accelerating LLM Inference via Sampling Without
+    Replacement" (RSD: siblings sampled without replacement, Gumbel-top-k, then recursive
+    rejection sampling: the default rule "rsd"); Sun et al. 2023, "SpecTr: Fast Speculative
+    Decoding via Optimal Transport" (rule "spectr": siblings drawn i.i.d. from q, with
+    replacement, for its k-sequential selection). Both are lossless; see
+    `decoding.speculative.verify`. How the dynamic tree stays lossless when sampling: `allot_children`. The confidence cut-off of a chain
     (transformers' `assistant_confidence_threshold`): drafting stops after a token whose draft
     probability is below the threshold; the draft's length is then a stopping time of the draft
     itself, which keeps chain verification lossless (each position is still judged against q).
@@ -37,7 +41,7 @@ from decoding.contracts import Drafter, Feedback, never
 from decoding.lm import LM, crop_cache
 from decoding.models import LoadedModel
 from decoding.sampling import tempered
-from decoding.speculative.verify import ROOT, DraftTree
+from decoding.speculative.verify import ROOT, RULES, DraftTree
 
 TOP_RECORDED = 8  # top tokens of p and q recorded per expanded position
 OBSERVED_ROWS = 4  # verified positions DEL scores per round
@@ -54,6 +58,11 @@ class TreePlan:
     confidence: float = 0.0  # chain: stop drafting after a token whose draft probability is below this
     should_stop: Callable[[], bool] = field(default=never, compare=False, repr=False)  # the run's Stop: a
     #                                  drafter asks before each model call and returns the draft it has
+    rule: str = "rsd"  # how sampled siblings are drawn: "rsd" without replacement, "spectr" i.i.d. (RULES)
+
+    def __post_init__(self):
+        if self.rule not in RULES:
+            raise ValueError(f"`rule` must be one of {', '.join(RULES)}, got {self.rule!r}")
 
 
 @dataclass
@@ -68,10 +77,19 @@ class Draft:
 def gumbel_top_k(logq: torch.Tensor, k: int, generator: torch.Generator) -> list[int]:
     """k distinct tokens sampled without replacement from softmax(logq), in draw order (Gumbel-top-k)."""
     u = torch.rand(logq.shape, generator=generator, dtype=torch.float64).clamp_(1e-12, 1 - 1e-12)
+    logq = logq.to(u.device)  # where the generator lives (a CPU generator draws on the CPU)
     keys = logq.double() - torch.log(-torch.log(u))
     keys[~torch.isfinite(logq)] = -math.inf
     k = min(k, int(torch.isfinite(logq).sum()))
     return keys.topk(k).indices.tolist()
+
+
+def iid_draws(logq: torch.Tensor, k: int, generator: torch.Generator) -> list[int]:
+    """k tokens drawn i.i.d. from softmax(logq), with replacement (SpecTr's drafts; repeats allowed)."""
+    probs = torch.softmax(logq.double(), -1)  # (V,)
+    if generator is not None:  # draw where the generator lives (a CPU one cannot draw for CUDA tensors)
+        probs = probs.to(generator.device)
+    return torch.multinomial(probs, k, replacement=True, generator=generator).tolist()
 
 
 def shallow_view(model: torch.nn.Module, num_layers: int) -> torch.nn.Module:
@@ -148,10 +166,12 @@ def grow_tree(expand: Expand, plan: TreePlan, temperature: float, generator: tor
     The decision is kept apart from the model call so tests can drive it with hand-made logits.
     Each level first decides HOW MANY children every frontier node gets (`allot_children`),
     from what is known before any child is drawn, then draws them: greedily (top-k of q) at
-    temperature 0, otherwise without replacement from q (Gumbel-top-k), in draw order.
+    temperature 0, otherwise from q in draw order: without replacement (Gumbel-top-k) under
+    rule rsd, i.i.d. with replacement under rule spectr (`plan.rule`, recorded on the tree).
     """
     greedy = temperature == 0
-    draft = Draft(DraftTree())
+    draw = iid_draws if plan.rule == "spectr" else gumbel_top_k
+    draft = Draft(DraftTree(rule=plan.rule))
     tree = draft.tree
     frontier = [ROOT]
     scores: dict[int, float] = {ROOT: 0.0}  # cumulative draft log-prob of each node's path
@@ -167,7 +187,7 @@ def grow_tree(expand: Expand, plan: TreePlan, temperature: float, generator: tor
             draft.q_dists[parent] = logq.exp()
             if count == 0:
                 continue
-            picks = logq.topk(count).indices.tolist() if greedy else gumbel_top_k(logq, count, generator)
+            picks = logq.topk(count).indices.tolist() if greedy else draw(logq, count, generator)
             if not greedy:
                 tree.sibling_q[parent] = draft.q_dists[parent]
             for token in picks:
@@ -191,8 +211,9 @@ def allot_children(logqs: torch.Tensor, parent_scores: list[float], plan: TreePl
 
     Why not score the drawn children themselves, as EAGLE-2 does greedily: with sampling, a
     child whose presence depends on its own drawn value is no longer a draw from q, and the
-    multi-candidate verification (SpecInfer, Miao et al. 2024; Sequoia, Chen et al. 2024) is
-    only lossless for children drawn without replacement from q in a number fixed in advance.
+    multi-candidate verification (SpecInfer, Miao et al. 2024; Sequoia, Chen et al. 2024; RSD,
+    Jeon et al. 2024; SpecTr's K-SEQ, Sun et al. 2023) is only lossless for children drawn from q
+    (without replacement, or i.i.d. for SpecTr) in a number fixed in advance.
     Here the counts depend on the parents (already in the tree) and on q, never on the draws,
     so a sampled dynamic tree follows the target's distribution exactly; greedy trees are the
     same as EAGLE-2's.

@@ -1,10 +1,10 @@
 """Speculative decoding: a drafter proposes a token tree, the target verifies it in one call.
 
 Papers followed: see `decoding.speculative.verify` (Leviathan et al. 2023, Chen et al. 2023, SpecInfer,
-Sequoia), `decoding.speculative.drafters` (draft model, LayerSkip early exit, DEL, EAGLE-2 /
-DySpec dynamic trees), `decoding.speculative.retrieval` (prompt lookup, Token Recycling),
-`decoding.speculative.eagle` (EAGLE's feature-level head) and `decoding.speculative.deer` (DEER: a
-diffusion model drafts a block in one pass).
+Sequoia, RSD, SpecTr: the verification `rule`), `decoding.speculative.drafters` (draft model, LayerSkip
+early exit, DEL, EAGLE-2 / DySpec dynamic trees), `decoding.speculative.retrieval` (prompt lookup, Token
+Recycling), `decoding.speculative.eagle` (EAGLE's feature-level head) and `decoding.speculative.deer`
+(DEER: a diffusion model drafts a block in one pass).
 
 Glossary
     round     draft a tree, verify it with ONE target forward pass (tree attention), keep the
@@ -38,7 +38,7 @@ from decoding.events import Event, SpecRound
 from decoding.lm import LM, crop_cache
 from decoding.speculative.drafters import TOP_RECORDED, EarlyExitDrafter, ModelDrafter, TreePlan
 from decoding.speculative.retrieval import PromptLookupDrafter, TokenRecyclingDrafter
-from decoding.speculative.verify import ROOT, verify_tree
+from decoding.speculative.verify import ROOT, RULES, verify_tree
 from decoding.params import Params, param
 from decoding.registry import Registry, family_check, register_strategy
 from decoding.sampling import tempered
@@ -79,6 +79,10 @@ class SpeculativeParams(Params):
     ngram: int = param(3, low=1, high=8, help="prompt-lookup: longest n-gram matched in the context.")
     temperature: float = param(0.0, low=0.0, high=5.0,
                                help="0 verifies greedily; above 0 speculative sampling at this temperature.")
+    rule: str = param("rsd", choices=RULES,
+                      help="Sampled sibling drafts: rsd draws them without replacement and rejects recursively "
+                           "(RSD/SpecInfer); spectr draws them i.i.d. and uses SpecTr's k-sequential selection. "
+                           "Both are lossless; temperature 0 and deterministic drafters verify the same either way.")
 
     def __post_init__(self):
         super().__post_init__()
@@ -170,7 +174,7 @@ def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) ->
     pending, length, step = [context[-1]], draft_length_of(params), ctx.step_offset
     for round_index in range(ctx.max_new_tokens):
         plan = TreePlan(params.tree, length, params.width, params.node_budget, params.confidence,
-                        should_stop=ctx.should_stop)
+                        should_stop=ctx.should_stop, rule=params.rule)
         draft = drafter.propose(context, plan, temperature, ctx.generator)  # asks plan.should_stop before each call
         if outcome.cancelled(ctx):  # before the verification call; the draft is dropped
             return
@@ -258,7 +262,7 @@ def _round_event(ctx, lm, round_index, step, drafter, draft, verdict, probs, pro
                       "q_top_probs": q_top.values.tolist() if q_top is not None else [],
                       "p_top_tokens": [lm.token_text(t) for t in p_top.indices.tolist()],
                       "q_top_tokens": [lm.token_text(t) for t in q_top.indices.tolist()] if q_top is not None else [],
-                      "overlap": overlap})
+                      "overlap": overlap} | ({"rho": verdict.rho[parent]} if parent in verdict.rho else {}))
     last = verdict.accepted[-1] if verdict.accepted else ROOT
     return SpecRound(
         round=round_index, step=step, drafter=drafter.name, nodes=nodes, accepted_path=list(verdict.accepted),

@@ -10,7 +10,7 @@ from decoding.events import SpecRound, TokenStep, stats
 from decoding.lm import LM
 from decoding.models import load_model
 from decoding.speculative import verify
-from decoding.speculative.drafters import TreePlan, gumbel_top_k, shallow_view
+from decoding.speculative.drafters import TreePlan, gumbel_top_k, iid_draws, shallow_view
 from decoding.speculative.retrieval import PromptLookupDrafter, build_trie
 from decoding.speculative.verify import ROOT, DraftTree, verify_tree
 
@@ -62,6 +62,16 @@ def siblings_without_replacement(gen):
     return tree
 
 
+def iid_siblings(gen):
+    """SpecTr's drafts: three siblings drawn i.i.d. from Q (repeats allowed), verified by K-SEQ."""
+    tree = DraftTree(rule="spectr")
+    tree.sibling_q[ROOT] = Q
+    for x in iid_draws(Q.log(), 3, gen):
+        node = tree.add(ROOT, x, Q[x].item())
+        tree.add(node, 1, 0.5)
+    return tree
+
+
 def deterministic_children(gen):
     tree = DraftTree()
     for x in (3, 4):  # fixed guesses, as retrieval drafters make
@@ -69,7 +79,7 @@ def deterministic_children(gen):
     return tree
 
 
-@pytest.mark.parametrize("make_tree", [chain_from_q, siblings_without_replacement, deterministic_children])
+@pytest.mark.parametrize("make_tree", [chain_from_q, siblings_without_replacement, iid_siblings, deterministic_children])
 def test_speculative_sampling_output_follows_the_target(make_tree):
     counts = first_token_counts(make_tree)
     assert chi2_pvalue(counts, P.tolist()) > 0.001, counts
@@ -81,6 +91,25 @@ def test_the_statistical_test_catches_a_wrong_rule(make_tree, monkeypatch):
     monkeypatch.setattr(verify, "residual_distribution", lambda p, q: p.clone())
     counts = first_token_counts(make_tree, trials=20_000, seed=1)
     assert chi2_pvalue(counts, P.tolist()) < 1e-6, counts
+
+
+def test_the_statistical_test_catches_a_wrong_spectr_residual(monkeypatch):
+    """SpecTr with speculative sampling's one-draft residual norm(max(0, p - q)) instead of its own: it must fail."""
+    monkeypatch.setattr(verify, "spectr_residual", lambda p, q, k, rho: verify.residual_distribution(p, q))
+    counts = first_token_counts(iid_siblings, trials=20_000, seed=1)
+    assert chi2_pvalue(counts, P.tolist()) < 1e-6, counts
+
+
+def test_spectr_records_rho_and_its_acceptance_probabilities():
+    gen = torch.Generator().manual_seed(2)
+    tree = iid_siblings(gen)
+    verdict = verify_tree(tree, torch.stack([P] + [CHILD_P] * len(tree)), gen, greedy=False)
+    rho = verdict.rho[ROOT]
+    assert 1 < rho <= 3 and rho == verify.spectr_rho(P, Q, 3)
+    for visit in verdict.visits:
+        if tree.parents[visit.node] == ROOT:
+            x = tree.tokens[visit.node]
+            assert visit.accept_prob == pytest.approx(min(1.0, P[x].item() / (rho * Q[x].item())))
 
 
 def test_two_token_sequences_follow_the_target():
@@ -208,6 +237,31 @@ def test_the_confidence_cut_off_ends_a_chain_after_an_unsure_draft_token(tiny_lm
     assert shorter >= 1
 
 
+@pytest.mark.parametrize("tree", ["chain", "static", "dynamic"])
+@pytest.mark.parametrize("drafter", TINY_DRAFTERS[:2], ids=lambda d: "-".join(map(str, d.values())))
+def test_greedy_spectr_rule_equals_target_greedy_on_tiny_models(tiny_lm, drafter, tree):
+    """At temperature 0 the rule changes nothing: greedy verification, top-k drafts."""
+    base = run_to_trace(tiny_lm, PROMPT, strategy="greedy", max_new_tokens=30)
+    spec = run_to_trace(tiny_lm, PROMPT, strategy="speculative", max_new_tokens=30,
+                        params=drafter | {"tree": tree, "rule": "spectr", "width": 3})
+    assert spec.finish.token_ids == base.finish.token_ids
+
+
+def test_spectr_rounds_draw_siblings_with_replacement_and_record_rho(tiny_lm):
+    trace = run_to_trace(tiny_lm, PROMPT, strategy="speculative", max_new_tokens=12, seed=0,
+                         params={"drafter": "model", "draft_model": "tiny-random-draft", "tree": "static", "width": 3,
+                                 "draft_length": 2, "temperature": 1.0, "rule": "spectr"})
+    rounds = trace.of_kind("spec_round")
+    assert trace.start.params["rule"] == "spectr"
+    for r in rounds:
+        tried = {n["parent"] for n in r.nodes if n["status"] != "unvisited"}
+        assert tried <= {d["parent"] for d in r.dists if "rho" in d}  # rho* wherever siblings were tried
+        for n in r.nodes:
+            d = next(d for d in r.dists if d["parent"] == n["parent"])
+            if n["accept_prob"] is not None:  # min(1, p / (rho q))
+                assert n["accept_prob"] == pytest.approx(min(1.0, n["p"] / (d["rho"] * n["q"])), rel=1e-4)
+
+
 @pytest.mark.parametrize("params", [
     {"drafter": "early-exit", "exit_layer": 24, "tree": "chain"},
     {"drafter": "early-exit", "tree": "dynamic"},
@@ -275,6 +329,7 @@ def test_rounds_record_the_tree_and_timing(tiny_lm):
 @pytest.mark.parametrize("params, message", [
     ({"drafter": "oracle"}, "`drafter` must be one of"),
     ({"tree": "forest"}, "`tree` must be one of"),
+    ({"rule": "specinfer"}, "`rule` must be one of"),
     ({"drafter": "model"}, "`draft_model` is required"),
     ({"draft_length": -1}, r"`draft_length` must be an integer in \[0, 16\]"),
     ({"draft_length": 17}, r"`draft_length` must be an integer in \[0, 16\]"),

@@ -6,7 +6,8 @@ Two levels, both on Markov targets whose exact two-token distribution is known:
 - the whole engine (`run_to_trace`) on toy Markov models built as real Llama models
   (`tests/markov.py`), for every drafter and tree shape: the path a user's run takes.
 A value-based dynamic selection (the rule before issue 11, kept here as `value_based_grow_tree`)
-fails the same tests, so they can fail.
+fails the same tests, so they can fail. Both levels also run SpecTr's rule (siblings drawn i.i.d.,
+k-sequential selection), and a wrong SpecTr residual fails the engine's test.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import torch
 from decoding import run_to_trace
 from decoding.lm import LM
 from decoding.speculative import drafters as model_drafters
+from decoding.speculative import verify
 from decoding.speculative.drafters import Draft, DraftTree, TreePlan, grow_tree, gumbel_top_k
 from decoding.speculative.verify import ROOT, verify_tree
 from markov import markov_llama, register, word_tokenizer
@@ -114,8 +116,9 @@ def test_the_sample_size_detects_a_total_variation_of_0_02():
 
 @pytest.mark.parametrize("plan", [TreePlan("chain", 3, 1, 8), TreePlan("static", 2, 2, 8),
                                   TreePlan("dynamic", 3, 2, 8), TreePlan("dynamic", 4, 3, 12),
-                                  TreePlan("chain", 3, 1, 8, confidence=0.5)],  # the length depends on the draws
-                         ids=lambda p: f"{p.shape}-d{p.depth}-w{p.width}-c{p.confidence}")
+                                  TreePlan("chain", 3, 1, 8, confidence=0.5),  # the length depends on the draws
+                                  TreePlan("static", 2, 3, 12, rule="spectr"), TreePlan("dynamic", 3, 3, 9, rule="spectr")],
+                         ids=lambda p: f"{p.shape}-d{p.depth}-w{p.width}-c{p.confidence}-{p.rule}")
 def test_tree_decisions_follow_the_target_exactly(plan):
     counts = counts_of(grow_tree, plan)
     expected = exact_two_tokens(P_LOGITS, TEMPERATURE)
@@ -214,4 +217,25 @@ def test_the_engine_test_catches_the_value_based_dynamic_tree(markov_pair, monke
     monkeypatch.setattr(model_drafters, "grow_tree", value_based_grow_tree)
     counts, expected = engine_counts(lm, {"drafter": "model", "draft_model": "markov-draft", "tree": "dynamic",
                                           "draft_length": 3, "width": 2, "node_budget": 8}, trials=2500)
+    assert chi2_pvalue(counts, expected) < 1e-3, (counts, total_variation(counts, expected))
+
+
+@pytest.mark.parametrize("tree", ["static", "dynamic"])
+@pytest.mark.parametrize("drafter", DRAFTER_PARAMS[:2], ids=lambda d: d["drafter"])
+def test_the_spectr_rule_follows_the_target(markov_pair, monkeypatch, drafter, tree):
+    lm, draft = markov_pair
+    register(monkeypatch, draft)
+    counts, expected = engine_counts(lm, drafter | {"tree": tree, "draft_length": 3, "width": 3, "node_budget": 9,
+                                                    "rule": "spectr"})
+    assert chi2_pvalue(counts, expected) > 1e-3, (counts, total_variation(counts, expected))
+
+
+def test_the_engine_test_catches_a_wrong_spectr_residual(markov_pair, monkeypatch):
+    """After K-SEQ rejects every draft, sampling p itself instead of SpecTr's residual over-weights what
+    the drafts already covered: the same test fails."""
+    lm, draft = markov_pair
+    register(monkeypatch, draft)
+    monkeypatch.setattr(verify, "spectr_residual", lambda p, q, k, rho: p.clone())
+    counts, expected = engine_counts(lm, {"drafter": "model", "draft_model": "markov-draft", "tree": "static",
+                                          "draft_length": 2, "width": 3, "node_budget": 12, "rule": "spectr"})
     assert chi2_pvalue(counts, expected) < 1e-3, (counts, total_variation(counts, expected))

@@ -132,6 +132,22 @@ def test_closing_the_run_stops_compute(monkeypatch):
     assert Trace.load(download(trace)).finish.stop_reason == "cancelled"
 
 
+def test_the_coupling_view_follows_the_round_and_position(tiny_lm):
+    """The accordion "Verification rules, one position": the built-in example before a run, then the chosen
+    round's recorded p and q, with the chosen k."""
+    before = cb.coupling_view(2.0, 0, None, None)["coupling"]
+    assert "built-in example" in before.layout.title.text and "k = 2" in before.layout.annotations[1].text
+    trace = run_to_trace(tiny_lm, "the cat sat on the mat", strategy="speculative", max_new_tokens=8, seed=0,
+                         params={"drafter": "model", "draft_model": "tiny-random-draft", "tree": "static",
+                                 "temperature": 1.0, "rule": "spectr"})
+    last = trace.of_kind("spec_round")[-1]
+    fig = cb.coupling_view(3.0, float(last.round), -1, trace)["coupling"]
+    assert f"round {last.round}, after" in fig.layout.title.text and "k = 3" in fig.layout.annotations[2].text
+    parent = last.dists[-1]["parent"]
+    fig = cb.coupling_view(1, last.round, parent, trace)["coupling"]
+    assert (f"after node {parent}" if parent >= 0 else "after") in fig.layout.title.text
+
+
 def test_presets_set_every_control_and_show_the_note():
     choices = cb.preset_choices()
     assert len(choices) >= 3
