@@ -152,7 +152,16 @@ class LM:
 
     # Text helpers -------------------------------------------------------------------------
     def token_text(self, token_id: int) -> str:
-        return self.tokenizer.decode([token_id], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        """One token's own text; memoised per tokenizer (every event names a dozen tokens: on a tiny model
+        the decoding of their texts was 5% of a speculative run)."""
+        texts = self.tokenizer.__dict__.get("_decoding_lab_texts")
+        if texts is None:  # kept on the tokenizer itself: it lives and dies with it
+            texts = self.tokenizer.__dict__["_decoding_lab_texts"] = {}
+        text = texts.get(token_id)
+        if text is None:
+            text = texts[token_id] = self.tokenizer.decode([token_id], skip_special_tokens=False,
+                                                           clean_up_tokenization_spaces=False)
+        return text
 
     def decode(self, token_ids: list[int]) -> str:
         return self.tokenizer.decode(token_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
