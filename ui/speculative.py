@@ -17,7 +17,7 @@ import gradio as gr
 
 from decoding.models import SUGGESTED_HUB_IDS
 from decoding.registry import param_specs
-from decoding.speculative.strategy import DRAFTERS, TREES
+from decoding.speculative.strategy import MODEL_DRAFTERS, DRAFTERS, TREES
 from ui import speculative_callbacks as cb
 from ui.classroom import lesson_row
 from ui.common import (QUIET, bind, explain_clamping, lab_columns, model_choices, named_inputs, seed_box, serve,
@@ -63,7 +63,7 @@ def _controls(c: dict) -> None:
                                       "model of the same family; eagle: a head trained on SmolLM2's features; "
                                       "diffusion: tiny-diffusion drafts a whole block in one pass (DEER, for tiny-ar).")
     c["spec:draft_model"] = gr.Dropdown(model_choices(), value=DEFAULT_DRAFT_MODEL, label="Draft model",
-                                        allow_custom_value=True, visible=d["drafter"] == "model",
+                                        allow_custom_value=True, visible=d["drafter"] in MODEL_DRAFTERS,
                                         info="Must share the target's tokenizer.", elem_id="spec-draft-model")
     c["spec:tree"] = gr.Radio(list(TREES), value=d["tree"], label="Draft tree", elem_id="spec-tree",
                               info="chain: one guess per position; static: a full tree `width` wide; "

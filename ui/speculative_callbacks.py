@@ -13,6 +13,7 @@ from typing import Iterator
 
 import gradio as gr
 
+from decoding.speculative.strategy import MODEL_DRAFTERS
 from decoding.events import Event, Trace, stats
 from decoding.presets import find_preset, preset_menu
 from decoding.run import validate_request
@@ -29,9 +30,9 @@ COUPLING_K = 2  # the coupling view's drafts k at first
 
 def drafter_changed(drafter: str) -> dict:
     """Show the draft-model box only for drafter=model, the exit layer only for early exit, n-gram for lookup."""
-    return {"spec:draft_model": gr.update(visible=drafter == "model"),
+    return {"spec:draft_model": gr.update(visible=drafter in MODEL_DRAFTERS),
             "spec:exit_layer": gr.update(visible=drafter == "early-exit"),
-            "spec:ngram": gr.update(visible=drafter == "prompt-lookup")}
+            "spec:ngram": gr.update(visible=drafter in ("prompt-lookup", "rasd"))}
 
 
 def validate(model, prompt, max_new_tokens, seed, fields: dict) -> dict:
@@ -39,7 +40,7 @@ def validate(model, prompt, max_new_tokens, seed, fields: dict) -> dict:
     params = collect_spec_params(fields)
     validate_request(prompt, STRATEGY, params, max_new_tokens, seed)
     check_model(model)
-    if params["drafter"] == "model":
+    if params["drafter"] in MODEL_DRAFTERS:
         check_model(params["draft_model"])
     return params
 

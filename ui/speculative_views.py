@@ -18,7 +18,7 @@ import gradio as gr
 
 from decoding.events import Trace, stats
 from decoding.registry import param_specs
-from decoding.speculative.strategy import draft_length_of
+from decoding.speculative.strategy import MODEL_DRAFTERS, draft_length_of
 from ui.common import EMPTY_STATS_HTML, check_names, fmt, stat_cards_html
 from visualizers._common import visible
 from visualizers.speculative import (acceptance_figure, draft_tree_figure, overlap_figure, spec_rounds,
@@ -54,7 +54,7 @@ def collect_spec_params(fields: dict) -> dict:
         if name == "temperature" and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if name == "draft_model":
-            value = (value or "").strip() if fields["drafter"] == "model" else ""
+            value = (value or "").strip() if fields["drafter"] in MODEL_DRAFTERS else ""
         params[name] = SPEC_DEFAULTS[name] if value is None else value
     return params
 

@@ -11,6 +11,9 @@ Glossary
     rejected          drafted tokens the target tried and refused (red, faded).
     unvisited         drafted tokens never judged, because an ancestor was rejected or a sibling
                       was accepted first (grey, faded).
+    source            RASD rounds (drafter=rasd): the hover says whether a node's token came from the
+                      draft model, from retrieval (prompt lookup), or both; the title counts the
+                      accepted tokens by source.
     diffusion block   DEER rounds (drafter=diffusion): a dashed box around the drafted positions, all
                       filled by one call of the diffusion model.
     extra token       the target's own token that ends every round (gold diamond): "bonus" (all
@@ -144,10 +147,10 @@ def draft_tree_figure(trace: Trace, round_index: int | None = None) -> go.Figure
             marker=dict(size=[_size(n.get("q")) for n in group], color=COLORS[status],
                         line=dict(color="#333", width=0.6)),
             customdata=[[plotly_safe(label(n["token_text"], 30)), n["depth"], _fmt(n.get("q")), _fmt(n.get("p")),
-                         _fmt(n.get("accept_prob")), _fmt(n.get("u")), status] for n in group],
+                         _fmt(n.get("accept_prob")), _fmt(n.get("u")), status, _source(r, n["id"])] for n in group],
             hovertemplate="%{customdata[0]} · depth %{customdata[1]}<br>q = %{customdata[2]} (draft) · "
                           "p = %{customdata[3]} (target)<br>accept prob %{customdata[4]} · u = %{customdata[5]}"
-                          "<extra>%{customdata[6]}</extra>"))
+                          "%{customdata[7]}<extra>%{customdata[6]}</extra>"))
     extra_label = plotly_safe(label(r.extra_token_text, 10))
     fig.add_trace(go.Scatter(
         x=[pos["extra"][0]], y=[pos["extra"][1]], mode="markers+text", name=f"target's own ({plotly_safe(r.extra_kind)})",
@@ -174,9 +177,22 @@ def draft_tree_figure(trace: Trace, round_index: int | None = None) -> go.Figure
     return fig
 
 
+def _source(r: SpecRound, node: int) -> str:
+    """RASD rounds: where the node's token came from (model, retrieval or both), as a hover line."""
+    sources = r.extra.get("sources") if isinstance(r.extra, dict) else None
+    if not isinstance(sources, list) or not 0 <= node < len(sources):
+        return ""
+    return f"<br>drafted by: {plotly_safe(str(sources[node]))}"
+
+
 def tree_title(r: SpecRound) -> str:
-    return (f"round {r.round}: accepted {len(r.accepted_path)} of {len(r.nodes)} drafted · "
-            f"+1 {plotly_safe(r.extra_kind)} {plotly_safe(label(r.extra_token_text))}")
+    title = (f"round {r.round}: accepted {len(r.accepted_path)} of {len(r.nodes)} drafted · "
+             f"+1 {plotly_safe(r.extra_kind)} {plotly_safe(label(r.extra_token_text))}")
+    sources = r.extra.get("sources") if isinstance(r.extra, dict) else None
+    if isinstance(sources, list) and r.accepted_path:
+        got = [str(sources[i]) for i in r.accepted_path if 0 <= i < len(sources)]
+        title += " · accepted from " + ", ".join(f"{k} {got.count(k)}" for k in ("model", "retrieval", "both") if k in got)
+    return title
 
 
 def _size(q) -> float:

@@ -46,6 +46,7 @@ from decoding.autoregressive import point_mass, token_event
 
 DRAFTERS: Registry[Callable[[LM, "SpeculativeParams"], Drafter]] = Registry("drafter")  # name -> factory(target, params)
 TREES = ("chain", "static", "dynamic")
+MODEL_DRAFTERS = ("model", "rasd")  # drafters that load `draft_model` (a causal model with the target's tokenizer)
 MAX_DRAFT_LENGTH = 16  # the longest chain / deepest tree (adaptive chains grow up to it)
 DEFAULT_DRAFT_LENGTH = 4
 # a drafter whose drafts cost nothing to make drafts further: its misses cost only verification positions
@@ -86,9 +87,9 @@ class SpeculativeParams(Params):
 
     def __post_init__(self):
         super().__post_init__()
-        if self.drafter == "model" and not self.draft_model:
-            raise ValueError("`draft_model` is required with drafter=model (e.g. draft_model=smollm2-135m)")
-        if self.drafter == "model":
+        if self.drafter in ("model", "rasd") and not self.draft_model:
+            raise ValueError(f"`draft_model` is required with drafter={self.drafter} (e.g. draft_model=smollm2-135m)")
+        if self.drafter in ("model", "rasd"):
             from decoding.models import REGISTRY
 
             spec = REGISTRY.get(self.draft_model.strip()) if isinstance(self.draft_model, str) else None
@@ -113,6 +114,14 @@ def _model_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
         raise ValueError(f"`draft_model` {params.draft_model!r} does not share the target's tokenizer "
                          f"({draft.vocab_size} vs {lm.vocab_size} vocabulary rows); pick a model of the same family")
     return ModelDrafter(draft, f"model:{draft.name}")
+
+
+@DRAFTERS.register("rasd", help="RASD: a draft model's tree with prompt-lookup sequences fused in, pruned by the "
+                                "draft model (draft_model=NAME)")
+def _rasd_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
+    from decoding.speculative.rasd import RASDDrafter
+
+    return RASDDrafter(_model_drafter(lm, params), PromptLookupDrafter(params.ngram), retrieved=max(2, params.width))
 
 
 @DRAFTERS.register("diffusion", help="DEER: a masked diffusion model drafts the whole block in one pass "

@@ -200,6 +200,7 @@ def test_gumbel_top_k_samples_without_replacement():
 TINY_DRAFTERS = [
     {"drafter": "model", "draft_model": "tiny-random-draft"},
     {"drafter": "model", "draft_model": "tiny-random-draft", "confidence": 0.4, "adaptive": True},
+    {"drafter": "rasd", "draft_model": "tiny-random-draft", "ngram": 2},
     {"drafter": "early-exit", "exit_layer": 2},
     {"drafter": "early-exit"},  # dynamic exit layer (DEL)
     {"drafter": "prompt-lookup"},

@@ -199,6 +199,7 @@ DRAFTER_PARAMS = [
     {"drafter": "early-exit", "exit_layer": 1},
     {"drafter": "prompt-lookup", "ngram": 1},
     {"drafter": "token-recycling"},
+    {"drafter": "rasd", "draft_model": "markov-draft", "ngram": 1},
 ]
 
 
