@@ -121,8 +121,17 @@ def compare_run(model, prompt, max_new_tokens, seed, chat, dtype, color_by, comp
                                          "compare_status": f"Starting {model}…"}
     work = compare_work(model, prompt, settings, dtype or "auto", max_new_tokens=max_new_tokens, seed=seed,
                         chat=bool(chat))
-    redraw, status, dirty = Redraw(), "Working…", False
     late = lambda item: _take(comparison, item)  # noqa: E731  (a run's RunFinished "cancelled" after Stop)
+    try:
+        yield from _stream(work, late, comparison, color_by)
+    except USER_ERRORS as err:  # the model failed to load, or a run refused its input: a message, not a crash
+        raise user_error(err) from None
+    yield views(comparison, color_by) | {"comparison": comparison, "compare_status": _finished(comparison)}
+
+
+def _stream(work, late, comparison: dict, color_by: str) -> Iterator[dict]:
+    """The worker's items into the comparison: the token columns at once, the charts when a redraw is due."""
+    redraw, status, dirty = Redraw(), "Working…", False
     with contextlib.closing(stream_in_thread(work, on_late=late)) as pump:
         for batch in pump:
             news = False
@@ -141,7 +150,6 @@ def compare_run(model, prompt, max_new_tokens, seed, chat, dtype, color_by, comp
                 with redraw.timed():
                     update = views(comparison, color_by)
                 yield update | {"compare_status": line}
-    yield views(comparison, color_by) | {"comparison": comparison, "compare_status": _finished(comparison)}
 
 
 def _live_status(comparison: dict, status: str) -> str:

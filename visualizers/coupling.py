@@ -26,7 +26,7 @@ from plotly.subplots import make_subplots
 from decoding.events import Trace
 from decoding.speculative.coupling import acceptance_by_k, couplings
 from visualizers._common import TEMPLATE, label, plotly_safe, title_block
-from visualizers.speculative import COLORS, _context_text, _pick_round, _token_names
+from visualizers.speculative import COLORS, _pick_round, _token_names, position_text
 
 SHOWN_TOKENS = 6  # tokens of a round's position the view keeps (p and q renormalised over them)
 KS = (1, 2, 3, 4)  # the acceptance-vs-k chart
@@ -75,12 +75,7 @@ def round_position(trace: Trace, round_index: int | None = None, parent: int = -
             f"of q)")
     if isinstance(d.get("overlap"), (int, float)):
         note += f"; whole-vocabulary overlap Σ min(p, q) = {d['overlap']:.3f}"
-    if parent == -1:
-        ctx = _context_text(trace, r)
-        where = f"after {plotly_safe(label(ctx, 12))}" if ctx is not None else "after the prompt"
-    else:
-        node = next((n for n in r.nodes if n["id"] == parent), None)
-        where = f"after node {parent} {plotly_safe(label(node['token_text'], 12))}" if node else f"after node {parent}"
+    where = position_text(trace, r, parent)
     return Position(labels, p / p.sum(), q / q.sum(), f"round {r.round}, {where}", note)
 
 

@@ -347,15 +347,19 @@ def overlap_figure(trace: Trace, round_index: int | None = None, parent: int = -
     return fig
 
 
+def position_text(trace: Trace, r: SpecRound, parent: int, context_word: str = "") -> str:
+    """Where a round's position is: "after <the context's last token>" (parent -1) or "after node N <token>"."""
+    if parent == -1:
+        ctx = _context_text(trace, r)
+        return f"after {context_word}{plotly_safe(label(ctx, 12))}" if ctx is not None else "after the prompt"
+    node = next((n for n in r.nodes if n["id"] == parent), None)
+    return f"after node {parent} {plotly_safe(label(node['token_text'], 12))}" if node else f"after node {parent}"
+
+
 def _overlap_title(trace, r, d, parent, kids, p_top, q_top) -> tuple[list[str], str]:
     """(the title's lines: where, how drafts are checked here, a figure that goes with it; the drafted tokens'
     verdicts as the small line). One thought per line: plotly cuts a long title at the figure's edge."""
-    if parent == -1:
-        ctx = _context_text(trace, r)
-        where = f"after the context {plotly_safe(label(ctx, 12))}" if ctx is not None else "after the prompt"
-    else:
-        node = next((n for n in r.nodes if n["id"] == parent), None)
-        where = f"after node {parent} {plotly_safe(label(node['token_text'], 12))}" if node else f"after node {parent}"
+    where = position_text(trace, r, parent, "the context ")
     verdicts = ", ".join(f"{plotly_safe(label(n['token_text'], 12))} {plotly_safe(n.get('status'))}" for n in kids)
     drafted = f"drafted here: {verdicts}" if kids else "nothing drafted here"
     greedy = bool(kids) and all(n.get("u") is None for n in kids if n.get("status") != "unvisited")

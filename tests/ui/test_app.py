@@ -401,3 +401,18 @@ def test_api_compare_bad_settings_are_a_clear_error(client, settings, message):
 
     with pytest.raises(AppError, match=message):
         client.predict(TINY, "Hello", settings, 8, 0, False, api_name="/compare")
+
+
+def test_compare_with_a_model_that_cannot_load_says_why(monkeypatch):
+    from ui import compare_callbacks as ccb
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    rows = {f"strategy_{k}": s for k, s in enumerate(["greedy", "sample", "(off)", "(off)"])} | \
+        {f"params_{k}": "{}" for k in range(4)}
+    run = ccb.compare_run("nobody-here/no-such-model-xyz", "Hello", 4, 0, False, "auto", "prob", ccb.new_comparison(),
+                          **rows)
+    with pytest.raises(gr.Error, match="no-such-model-xyz"):
+        list(run)
+    rows["strategy_1"] = "(off)"
+    with pytest.raises(gr.Error, match="Compare needs 2 to 4 runs switched on; 1 is"):
+        list(ccb.compare_run(TINY, "Hello", 4, 0, False, "auto", "prob", ccb.new_comparison(), **rows))
