@@ -143,7 +143,7 @@ def build_speculative() -> dict:
 def _wire(c: dict) -> None:
     outputs = {name: c[name] for name in OUTPUTS}
     state = [c["trace"], c["baseline"]]
-    explain_clamping(c, {f"spec:{p['name']}": p for p in param_specs(STRATEGY)})
+    explain_clamping(c, {f"spec:{p['name']}": p for p in param_specs(STRATEGY)} | {"coupling_k": None})
 
     shown = {k: c[k] for k in ("spec:draft_model", "spec:exit_layer", "spec:ngram")}
     c["spec:drafter"].change(bind(cb.drafter_changed, shown), c["spec:drafter"], list(shown.values()), **QUIET)
