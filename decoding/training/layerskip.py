@@ -196,6 +196,7 @@ def train(model, tokenizer, train_ids: torch.Tensor, val_batches: list, cfg: Lay
     optimizer = make_optimizer(model, cfg)
     step, spent = 0, 0.0  # steps done, CPU seconds spent before this process
     info = dict(info or {})
+    out.mkdir(parents=True, exist_ok=True)
     ckpt_path = out / "checkpoint.pt"
     if resume:
         if not ckpt_path.exists():
@@ -241,8 +242,8 @@ def train(model, tokenizer, train_ids: torch.Tensor, val_batches: list, cfg: Lay
         window.append(loss.item())
         window_exits.append(per_exit)
         if step % cfg.log_every == 0:
-            means = [sum(v for v in col if not math.isnan(v)) / max(1, sum(not math.isnan(v) for v in col))
-                     for col in zip(*window_exits)]
+            computed = [[v for v in col if not math.isnan(v)] for col in zip(*window_exits)]
+            means = [sum(col) / len(col) if col else math.nan for col in computed]  # nan: an exit weighted 0
             log(f"step {step} cpu {cpu() / 60:.1f}min wall {(time.time() - wall_started) / 60:.1f}min "
                 f"lr {optimizer.param_groups[0]['lr']:.2e} loss {sum(window) / len(window):.4f} train CE "
                 + " ".join(f"L{i}={v:.3f}" for i, v in enumerate(means, start=1)))
