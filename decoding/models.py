@@ -135,6 +135,12 @@ REGISTRY: dict[str, ModelSpec] = {
         description="tiny-ar hyperfitted (Carlsson et al. 2024): fine-tuned on 192 of its training texts to near-zero loss; sharp, low-entropy",
         local_dir="tiny-ar-hyperfit",
     ),
+    "tiny-ar-layerskip": ModelSpec(
+        name="tiny-ar-layerskip",
+        description="tiny-ar trained further with LayerSkip's early-exit loss (Elhoushi et al. 2024): every layer's "
+                    "exit through the shared norm + LM head predicts the next token, so early exit and DEL accept",
+        local_dir="tiny-ar-layerskip",
+    ),
     "tiny-ar-draft": ModelSpec(
         name="tiny-ar-draft",
         description="a 0.85M causal LM with tiny-ar's tokenizer and data: tiny-ar's offline draft model (speculative)",

@@ -115,7 +115,7 @@ SLOW_FIXTURES = {"smol_lm", "app_url", "client", "page", "run"}  # the real defa
 #                                                               Chromium; the lab tabs' module-wide real-model runs
 SLOW_MODULES = ("test_browser", "test_cli", "test_train")  # Chromium; CLI subprocesses (load SmolLM2); training
 REAL_MODELS = ("smollm2-135m", "gemma3-270m", "tiny-ar", "tiny-diffusion", "tiny-ar-draft", "tiny-parallel", "tiny-math",
-               "tiny-math-draft")
+               "tiny-math-draft", "tiny-ar-layerskip")
 
 
 def pytest_collection_modifyitems(config, items):
