@@ -187,3 +187,18 @@ def test_the_self_speculation_benchmark_reports_every_exit_and_del(capsys):
         assert sum(r["share"] for r in rows["DEL"]["by_layer"].values()) == pytest.approx(1.0, abs=0.01)
         cost = result["models"][model]["draft_cost"]
         assert cost["L5"]["vs_full"] == 1.0 and cost["L1"]["vs_full"] < cost["L4"]["vs_full"] < 1.0
+
+
+@pytest.mark.slow
+def test_the_trained_early_exit_preset_note_holds():
+    from decoding.events import stats
+    from decoding.presets import find_preset
+
+    preset = find_preset("speculative", "16-speculative-trained-early-exit")
+    runs = {m: run_to_trace(m, preset.prompt, strategy="speculative", params=preset.params, chat=False,
+                            max_new_tokens=preset.max_new_tokens) for m in (preset.model, "tiny-ar")}
+    got = {m: (stats(t)["num_tokens"], round(stats(t)["acceptance_rate"], 2), stats(t)["target_forward_passes"])
+           for m, t in runs.items()}
+    assert got == {"tiny-ar-layerskip": (40, 0.73, 14), "tiny-ar": (39, 0.4, 26)}
+    for m, t in runs.items():
+        assert t.finish.token_ids == run_to_trace(m, preset.prompt, max_new_tokens=64, chat=False).finish.token_ids
