@@ -12,6 +12,7 @@ import statistics
 import time
 
 from decoding.events import TokenStep
+from decoding.lm import LM
 from test_browser import choose, error_toasts, open_page, set_number, wait_for_status
 
 FIRST_N = 16  # tokens whose delay is measured
@@ -65,20 +66,31 @@ def test_tokens_reach_the_page_as_they_are_decoded(app_url, monkeypatch):
 
 RECORD_PARTICLES_JS = """() => {  // when (ms after the click) the particles panel first shows sampling, then a step
     window.__particles = {};
+    window.__fresh = false;
     const panel = document.querySelector('#sc-particles');
     new MutationObserver(() => {
         const now = performance.now() - window.__clicked;
         const head = (panel.querySelector('.dl-head') || {}).innerText || '';
         const kind = panel.querySelector('.dl-sampling') ? (head.startsWith('comparison') ? 'compare' : 'sampling')
                      : panel.querySelector('.card[data-weight]') ? 'step' : null;
-        if (kind && !(kind in window.__particles)) window.__particles[kind] = now;
+        if (!kind) window.__fresh = true;  // the new run cleared the last run's cards: from here on it is this run
+        if (kind && window.__fresh && !(kind in window.__particles)) window.__particles[kind] = now;
     }).observe(panel, {childList: true, subtree: true, characterData: true});
 }"""
 
 
-def test_scaling_particles_show_their_tokens_before_the_step_ends(app_url):
+def test_scaling_particles_show_their_tokens_before_the_step_ends(app_url, monkeypatch):
     """The Scaling tab shows every particle's tokens while a step is sampled (before the step's weights),
-    and the comparison run's particles as it runs."""
+    and the comparison run's particles as it runs. Each model call of the server (in this process) is
+    slowed to 20 ms, as a bigger model's would be, so a step lasts longer than one of the page's updates
+    whatever the machine's load (tiny-math's steps otherwise end within one update on a fast machine)."""
+    original = LM.forward
+
+    def slowed(*args, **kwargs):
+        time.sleep(0.02)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(LM, "forward", slowed)
     with open_page(app_url, "#dl-generate") as page:
         page.get_by_role("tab", name="Scaling").click()
         page.wait_for_selector("#sc-generate")
