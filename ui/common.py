@@ -16,9 +16,11 @@ Glossary
               for its worker) and only then lets the cancel go on. Gradio frees the queue's model
               slot after that: the slot is released when the compute has stopped, and `/cancel`
               answers within one model call.
-    slot      one of `model_concurrency()` places for a computing run. Besides Gradio's queue
-              slot (`MODEL_CONCURRENCY_ID`), each worker holds a process-wide one (`model_slot`)
-              while it computes, so a run whose worker outlived STOP_WAIT_S still blocks the next.
+    slot      one of `model_concurrency()` places for a computing run (`model_slot`, first come first
+              served), held by the worker while it loads and computes, never while the figures are
+              drawn. Gradio's queue group (`MODEL_CONCURRENCY_ID`) lets `runs_at_once()` model-bound
+              events in at once, so one run's drawing overlaps the next run's compute; a run whose
+              worker outlived STOP_WAIT_S still blocks the next.
     redraw    rebuilding the figures from the growing Trace; `Redraw` decides by wall clock when
               (at most ~5 per second, and never more than REDRAW_BUDGET of the time).
     quick     the cheap views (token chips, the diffusion canvas, the particles of a step under way),
@@ -37,6 +39,7 @@ import os
 import queue
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -55,6 +58,7 @@ from decoding.run import MAX_NEW_TOKENS_CAP, generate
 from decoding.trace_checks import upload_bytes
 from ui.exports import export_dir, gradio_cache_policy, sweep
 from ui.classroom import KEYS_JS, wire_lesson
+from ui.guard import BudgetExceeded, guarded_app_kwargs, quiet_refusals, replay_budget_s, within_budget
 from visualizers._common import esc
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
@@ -70,24 +74,71 @@ def model_concurrency() -> int:
     return env_int("DECODING_LAB_CONCURRENCY", 1)
 
 
-_SLOTS = threading.BoundedSemaphore(model_concurrency())  # workers computing at once (the queue's limit)
+def runs_at_once() -> int:
+    """How many model-bound events Gradio processes at once (DECODING_LAB_RUNS_AT_ONCE, default
+    `model_concurrency()` + 2). Only `model_concurrency()` of them compute (the compute slots, first come
+    first served); the others draw their finished run, or wait for a slot saying how many runs are ahead.
+    So drawing a large figure never holds the model: the next user's run computes meanwhile."""
+    return max(model_concurrency(), env_int("DECODING_LAB_RUNS_AT_ONCE", model_concurrency() + 2))
+
+
+class ComputeSlots:
+    """`size` places for workers that compute, handed out first come, first served."""
+
+    def __init__(self, size: int):
+        self.size, self.busy, self.queue = size, 0, deque()
+        self.cond = threading.Condition()
+
+    def acquire(self, should_stop: Callable[[], bool], waiting: Callable[[int], None]) -> bool:
+        """True once a slot is held; False when `should_stop` turned True while waiting (holding none).
+        `waiting(ahead)` is called once, outside the lock, when the slot is not free at once."""
+        with self.cond:
+            if self.busy < self.size and not self.queue:
+                self.busy += 1
+                return True
+            ticket = object()
+            self.queue.append(ticket)
+            ahead = self.busy + len(self.queue) - 1
+        waiting(ahead)
+        with self.cond:
+            try:
+                while not should_stop():
+                    if self.queue[0] is ticket and self.busy < self.size:
+                        self.queue.popleft()
+                        self.busy += 1
+                        return True
+                    self.cond.wait(0.05)
+                return False
+            finally:
+                if ticket in self.queue:
+                    self.queue.remove(ticket)
+                self.cond.notify_all()
+
+    def release(self) -> None:
+        with self.cond:
+            self.busy -= 1
+            self.cond.notify_all()
+
+
+_SLOTS = ComputeSlots(model_concurrency())  # workers computing at once
 
 
 @contextlib.contextmanager
-def model_slot(should_stop: Callable[[], bool] = lambda: False, waiting: Callable[[], None] = lambda: None):
+def model_slot(should_stop: Callable[[], bool] = lambda: False, waiting: Callable[[int], None] = lambda ahead: None):
     """Hold one of the process's `model_concurrency()` compute slots; yields False (holding none) when
-    `should_stop` turns True while waiting. `waiting()` is called once if the slot is not free at once
-    (a cancelled run is still finishing its model call)."""
-    acquired = _SLOTS.acquire(blocking=False)
-    if not acquired:
-        waiting()
-        while not acquired and not should_stop():
-            acquired = _SLOTS.acquire(timeout=0.05)
+    `should_stop` turns True while waiting. `waiting(ahead)` is called once if the slot is not free at
+    once, with the number of runs computing or waiting before this one."""
+    acquired = _SLOTS.acquire(should_stop, waiting)
     try:
         yield acquired
     finally:
         if acquired:
             _SLOTS.release()
+
+
+def waiting_line(ahead: int) -> str:
+    return (f"Waiting for the model: {ahead} run{'s' * (ahead != 1)} ahead of this one "
+            "(other users', or a stopped run finishing its model call)…")
 
 
 def queue_size() -> int:
@@ -165,6 +216,17 @@ def _zero_gpu_decorator() -> Callable:
 gpu = _zero_gpu_decorator()
 
 
+_MARKDOWN = {c: f"&#{ord(c)};" for c in "[]()*_`~!|#\\"}  # what starts a link, an emphasis or a code span
+
+
+def md_esc(value) -> str:
+    """`value` as plain text inside Markdown (a status line): HTML-escaped, and the characters that make
+    links, emphasis, headings or code written as character references, which Markdown shows as they are.
+    A URL is not linked: its "://" and "www." are broken the same way."""
+    text = esc(value, quote=False).translate(str.maketrans(_MARKDOWN))
+    return text.replace("://", "&#58;//").replace("www.", "www&#46;")
+
+
 def user_error(err: BaseException) -> gr.Error:
     """The engine's message for bad input or a model that cannot load, as a Gradio error toast."""
     return error_toast(str(err), "Cannot run this")
@@ -229,7 +291,7 @@ def stream_in_thread(work: Callable[[Callable, Callable[[], bool]], None], *, wa
 
     def target():
         try:
-            with model_slot(should_stop, lambda: emit(Status("Waiting for the previous run to stop…"))) as held:
+            with model_slot(should_stop, lambda ahead: emit(Status(waiting_line(ahead)))) as held:
                 if held:
                     work(emit, should_stop)
         except BaseException as err:  # noqa: BLE001 - handed to the consumer, which re-raises it
@@ -446,6 +508,7 @@ def launch_kwargs() -> dict:
     the keys of classroom mode (`ui.classroom`)."""
     return {"theme": theme(), "css_paths": [ASSETS / "app.css"], "max_file_size": upload_bytes(),
             "state_session_capacity": session_cap(), "allowed_paths": [str(export_dir())],
+            "app_kwargs": guarded_app_kwargs(),  # per-client limits, the guarded session store (ui/guard.py)
             "js": KEYS_JS}  # classroom mode's keys
 
 
@@ -465,7 +528,7 @@ STARTUP = Startup()
 
 def startup_line() -> tuple[str, bool]:
     """(the page's progress line as Markdown, whether there is more to come)."""
-    line = esc(STARTUP.line, quote=False)
+    line = md_esc(STARTUP.line)
     return (line if STARTUP.done else f"⏳ {line}"), not STARTUP.done
 
 
@@ -524,6 +587,7 @@ def wait_for_finish(trace, wait_s: float) -> bool:
 
 def queued(blocks: gr.Blocks) -> gr.Blocks:
     """The app's queue: bounded (DECODING_LAB_QUEUE_SIZE), one event at a time by default."""
+    quiet_refusals(blocks)  # an out-of-range value sent straight to an endpoint: refused without a log traceback
     return blocks.queue(max_size=queue_size(), default_concurrency_limit=1)
 
 
@@ -545,7 +609,7 @@ def serve(blocks: gr.Blocks) -> None:
 
 __all__ = ["DEFAULT_MODEL", "USER_ERRORS", "Redraw", "Status", "auto_dtype_help", "bind", "check_model",
            "configure_torch_threads",
-           "error_toast", "gpu", "launch_kwargs", "model_choices", "model_concurrency", "model_event", "model_slot",
+           "error_toast", "gpu", "launch_kwargs", "md_esc", "model_choices", "model_concurrency", "model_event", "model_slot", "runs_at_once",
            "named_inputs", "preload_default_model", "startup_progress", "queue_size", "queued", "run_work", "serve", "session_cap",
            "session_state", "session_ttl_s", "standalone", "stream_in_thread", "user_error", "wait_for_finish"]
 
@@ -653,7 +717,7 @@ def wire_lab(c: dict, cb, outputs: dict, state: list, run_inputs: dict, controls
     wire_lesson(c, lab, chosen, list(preset_outputs.values()))  # classroom mode's Next / Previous
     run = c["generate"].click(model_event(bind(cb.generate_run, outputs, run_inputs)), list(run_inputs.values()),
                               list(outputs.values()), concurrency_id=MODEL_CONCURRENCY_ID,
-                              concurrency_limit=model_concurrency(),
+                              concurrency_limit=runs_at_once(),
                               show_progress="minimal", show_progress_on=[c["status"]], api_visibility="undocumented")
     # Cancel first (`model_event`: it returns once the worker has stopped), then show the result.
     stopped = c["stop"].click(None, cancels=[run], api_visibility="undocumented").then(
@@ -681,8 +745,12 @@ def load_replay(path, lab: str, what: str, accepts: Callable, render: Callable,
     if not accepts(loaded):
         raise error_toast(f"Cannot replay {name}: it is a {short_repr(loaded.start.strategy, 80)} run without "
                           f"{what}; {hint}", f"Not a {lab} trace")
+    budget = replay_budget_s()
     try:
-        shown = render(loaded)
+        shown = within_budget(lambda: render(loaded), budget)  # stops drawing (and its CPU) at the budget
+    except BudgetExceeded:
+        raise error_toast(f"Cannot replay {name}: drawing it took longer than {budget} s, the limit for a "
+                          "replay (DECODING_LAB_REPLAY_BUDGET_S)", "Replay too large") from None
     except RENDER_ERRORS as err:  # a consistent trace never gets here (decoding/trace_checks.py); a last guard
         raise error_toast(f"Cannot replay {name}: malformed {what} ({type(err).__name__}: {str(err)[:300]})",
                           "Not a Decoding Lab trace") from None
@@ -769,13 +837,13 @@ def stream_views(work, trace: Trace, render, what: str, quick=None) -> Iterator[
 def _live_status(trace: Trace, status: str | None, what: str, progress: StepProgress | None = None) -> str:
     count = sum(isinstance(e, (TokenStep, BeamStep, ParticleStep, DiffusionStep)) for e in trace.events)
     sampling = f" Sampling step {progress.step + 1}: {progress.tokens_spent} tokens so far." if progress else ""
-    return esc(status or "Working…", quote=False) + (f" {count} {what} so far." if count else "") + sampling
+    return md_esc(status or "Working…") + (f" {count} {what} so far." if count else "") + sampling
 
 
 def finished_status(trace: Trace, what: str) -> str:
     s = stats(trace)
     return (f"**{what}**: {s['num_tokens']} tokens in {s['elapsed_s']:.1f} s ({fmt(s['tokens_per_s'], 1)} tokens/s), "
-            f"stopped by {esc(s['stop_reason'].replace('_', ' '))}.")
+            f"stopped by {md_esc(s['stop_reason'].replace('_', ' '))}.")
 
 
 def spec_widget(spec: dict, *, label: str | None = None, elem_id: str | None = None, visible: bool = True,

@@ -22,7 +22,7 @@ from decoding.models import DEFAULT_MODEL, SUGGESTED_HUB_IDS
 from ui import playground_callbacks as cb
 from ui.classroom import lesson_row, wire_lesson
 from ui.compare import build_compare
-from ui.common import (MODEL_CONCURRENCY_ID, auto_dtype_help, bind, explain_clamping, model_choices, model_concurrency,
+from ui.common import (MODEL_CONCURRENCY_ID, auto_dtype_help, bind, explain_clamping, model_choices, runs_at_once,
                        model_event, named_inputs, seed_box, serve, session_state, slider_range_text, standalone)
 from ui.exports import HTML_NOTE, download, wire_download
 from ui.playground_views import (COLOR_CHOICES, CONTROLS, DEFAULT_STRATEGY, EXAMPLE_PROMPTS, OUTPUTS,
@@ -163,7 +163,7 @@ def build_playground() -> dict:
 def _wire(c: dict) -> None:
     outputs = {name: c[name] for name in OUTPUTS}
     state = [c["trace"], c["branch"], c["selection"], c["color_by"]]
-    model_bound = dict(concurrency_id=MODEL_CONCURRENCY_ID, concurrency_limit=model_concurrency(),
+    model_bound = dict(concurrency_id=MODEL_CONCURRENCY_ID, concurrency_limit=runs_at_once(),
                        show_progress="minimal", show_progress_on=[c["status"]], api_visibility="undocumented")
     quiet = dict(show_progress="hidden", api_visibility="undocumented")
 

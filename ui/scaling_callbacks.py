@@ -15,7 +15,7 @@ import gradio as gr
 from decoding.events import Trace
 from decoding.presets import find_preset, preset_menu
 from decoding.run import validate_request
-from ui.common import (USER_ERRORS, as_int, check_model, load_replay, run_work, stream_views, user_error,
+from ui.common import (USER_ERRORS, md_esc, as_int, check_model, load_replay, run_work, stream_views, user_error,
                        wait_for_finish)
 from ui.scaling_views import (DEFAULT_SETTINGS, FIELDS, FREE_PROMPT, METHODS, SPECIFIC, UI_MAX_NEW_TOKENS,
                               collect_params, fields_from_params, live_particles, method_info, reward_help, stats_line,
@@ -91,7 +91,7 @@ def generate_run(model, prompt, method, max_new_tokens, seed, chat, compare, **f
     except USER_ERRORS as err:
         raise user_error(err) from None
     trace = Trace()
-    yield views(trace) | {"trace": trace, "other": None, "status": f"Starting {model}…"}
+    yield views(trace) | {"trace": trace, "other": None, "status": f"Starting {md_esc(model)}…"}
     work = run_work(model, prompt, strategy=method, params=params, max_new_tokens=max_new_tokens, seed=seed,
                     chat=bool(chat))
     particles = lambda progress: live_particles(trace, progress)  # noqa: E731  (each step's tokens as they come)
@@ -153,7 +153,7 @@ def replay(path, trace, other) -> dict:
     if task and not str(start.params.get("reference") or "").strip():
         controls["sc:reference"] = task["answer"]
     return shown | controls | {"trace": loaded, "other": None,
-                               "status": f"**Replaying** {esc(name)}: {stats_line(loaded)}. Its settings are back in "
+                               "status": f"**Replaying** {md_esc(name)}: {stats_line(loaded)}. Its settings are back in "
                                          "the controls."}
 
 

@@ -23,7 +23,7 @@ from decoding.scaling.rewards import parse_number
 from decoding.registry import get_strategy, param_specs, strategies_of
 from decoding.scaling.params import ScalingParams
 from decoding.models import ASSETS_DIR
-from ui.common import EMPTY_STATS_HTML, benchmark_file, check_names, fmt, stat_cards_html
+from ui.common import EMPTY_STATS_HTML, benchmark_file, check_names, fmt, md_esc, stat_cards_html
 from decoding.scaling.scoring import REWARDS, reward_help as _reward_help
 from decoding.scaling.tasks import menu_tasks
 from visualizers._common import esc
@@ -307,7 +307,7 @@ def stats_line(trace: Trace) -> str:
     answer = trace.finish.extra.get("answer") if trace.finish else None
     ok = verdict(trace)
     mark = "" if ok is None else " ✓" if ok else " ✗"
-    return (f"{esc(trace.start.strategy)} chose answer **{esc(answer) if answer is not None else 'none'}**{mark}; "
+    return (f"{md_esc(trace.start.strategy)} chose answer **{md_esc(answer) if answer is not None else 'none'}**{mark}; "
             f"N = {s.get('num_particles', '–')}, {s.get('particle_steps', 0)} steps, "
             f"{s.get('resampling_events', 0)} resampling events, {s.get('tokens_spent', 0)} tokens spent in "
             f"{s['elapsed_s']:.1f} s ({fmt(s.get('tokens_spent_per_s'), 1)} tokens/s)")

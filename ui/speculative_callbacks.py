@@ -17,7 +17,7 @@ from decoding.speculative.strategy import MODEL_DRAFTERS
 from decoding.events import Event, Trace, stats
 from decoding.presets import find_preset, preset_menu
 from decoding.run import validate_request
-from ui.common import (USER_ERRORS, as_int, check_model, finished_status, load_replay, run_work, stream_in_thread,
+from ui.common import (USER_ERRORS, md_esc, as_int, check_model, finished_status, load_replay, run_work, stream_in_thread,
                        stream_views, user_error, wait_for_finish)
 from ui.speculative_views import (SPEC_DEFAULTS, SPEC_FIELDS, STRATEGY, UI_MAX_NEW_TOKENS, baseline_plan,
                                   collect_spec_params, stats_line, views)
@@ -54,7 +54,7 @@ def generate_run(model, prompt, max_new_tokens, seed, chat, compare, **fields) -
     except USER_ERRORS as err:
         raise user_error(err) from None
     trace = Trace()
-    yield views(trace) | {"trace": trace, "baseline": None, "plain": None, "status": f"Starting {model}…"}
+    yield views(trace) | {"trace": trace, "baseline": None, "plain": None, "status": f"Starting {md_esc(model)}…"}
     work = run_work(model, prompt, strategy=STRATEGY, params=params, max_new_tokens=max_new_tokens, seed=seed,
                     chat=bool(chat))
     chips = lambda _: {"text": spec_tokens_html(trace)}  # noqa: E731  (each round's tokens as they come)
@@ -141,7 +141,7 @@ def replay(path, trace, baseline) -> dict:
                 "max_new_tokens": min(max(1, start.max_new_tokens), UI_MAX_NEW_TOKENS)}
     controls |= {f"spec:{k}": start.params[k] for k in SPEC_FIELDS if k in start.params}
     return shown | controls | {"trace": loaded, "baseline": None, "plain": None,
-                               "status": f"**Replaying** {esc(name)}: {stats_line(loaded)}. Its settings are back in "
+                               "status": f"**Replaying** {md_esc(name)}: {stats_line(loaded)}. Its settings are back in "
                                          "the controls."}
 
 

@@ -1,0 +1,179 @@
+"""One hostile visitor against a real `python app.py` on loopback (issue 25): each attack over real HTTP
+with its own bound (time, memory, queue), and what another user must still get meanwhile.
+
+The server trusts X-Forwarded-For here (DECODING_LAB_TRUST_PROXY=1, as behind a Space's proxy), so the
+test can speak as several clients from one machine: "attacker" and "victim" are addresses to the
+server. Every request loop is bounded in count and time and goes only to 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, free_port, stop_process
+
+pytestmark = pytest.mark.slow  # a server process of its own
+
+START_S = 240
+UPLOAD_CACHE_MB = 12
+UPLOADS_PER_MIN = 10
+QUEUED_PER_CLIENT = 2
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("hostile")
+    port = free_port()
+    env = os.environ | {"GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "HF_HUB_OFFLINE": "1",
+                        "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_DISABLE_TELEMETRY": "1",
+                        "DECODING_LAB_PRELOAD": "0", "DECODING_LAB_TORCH_THREADS": "1",
+                        "DECODING_LAB_SHOW_TEST_MODELS": "1", "DECODING_LAB_TRUST_PROXY": "1",
+                        "GRADIO_TEMP_DIR": str(folder / "gradio"), "DECODING_LAB_EXPORT_DIR": str(folder / "exports"),
+                        "DECODING_LAB_UPLOAD_CACHE_MB": str(UPLOAD_CACHE_MB),
+                        "DECODING_LAB_UPLOADS_PER_MIN": str(UPLOADS_PER_MIN),
+                        "DECODING_LAB_QUEUED_PER_CLIENT": str(QUEUED_PER_CLIENT), "DECODING_LAB_QUEUE_SIZE": "6"}
+    log = folder / "server.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        from test_load import wait_until_up
+
+        wait_until_up(url, process, log)
+        yield {"url": url, "log": log, "folder": folder, "process": process}
+    finally:
+        stop_process(process)
+
+
+def client_as(server, who: str):
+    from gradio_client import Client
+
+    return Client(server["url"], verbose=False, headers={"X-Forwarded-For": who})
+
+
+@pytest.fixture(scope="module")
+def small_trace(tmp_path_factory) -> Path:
+    """A real tiny-ar run's trace, as a student would share it."""
+    from decoding.run import run_to_trace
+
+    path = tmp_path_factory.mktemp("traces") / "run.json"
+    run_to_trace("tiny-ar", "And God said", max_new_tokens=6, chat=False).save(path)
+    return path
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def log_tracebacks(server) -> int:
+    return server["log"].read_text(errors="replace").count("Traceback")
+
+
+# Sessions ------------------------------------------------------------------------------------------
+def test_flooding_new_sessions_does_not_evict_a_victims_replay(server, small_trace):
+    import httpx
+    from gradio_client import handle_file
+
+    victim = client_as(server, "victim")
+    victim.predict(handle_file(str(small_trace)), "prob", api_name="/replay")
+    assert victim.predict(api_name="/partial")  # the Playground's trace export: the replay is in the session
+    codes: dict[int, int] = {}
+    start = time.monotonic()
+    with httpx.Client(timeout=30) as http:
+        for _ in range(201):  # the issue's flood: every request names a new session
+            r = http.post(server["url"] + "gradio_api/queue/join", headers={"X-Forwarded-For": "attacker"},
+                          json={"data": [None], "fn_index": 0, "session_hash": uuid.uuid4().hex})
+            codes[r.status_code] = codes.get(r.status_code, 0) + 1
+            if time.monotonic() - start > 120:
+                break
+    assert sum(codes.values()) == 201, codes
+    exported = victim.predict(api_name="/partial")
+    assert exported and json.loads(Path(exported).read_text())["events"][0]["kind"] == "start"
+
+
+# Uploads -------------------------------------------------------------------------------------------
+def test_uploads_are_rate_limited_per_client_and_the_cache_is_bounded(server):
+    import httpx
+
+    blob = os.urandom(5 * 2**20)
+    codes = []
+    with httpx.Client(timeout=60) as http:
+        for i in range(20):  # the issue's 20 anonymous 5 MiB uploads
+            r = http.post(server["url"] + "gradio_api/upload", files={"files": (f"junk{i}.bin", blob)},
+                          headers={"X-Forwarded-For": "uploader"})
+            codes.append(r.status_code)
+        assert codes.count(200) == UPLOADS_PER_MIN and codes.count(429) == 20 - UPLOADS_PER_MIN, codes
+        assert "DECODING_LAB_UPLOADS_PER_MIN" in r.text
+        other = http.post(server["url"] + "gradio_api/upload", files={"files": ("mine.bin", b"x" * 1000)},
+                          headers={"X-Forwarded-For": "someone-else"})
+        assert other.status_code == 200  # another client still uploads
+    cache = server["folder"] / "gradio"
+    held = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file())
+    assert held <= (UPLOAD_CACHE_MB + 1) * 2**20, held  # before: 100 MiB kept for an hour
+
+
+# The queue -----------------------------------------------------------------------------------------
+def test_one_client_cannot_fill_the_queue_for_everyone(server):
+    import httpx
+
+    with httpx.Client(timeout=30) as http:
+        codes, events = [], []
+        for i in range(10):  # long runs: the first few process, the rest would wait
+            r = http.post(server["url"] + "gradio_api/call/generate", headers={"X-Forwarded-For": "hog"},
+                          json={"data": ["tiny-random", "sample", "And God said", 1000, i, "{}", False]})
+            codes.append(r.status_code)
+            if r.status_code == 200:
+                events.append(r.json()["event_id"])
+        assert codes.count(429) >= 10 - (3 + QUEUED_PER_CLIENT), codes  # 3 = runs at once by default
+        victim = client_as(server, "victim-queue")
+        start = time.monotonic()
+        job = victim.submit("tiny-ar", "greedy", "And God said", 3, 0, "{}", False, api_name="/generate")
+        result = job.result(timeout=300)  # before: "Queue is full" once one client had filled it
+        assert result["stats"]["num_tokens"] == 3
+        assert time.monotonic() - start < 300
+
+
+# Bad values sent straight to an endpoint --------------------------------------------------------
+def test_out_of_range_values_are_refused_without_a_traceback_in_the_log(server):
+    from gradio_client.exceptions import AppError
+
+    client = client_as(server, "prober")
+    before = log_tracebacks(server)
+    for api, args, message in [("/choose_step", (99999,), "greater than maximum"),
+                               ("/preset_chosen_8", ("not a preset",), "not in the list of choices")]:
+        for _ in range(5):
+            with pytest.raises(AppError, match=message):
+                client.predict(*args, api_name=api)
+    assert log_tracebacks(server) == before  # before: one traceback per request
+
+
+def test_generate_with_too_few_values_names_the_inputs(server):
+    import httpx
+
+    with httpx.Client(timeout=60) as http:
+        r = http.post(server["url"] + "gradio_api/call/generate", json={"data": ["tiny-ar", "greedy", "hi", 3, 0, "{}"]})
+        answer = http.get(server["url"] + f"gradio_api/call/generate/{r.json()['event_id']}").text
+    assert "takes 7 values (model, strategy, prompt, max_new_tokens, seed, params, chat), got 6" in answer, answer
+    assert '"error": null' not in answer  # before: {"error": null}
+
+
+def test_api_messages_are_plain_text(server):
+    from gradio_client.exceptions import AppError
+
+    client = client_as(server, "api-user")
+    with pytest.raises(AppError) as err:
+        client.predict("tiny-diffusion", "diffusion", "hi", 32, 0, '{"steps": 1, "block_length": 8}', False,
+                       api_name="/generate")
+    assert "`steps` must be >= the number of blocks" in str(err.value)  # before: "&gt;="
