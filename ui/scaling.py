@@ -24,7 +24,7 @@ from ui.common import (QUIET, bind, explain_clamping, lab_columns, model_choices
                        session_state, spec_widget, standalone, wire_lab)
 from ui.exports import NO_OTHER_RUN, download, wire_download
 from ui.scaling_views import (CONTROLS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_METHOD, DEFAULT_MODEL, DEFAULT_PROMPT,
-                              DEFAULT_SETTINGS, DEFAULT_TASK, FIELDS, METHODS, OUTPUTS, REWARDS, SPECIFIC,
+                              DEFAULT_SETTINGS, DEFAULT_TASK, FIELDS, METHODS, OUTPUTS, REWARDS, SPECIFIC, VARYING,
                               UI_MAX_CHUNK_TOKENS, UI_MAX_N, UI_MAX_NEW_TOKENS, UI_MAX_STEP_TOKENS, help_of, spec_of,
                               benchmark_views, method_info, reward_help, task_choices, views, visible_fields)
 
@@ -194,6 +194,11 @@ def _wire(c: dict) -> None:
     shown = {f"sc:{f}": c[f"sc:{f}"] for f in SPECIFIC} | {"reward_help": c["reward_help"]}
     for trigger in (c["method"], c["sc:reward"]):
         trigger.change(bind(cb.shown_controls, shown), [c["method"], c["sc:reward"]], list(shown.values()), **QUIET)
+    switched = {f"sc:{f}": c[f"sc:{f}"] for f in VARYING}
+    if switched:  # the user's own pick (not a preset's or a replay's): defaults that depend on the method follow it
+        inputs = named_inputs({"method": c["method"]}, {f: c[f"sc:{f}"] for f in VARYING})
+        c["method"].input(bind(cb.method_switched, switched, inputs), list(inputs.values()), list(switched.values()),
+                          **QUIET)
     c["model"].change(bind(cb.model_changed, {"method": c["method"]}), [c["model"], c["method"]], [c["method"]],
                       **QUIET)
     task_outputs = {k: c[k] for k in ("prompt", "sc:reference", "model")}

@@ -17,7 +17,7 @@ from decoding.presets import find_preset, preset_menu
 from decoding.run import validate_request
 from ui.common import (USER_ERRORS, md_esc, as_int, check_model, load_replay, run_work, stream_views, user_error,
                        wait_for_finish)
-from ui.scaling_views import (DEFAULT_SETTINGS, FIELDS, FREE_PROMPT, METHODS, SPECIFIC, UI_MAX_NEW_TOKENS,
+from ui.scaling_views import (VARYING, defaults_on_switch, settings_of, DEFAULT_SETTINGS, FIELDS, FREE_PROMPT, METHODS, SPECIFIC, UI_MAX_NEW_TOKENS,
                               collect_params, fields_from_params, live_particles, method_info, reward_help, stats_line,
                               task_by_id, task_of_prompt, views, visible_fields)
 from visualizers._common import esc
@@ -41,6 +41,12 @@ def shown_controls(method: str, reward: str) -> dict:
     """Show only the controls of this method and reward, and the reward's one-line explanation."""
     shown = visible_fields(method, reward)
     return {f"sc:{f}": gr.update(visible=f in shown) for f in SPECIFIC} | {"reward_help": reward_help(reward)}
+
+
+def method_switched(method: str, **values) -> dict:
+    """The user picked another method: a family field left at a default takes the new method's own
+    (`defaults_on_switch`; step-speculation's n = 1, the particle filter's n = 4)."""
+    return defaults_on_switch(method, values)
 
 
 def task_chosen(task_id, model=None) -> dict:
@@ -171,7 +177,7 @@ def preset_chosen(name) -> dict:
     out = {"model": preset.model, "prompt": preset.prompt, "method": preset.strategy,
            "max_new_tokens": min(preset.max_new_tokens, UI_MAX_NEW_TOKENS), "seed": preset.seed, "chat": preset.chat,
            "task": str(task["id"]) if task else FREE_PROMPT, "note": f"**{preset.title}.** {preset.note.strip()}"}
-    defaults = {f"sc:{f}": v for f, v in DEFAULT_SETTINGS.items()}
+    defaults = {f"sc:{f}": v for f, v in settings_of(preset.strategy).items()}
     if task and "reference" not in preset.params:
         defaults["sc:reference"] = task["answer"]
     elif not task:
@@ -180,4 +186,4 @@ def preset_chosen(name) -> dict:
 
 
 __all__ = ["FIELDS", "NO_COMPARISON", "choose_step", "generate_run", "preset_chosen", "prompt_edited", "replay",
-           "shown_controls", "stop_run", "task_chosen"]
+           "method_switched", "shown_controls", "stop_run", "task_chosen"]

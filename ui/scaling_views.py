@@ -68,7 +68,12 @@ FIELDS = tuple(dict.fromkeys(COMMON + tuple(f for fs in METHOD_FIELDS.values() f
 PARAM_OF = {field: name for (_, name), field in FIELD_OF.items()}
 
 _SPECS = {m: {p["name"]: p for p in param_specs(m)} for m in METHODS}
-DEFAULTS = {f: _SPECS[m][PARAM_OF.get(f, f)]["default"] for m in METHODS for f in COMMON + METHOD_FIELDS[m]}
+# Each method's declared defaults: a family field may default differently per method (step-speculation
+# writes n = 1 solution, the particle filter runs n = 4 particles), so defaults are read per method.
+METHOD_DEFAULTS = {m: {f: _SPECS[m][PARAM_OF.get(f, f)]["default"] for f in COMMON + METHOD_FIELDS[m]} for m in METHODS}
+DEFAULTS = {f: next(METHOD_DEFAULTS[m][f] for m in (DEFAULT_METHOD, *METHODS) if f in METHOD_DEFAULTS[m])
+            for m in METHODS for f in METHOD_DEFAULTS[m]}  # the tab's initial values: the default method's first
+VARYING = tuple(f for f in COMMON if len({repr(METHOD_DEFAULTS[m][f]) for m in METHODS}) > 1)  # e.g. n
 INT_FIELDS = {f for m in METHODS for f in COMMON + METHOD_FIELDS[m] if _SPECS[m][PARAM_OF.get(f, f)]["type"] == "int"}
 FLOAT_FIELDS = {f for m in METHODS for f in COMMON + METHOD_FIELDS[m]
                 if _SPECS[m][PARAM_OF.get(f, f)]["type"] == "float"}
@@ -117,7 +122,7 @@ def collect_params(method: str, fields: dict) -> dict:
     for field in COMMON + METHOD_FIELDS[method]:
         value = fields[field]
         if value is None:
-            value = DEFAULTS[field]
+            value = METHOD_DEFAULTS[method][field]
         if field in INT_FIELDS and isinstance(value, float) and value.is_integer():
             value = int(value)
         if field in FLOAT_FIELDS and isinstance(value, int) and not isinstance(value, bool):
@@ -126,6 +131,27 @@ def collect_params(method: str, fields: dict) -> dict:
             value = value.strip()
         params[PARAM_OF.get(field, field)] = value
     return params
+
+
+def settings_of(method: str) -> dict:
+    """{field: value} a fresh tab shows for `method`: its declared defaults over the tab's."""
+    return DEFAULT_SETTINGS | METHOD_DEFAULTS.get(method, {})
+
+
+def defaults_on_switch(method: str, values: dict) -> dict:
+    """{"sc:field": value}: the family fields whose declared default depends on the method (`VARYING`)
+    take `method`'s default when the user left them at some method's default; a value typed by the user
+    is kept."""
+    out = {}
+    for field in VARYING:
+        seen = {repr(METHOD_DEFAULTS[m][field]) for m in METHODS}
+        if repr(values.get(field)) in seen or repr(as_number(values.get(field))) in seen:
+            out[f"sc:{field}"] = METHOD_DEFAULTS[method][field]
+    return out
+
+
+def as_number(value):
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def fields_from_params(method: str, params: dict) -> dict:
@@ -313,5 +339,5 @@ def stats_line(trace: Trace) -> str:
             f"{s['elapsed_s']:.1f} s ({fmt(s.get('tokens_spent_per_s'), 1)} tokens/s)")
 
 
-__all__ = ["CONTROLS", "DEFAULT_METHOD", "DEFAULT_MODEL", "DEFAULT_PROMPT", "DEFAULT_SETTINGS", "FIELDS",
+__all__ = ["CONTROLS", "DEFAULT_METHOD", "METHOD_DEFAULTS", "VARYING", "defaults_on_switch", "settings_of", "DEFAULT_MODEL", "DEFAULT_PROMPT", "DEFAULT_SETTINGS", "FIELDS",
            "METHODS", "OUTPUTS", "REWARDS", "collect_params", "fields_from_params", "views"]
