@@ -56,7 +56,9 @@ def _convert(name: str, value, kind):
             if value.lower() in {"0", "false", "no", "off"}:
                 return False
             raise ValueError(f"`{name}` must be true or false, got {short_repr(value)}")
-        return bool(value)
+        if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+            return bool(value)
+        raise ValueError(f"`{name}` must be true or false, got {short_repr(value)}")  # not [1] or {"a": 1}
     try:
         if kind is int:
             if isinstance(value, float) and not value.is_integer():
