@@ -3,7 +3,7 @@
 
 A model's need is estimated before any weights are downloaded: from the hub's safetensors metadata
 (its parameter count), else from the sizes of its weight files (`.bin`, `.pt`, `.safetensors`, on
-the hub or in a local folder) and the dtype they are stored in (the config's `torch_dtype`). Either
+the hub or in a local folder) and the dtype they are stored in (the config's `torch_dtype` or `dtype`). Either
 way the need is the parameters times the bytes per parameter of the dtype the model will run in,
 plus OVERHEAD for buffers and activations. Unknown (no metadata, hub unreachable): None, and the
 size measured after loading decides.
@@ -97,11 +97,17 @@ def estimate_folder_bytes(folder: Path, dtype: torch.dtype) -> int | None:
     """A model folder's need, from its weight files and its config's dtype; None without weight files."""
     try:
         files = sum(p.stat().st_size for p in Path(folder).iterdir() if p.name.endswith(WEIGHT_SUFFIXES))
-        stored = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8")).get("torch_dtype")
+        stored = stored_dtype(json.loads((Path(folder) / "config.json").read_text(encoding="utf-8")))
     except (OSError, ValueError, AttributeError):
         return None
     count = files / STORED_BYTES.get(str(stored), 4)
     return int(count * bytes_per_parameter(dtype) * OVERHEAD) if files else None
+
+
+def stored_dtype(config: dict) -> str | None:
+    """How a config says its weights are stored: `torch_dtype`, or `dtype` (newer transformers)."""
+    value = config.get("torch_dtype") or config.get("dtype")
+    return str(value) if value else None
 
 
 def hub_parameter_count(hub_id: str) -> int | None:
@@ -132,11 +138,11 @@ def hub_weight_bytes(hub_id: str) -> int | None:
 
 
 def hub_stored_dtype(hub_id: str) -> str | None:
-    """`torch_dtype` of a hub model's config (how its weight files store a parameter), else None."""
+    """`torch_dtype` (or `dtype`) of a hub model's config (how its weight files store a parameter), else None."""
     try:
         from huggingface_hub import hf_hub_download
 
         with open(hf_hub_download(hub_id, "config.json"), encoding="utf-8") as f:
-            return str(json.load(f).get("torch_dtype"))
+            return stored_dtype(json.load(f))
     except Exception:  # noqa: BLE001 - unknown: float32 (4 bytes) is assumed, the larger estimate
         return None

@@ -275,7 +275,7 @@ class ForbiddenLetter:
 
     def __post_init__(self):
         if not isinstance(self.letter, str) or len(self.letter) != 1 or not self.letter.isalpha():
-            raise ValueError(f"`letter` must be a single letter (e.g. e), got {short_repr(self.letter)}")
+            raise ValueError(f"`letter` must be a single letter, got {short_repr(self.letter)} (one letter such as e)")
         _check_bool("hard", self.hard)
 
     def score(self, question: str, steps: list[str], final: bool) -> RewardResult:

@@ -29,7 +29,7 @@ BAD = {
     ],
     "forbid-letter": [
         ({"letter": ["e"]}, r"`letter` must be text \(a letter\), got \['e'\]"),
-        ({"letter": "ee"}, r"`letter` must be a single letter \(e.g. e\), got 'ee'"),
+        ({"letter": "ee"}, r"`letter` must be a single letter, got 'ee' \(one letter such as e\)"),
         ({"letter": "7"}, r"`letter` must be a single letter"),
         ({"letter": ""}, r"`letter` must be a single letter"),
     ],
@@ -74,7 +74,7 @@ def test_every_reward_is_audited():
 def test_bad_reward_parameters_are_named_before_any_model_work(params, match):
     with pytest.raises(ValueError, match=match) as err:
         list(generate("tiny-random", "Q: 1 + 1?\n", strategy="best-of-n", max_new_tokens=2, params=params))
-    assert len(str(err.value)) < 400
+    assert len(str(err.value)) < 800  # the value quoted short, whatever its size (the model list is the rest)
 
 
 @pytest.mark.parametrize("strategy", ["particle-filter", "majority-vote", "reward-beam"])
