@@ -108,9 +108,10 @@ class Client:
         finally:
             connection.close()
         if response.status == 429:
-            retry = response.getheader("Retry-After")
+            retry = (response.getheader("Retry-After") or "").strip()
+            retry = retry if retry.isdigit() and len(retry) <= 6 else ""  # seconds; anything else is not quoted
             raise RemoteError(f"the server at {self.base_url} is rate-limiting requests (HTTP 429)"
-                              f"{f'; it asks to retry after {excerpt(retry, 40)} s' if retry else ''}; wait, lower n, or ask "
+                              f"{f'; it asks to retry after {retry} s' if retry else ''}; wait, lower n, or ask "
                               "its operator for a higher limit")
         if response.status in (401, 403):
             raise RemoteError(f"the server at {self.base_url} refused the API key (HTTP {response.status}); its "

@@ -21,6 +21,7 @@ import torch
 from decoding.errors import short_repr
 from decoding.registry import Registry
 from decoding.remote.lm import RemoteLM
+from decoding.remote.source import is_remote
 from decoding.scaling import rewards as rw
 
 if TYPE_CHECKING:
@@ -108,7 +109,7 @@ def _lm_judge(params: ScalingParams, policy):
 def _lm_judge_check(params: ScalingParams) -> None:
     from decoding.models import check_loadable
 
-    if params.judge_model.strip():
+    if params.judge_model.strip() and not is_remote(params.judge_model):  # remote: `validate_request` says why not
         check_loadable(params.judge_model, "judge_model")
 
 
