@@ -40,7 +40,8 @@ BAD = {
     ],
     "lm-judge": [
         ({"judge_model": ["x"]}, r"`judge_model` must be text \(name or hub id\), got \['x'\]"),
-        ({"judge_model": "../assets/tiny-ar"}, r"unknown model '../assets/tiny-ar' for `judge_model`: that is a local path"),
+        ({"judge_model": "../assets/tiny-ar"},
+         r"unknown model '../assets/tiny-ar' for `judge_model`: that is a local path"),
         ({"judge_model": "x" * 5000}, r"`judge_model` is 5000 characters long; at most 1000"),
         ({"judge_model": "a/" + "b" * 300}, r"`judge_model` .* is too long for a model id: at most 256 characters"),
     ],
