@@ -22,7 +22,7 @@ from decoding.events import ParticleStep, RunFinished, TokenStep, Trace, stats
 from decoding.models import DEFAULT_MODEL, QUANTIZATIONS, REGISTRY, SUGGESTED_HUB_IDS, ModelLoadError, load_model
 from decoding.run import MAX_NEW_TOKENS_CAP, generate, validate_request
 from decoding.registry import STRATEGIES, param_specs
-from decoding.remote.source import ALLOW_ENV, EXAMPLE
+from decoding.remote.source import ALLOW_ENV, ANY_ENGINE, ENGINES_ENV, EXAMPLE
 from decoding.diffusion.samplers import SAMPLERS
 from decoding.scaling.scoring import reward_help
 from decoding.speculative.strategy import DRAFTERS
@@ -243,7 +243,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ[ALLOW_ENV] = "1"  # the command line is its user's own: remote engines are always allowed
+    os.environ[ALLOW_ENV] = "1"  # the command line is its user's own: remote engines are always allowed,
+    if not os.environ.get(ENGINES_ENV, "").strip():  # at any URL unless the user lists some
+        os.environ[ENGINES_ENV] = ANY_ENGINE
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)

@@ -16,7 +16,11 @@ A model id never names a folder on the server: `from_pretrained` would load "ass
 hub id, and any id that exists as a local path. The operator of a private machine can allow
 local folders with DECODING_LAB_ALLOW_LOCAL_MODELS=1.
 
-Loaded models are cached per (name, device, dtype, quantisation) and shared read-only.
+A public app lets its visitors name models, so its operator bounds what they can make it load:
+ids are at most MAX_MODEL_ID_CHARS long, DECODING_LAB_ALLOW_HUB=0 limits them to the registry's
+models, and loaded models are cached per (name, device, dtype, quantisation), shared read-only, in a
+cache bounded in number and bytes (least recently used out; `decoding.model_cache`), which refuses
+a model that cannot fit before anything is downloaded (`decoding.model_budget`).
 """
 
 from __future__ import annotations
@@ -26,17 +30,17 @@ import json
 import os
 import re
 import sys
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import torch
 
-from decoding import embedded
+from decoding import embedded, model_budget
 from decoding.diffusion import dllm
-from decoding.env import hub_offline_forced, hub_reachable
+from decoding.env import hub_reachable
 from decoding.errors import short_repr
+from decoding.model_cache import ModelCache
 from decoding.remote.source import is_remote, parse_source
 
 Progress = Callable[[str], None]
@@ -50,8 +54,10 @@ KINDS = ("causal", "diffusion")  # autoregressive LM / masked diffusion LM
 DIFFUSION_MODEL_TYPES = frozenset({"llada", "dream", "mdlm"})  # config.model_type of hub diffusion LMs
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 QUANTIZATIONS = ("none", "8bit", "4bit")
-HUB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+HUB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")  # the hub's limits
+MAX_MODEL_ID_CHARS = 256  # any model id: a hub id (at most 193), a remote source, an allowed local folder
 LOCAL_MODELS_ENV = "DECODING_LAB_ALLOW_LOCAL_MODELS"  # =1: model ids may name local folders
+HUB_ENV = "DECODING_LAB_ALLOW_HUB"  # =0: only the registry's models load (no other hub id)
 
 # Hub ids whose modelling code must run from the hub (diffusion LMs of later labs). Never
 # extended from user input.
@@ -289,6 +295,11 @@ def local_models_allowed() -> bool:
     return os.environ.get(LOCAL_MODELS_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
+def hub_ids_allowed() -> bool:
+    """Whether ids beyond the registry's load from the hub (DECODING_LAB_ALLOW_HUB, on unless 0)."""
+    return os.environ.get(HUB_ENV, "").strip().lower() not in {"0", "false", "no", "off"}
+
+
 def suggested_names() -> list[str]:
     """The registry names a message offers: the menus' models, not the tiny random ones tests build."""
     return [name for name, spec in REGISTRY.items() if spec.suggested]
@@ -305,6 +316,9 @@ def check_model_id(name, param: str = "model") -> str:
     name = name.strip()
     if not name:
         raise ValueError(f"`{param}` is empty; choose one of {', '.join(suggested_names())} or a hub id")
+    if len(name) > MAX_MODEL_ID_CHARS:
+        raise ValueError(f"`{param}` {short_repr(name, 60)} is too long for a model id: at most {MAX_MODEL_ID_CHARS} "
+                         "characters")
     if is_remote(name):  # a model on an OpenAI-compatible server (decoding.remote), where the operator allows it
         parse_source(name, param)
         return name
@@ -322,6 +336,17 @@ def check_model_id(name, param: str = "model") -> str:
     return name
 
 
+def check_loadable(name, param: str = "model") -> str:
+    """`check_model_id`, and where the operator turned hub ids off (DECODING_LAB_ALLOW_HUB=0) ValueError for a
+    hub id that is not the registry's: what `load_model` would refuse, said before any model work."""
+    name = check_model_id(name, param)
+    registry = name in REGISTRY or any(s.hub_id and s.hub_id.lower() == name.lower() for s in REGISTRY.values())
+    if not (registry or is_remote(name) or hub_ids_allowed() or (_exists_locally(name) and local_models_allowed())):
+        raise ValueError(f"`{param}` {short_repr(name, 80)}: this app loads only its own models "
+                         f"({', '.join(suggested_names())}); its operator allows other hub ids with {HUB_ENV}=1")
+    return name
+
+
 def _looks_like_a_path(name: str) -> bool:
     return name.startswith(("/", ".", "~")) or ".." in name or "\\" in name
 
@@ -336,7 +361,7 @@ def _exists_locally(name: str) -> bool:
 def resolve_spec(name: str, *, param: str = "model") -> ModelSpec:
     """A registry spec for a short name, or an ad-hoc spec for a hub id (or an allowed local folder);
     ValueError naming `param` otherwise (see `check_model_id`)."""
-    name = check_model_id(name, param)
+    name = check_loadable(name, param)
     if name in REGISTRY:
         return REGISTRY[name]
     for spec in REGISTRY.values():  # a registry model asked for by its hub id
@@ -362,8 +387,7 @@ def _local_spec(name: str) -> ModelSpec:
                      auto_class="AutoModelForMaskedLM" if masked else "AutoModelForCausalLM")
 
 
-_cache: dict[tuple, LoadedModel] = {}
-_cache_lock = threading.Lock()
+CACHE: ModelCache[LoadedModel] = ModelCache(error=ModelLoadError)  # every loaded model, bounded, LRU out
 
 
 def load_model(
@@ -379,7 +403,7 @@ def load_model(
     if is_remote(name):
         from decoding.remote.lm import load_remote  # the HTTP client imports this module's errors
 
-        return load_remote(name)
+        return load_remote(check_model_id(name))
     spec = resolve_spec(name)
     dev = pick_device(device)
     torch_dtype = pick_dtype(dtype, dev, small=is_small(spec))
@@ -387,19 +411,33 @@ def load_model(
         raise ValueError(f"`quantization` must be one of {QUANTIZATIONS}, got {quantization!r}")
     if quantization != "none" and dev.type != "cuda":
         raise ValueError(f"`quantization` {quantization!r} (bitsandbytes) needs a CUDA GPU; this machine has none")
-    key = (spec.name, str(dev), str(torch_dtype), quantization)
-    with _cache_lock:  # one loader at a time: two users asking for one model load it once
-        if key not in _cache:
-            say = progress or (lambda message: None)
-            loaded = _load_uncached(spec, dev, torch_dtype, quantization, say)
-            loaded.name = spec.name
-            loaded.meta["kind"] = spec.kind if spec.name in REGISTRY else model_kind(loaded)
-            loaded.model.eval().requires_grad_(False)
-            loaded.num_parameters = sum(p.numel() for p in loaded.model.parameters())
-            _cache[key] = loaded
-            say(f"Loaded {spec.name} ({loaded.num_parameters / 1e6:.1f}M parameters, "
-                f"{str(torch_dtype).removeprefix('torch.')}, {dev}) from {loaded.source}")
-        return _cache[key]
+    say = progress or (lambda message: None)
+
+    def load() -> LoadedModel:
+        loaded = _load_uncached(spec, dev, torch_dtype, quantization, say)
+        loaded.name = spec.name
+        loaded.meta["kind"] = spec.kind if spec.name in REGISTRY else model_kind(loaded)
+        loaded.model.eval().requires_grad_(False)
+        loaded.num_parameters = sum(p.numel() for p in loaded.model.parameters())
+        say(f"Loaded {spec.name} ({loaded.num_parameters / 1e6:.1f}M parameters, "
+            f"{str(torch_dtype).removeprefix('torch.')}, {dev}) from {loaded.source}")
+        return loaded
+
+    # two users asking for one model load it once; a load never stalls the loading of another model
+    return CACHE.get((spec.name, str(dev), str(torch_dtype), quantization), load, label=spec.name, device=dev,
+                     need=lambda: _estimate_bytes(spec, torch_dtype, quantization),
+                     size=lambda loaded: model_budget.measured_bytes(loaded.model))
+
+
+def _estimate_bytes(spec: ModelSpec, dtype, quantization) -> int | None:
+    """A model's need before loading (`decoding.model_budget`): a folder's weight files, or the hub's figures
+    where the hub will be used; None when unknown (the tiny models, an embedded GGUF offline)."""
+    if spec.local_dir is not None:
+        folder = Path(spec.local_dir)
+        return model_budget.estimate_folder_bytes(folder if folder.is_absolute() else ASSETS_DIR / folder, dtype)
+    if spec.hub_id and hub_reachable():
+        return model_budget.estimate_hub_bytes(spec.hub_id, dtype, quantization)
+    return None
 
 
 def load_hub_auxiliary(hub_id: str, auto_class: str = "AutoModel", dtype: str = "auto") -> LoadedModel:
@@ -410,19 +448,16 @@ def load_hub_auxiliary(hub_id: str, auto_class: str = "AutoModel", dtype: str = 
     """
     import transformers
 
-    hub_id = check_model_id(hub_id, "hub_id")
+    hub_id = check_loadable(hub_id, "hub_id")
     local = _exists_locally(hub_id)
     device = pick_device("auto")
     torch_dtype = pick_dtype(dtype, device)
-    key = (hub_id, str(device), str(torch_dtype), auto_class)
-    with _cache_lock:
-        if key in _cache:
-            return _cache[key]
+
+    def load() -> LoadedModel:
         if not (local or hub_reachable() or _in_hub_cache(hub_id)):
-            raise ModelLoadError(f"cannot load {hub_id!r}: the Hugging Face hub is not reachable and the model is "
-                                 "not in the local cache. Download it on a machine with internet, or pick a "
-                                 "reward that works offline (arith-step, lm-judge, ...).")
-        _check_fits(hub_id, device, torch_dtype, "none")
+            raise ModelLoadError(f"cannot load {short_repr(hub_id, 80)}: the Hugging Face hub is not reachable and "
+                                 "the model is not in the local cache. Download it on a machine with internet, or "
+                                 "pick a reward that works offline (arith-step, lm-judge, ...).")
         trust = hub_id in TRUST_REMOTE_CODE_ALLOWLIST
         tokenizer = transformers.AutoTokenizer.from_pretrained(hub_id, trust_remote_code=trust)
         kwargs = {"dtype": torch_dtype, "trust_remote_code": trust}
@@ -431,9 +466,15 @@ def load_hub_auxiliary(hub_id: str, auto_class: str = "AutoModel", dtype: str = 
         model = getattr(transformers, auto_class).from_pretrained(hub_id, **kwargs)
         if device.type != "cuda":
             model.to(device)
-        loaded = LoadedModel(hub_id, model.eval().requires_grad_(False), tokenizer, device, torch_dtype, "hub", "none")
-        _cache[key] = loaded
-        return loaded
+        return LoadedModel(hub_id, model.eval().requires_grad_(False), tokenizer, device, torch_dtype, "hub", "none")
+
+    def need() -> int | None:
+        if local:
+            return model_budget.estimate_folder_bytes(Path(hub_id).expanduser(), torch_dtype)
+        return model_budget.estimate_hub_bytes(hub_id, torch_dtype) if hub_reachable() else None
+
+    return CACHE.get((hub_id, str(device), str(torch_dtype), auto_class), load, label=hub_id, device=device,
+                     need=need, size=lambda loaded: model_budget.measured_bytes(loaded.model))
 
 
 def model_kind(loaded: LoadedModel) -> str:
@@ -500,44 +541,11 @@ def _in_hub_cache(hub_id: str) -> bool:
         return False
 
 
-def _available_memory_bytes(device: torch.device) -> int:
-    if device.type == "cuda":
-        return sum(torch.cuda.mem_get_info(i)[0] for i in range(torch.cuda.device_count()))
-    try:
-        with open("/proc/meminfo") as f:
-            info = dict(line.split(":", 1) for line in f)
-        return int(info["MemAvailable"].split()[0]) * 1024
-    except (OSError, KeyError, ValueError):
-        return 0  # unknown: skip the check
-
-
-def _check_fits(hub_id: str, device, dtype, quantization) -> None:
-    """Refuse a model whose weights exceed free memory before downloading gigabytes."""
-    if hub_offline_forced():
-        return
-    try:
-        from huggingface_hub import get_safetensors_metadata
-
-        num_params = sum(get_safetensors_metadata(hub_id).parameter_count.values())
-    except Exception:  # noqa: BLE001 - no metadata (e.g. .bin weights): the loader's own error decides
-        return
-    bytes_per = {"none": torch.finfo(dtype).bits / 8, "8bit": 1.0, "4bit": 0.5}[quantization]
-    need = num_params * bytes_per * 1.15  # weights plus ~15% for buffers and activations
-    free = _available_memory_bytes(device)
-    if free and need > free:
-        raise ModelLoadError(
-            f"{hub_id} has {num_params / 1e9:.2f}B parameters: ~{need / 2**30:.1f} GiB in "
-            f"{str(dtype).removeprefix('torch.')} does not fit in the {free / 2**30:.1f} GiB free on {device}. "
-            "Pick a smaller model, a smaller dtype, or 4-bit/8-bit quantization on a CUDA GPU."
-        )
-
-
 def _load_from_hub(hub_id, device, dtype, quantization, say, auto_class="AutoModelForCausalLM",
                    tokenizer_id=None, conventions=None) -> LoadedModel:
     import transformers
     from transformers import AutoTokenizer
 
-    _check_fits(hub_id, device, dtype, quantization)
     trust = hub_id in TRUST_REMOTE_CODE_ALLOWLIST
     kwargs: dict = {"dtype": dtype, "trust_remote_code": trust}
     if device.type == "cuda":

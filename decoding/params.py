@@ -17,7 +17,8 @@ Glossary
     choices   the allowed strings of a str field (a tuple, or a function returning one when the
               names come from a registry filled at import time, e.g. rewards or drafters).
     note      how the allowed values read when neither a range nor choices say it ("name or hub
-              id"); such fields are checked by their own `__post_init__` code.
+              id"); such a str field is checked here to be text of at most MAX_TEXT_CHARS, and its
+              content by the class's own `__post_init__` code (or the plug-in that reads it).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import Callable
 from decoding.errors import short_repr
 
 TYPES = (int, float, bool, str)
+MAX_TEXT_CHARS = 1_000  # free-form text parameters (a word list, a model id, a reference answer)
 
 
 def _fmt(x: float) -> str:
@@ -89,7 +91,11 @@ class ParamSpec:
             return
         if self.type is str:
             if not isinstance(value, str):
-                raise ValueError(f"`{name}` must be text, got {short_repr(value)}")
+                what = f" ({self.note})" if self.note else ""
+                raise ValueError(f"`{name}` must be text{what}, got {short_repr(value)}")
+            if self.note and len(value) > MAX_TEXT_CHARS:
+                raise ValueError(f"`{name}` is {len(value)} characters long; at most {MAX_TEXT_CHARS} ({self.note}), "
+                                 f"got {short_repr(value, 60)}")
             choices = self.allowed_choices()
             if choices is not None and value not in choices:
                 raise ValueError(f"`{name}` must be one of {', '.join(map(str, choices))}, got {short_repr(value)}")
@@ -150,9 +156,7 @@ def specs(cls) -> list[ParamSpec]:
 def check_fields(obj) -> None:
     """Validate every field of a parameter dataclass instance against its spec."""
     for spec in specs(type(obj)):
-        if spec.note and spec.type is str:
-            continue  # free-form text (model ids, word lists): the class's own code checks it
-        spec.check(getattr(obj, spec.name))
+        spec.check(getattr(obj, spec.name))  # free-form text: its type and length (its content: the class)
 
 
 class Params:

@@ -56,7 +56,9 @@ def _convert(name: str, value, kind):
             if value.lower() in {"0", "false", "no", "off"}:
                 return False
             raise ValueError(f"`{name}` must be true or false, got {short_repr(value)}")
-        return bool(value)
+        if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+            return bool(value)
+        raise ValueError(f"`{name}` must be true or false, got {short_repr(value)}")  # not [1] or {"a": 1}
     try:
         if kind is int:
             if isinstance(value, float) and not value.is_integer():
@@ -107,10 +109,10 @@ def validate_request(prompt, strategy, params, max_new_tokens, seed):
     for f in dataclasses.fields(config):  # draft_model, judge_model, prm_model: ids, never local paths
         value = getattr(config, f.name)
         if f.name.endswith("_model") and not (isinstance(value, str) and not value.strip()):
-            check_model_id(value, f.name)
-            if is_remote(value):
+            if is_remote(value):  # said first: no engine list makes a remote helper possible
                 raise ValueError(f"`{f.name}` must be a local model or hub id: a draft model, judge or PRM reads the full "
                                  "distribution, which a remote engine does not send (it can be the run's own model)")
+            check_model_id(value, f.name)
     if hasattr(config, "check_length"):  # checks that need the generation length (diffusion steps, blocks)
         config.check_length(max_new_tokens)
     return get_strategy(strategy), config

@@ -150,11 +150,23 @@ def tab_replayers() -> dict:
 
 
 @pytest.fixture
-def remote_allowed(monkeypatch):
-    """What the operator of an app that serves remote engines sets (tests/remote)."""
-    from decoding.remote.source import ALLOW_ENV
+def remote_allowed(monkeypatch, request):
+    """What the operator of an app that serves remote engines sets (tests/remote): remote sources on, and
+    the engines the app may reach listed; the `llama_server` of a test that uses it is listed already.
+    Returns `allow(*base_urls)`, which lists more (a fake server's URL)."""
+    from decoding.remote.source import ALLOW_ENV, ENGINES_ENV
 
     monkeypatch.setenv(ALLOW_ENV, "1")
+    listed: list[str] = []
+
+    def allow(*base_urls: str) -> None:
+        listed.extend(base_urls)
+        monkeypatch.setenv(ENGINES_ENV, ",".join(listed))
+
+    monkeypatch.delenv(ENGINES_ENV, raising=False)
+    if "llama_server" in request.fixturenames:
+        allow(request.getfixturevalue("llama_server"))
+    return allow
 
 
 @pytest.fixture(scope="session")

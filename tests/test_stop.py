@@ -233,7 +233,7 @@ def test_a_worker_that_outlives_the_close_still_holds_its_slot():
     assert log_a[-1][0] == "start"
     second = stream_in_thread(slow_work(log_b, call_s=0.01, calls=3))
     items = [item for batch in second for item in batch]
-    assert isinstance(items[0], Status) and "previous run" in items[0].text and items[1:] == [0, 1, 2]
+    assert isinstance(items[0], Status) and "1 run ahead" in items[0].text and items[1:] == [0, 1, 2]
     ended_a = dict(log_a)["end"]
     assert dict(log_b)["start"] >= ended_a, "two workers computed at once"
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from decoding.params import Params, param
 from decoding.scaling import particles as pf
-from decoding.scaling.scoring import REWARDS, check_rule_reward
+from decoding.scaling.scoring import REWARDS, check_reward_params
 
 STEP_DELIMITERS = {"newline": "\n", "blank-line": "\n\n"}
 AGGREGATES = ("last", "min", "mean", "product")
@@ -39,7 +39,7 @@ class ScalingParams(Params):
 
     def __post_init__(self):
         super().__post_init__()
-        check_rule_reward(self)  # a rule reward's own parameters are checked now, not mid-run
+        check_reward_params(self)  # the reward's own parameters are checked now, not mid-run
 
 
 @dataclass(frozen=True)

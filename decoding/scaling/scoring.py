@@ -4,6 +4,11 @@ helpers around it (LM judge, token bans for hard constraints, aggregating step r
 Each reward registers a builder  build(params: ScalingParams, policy: LM) -> (reward, extra LMs)
 where the extra LMs' calls count as the run's forward passes. Rewards are `decoding.scaling.rewards`
 classes (or a hub PRM); the names here are the ones `--set reward=NAME` takes.
+
+A reward's own parameters are checked when the parameters are made, before any model work
+(`check_reward_params`): a rule reward is built once (its class validates them); a reward that needs
+a model registers a `precheck` that checks the model id it will load (without loading it). Every
+check raises ValueError naming the field, the value (short) and what is allowed.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import torch
 from decoding.errors import short_repr
 from decoding.registry import Registry
 from decoding.remote.lm import RemoteLM
+from decoding.remote.source import is_remote
 from decoding.scaling import rewards as rw
 
 if TYPE_CHECKING:
@@ -24,6 +30,16 @@ if TYPE_CHECKING:
 NEUTRAL = 0.5  # reward of a step an outcome-only reward cannot judge yet (weight logit 0)
 REWARDS: Registry[Callable] = Registry("reward")  # name -> build(params, policy) -> (reward, extra LMs)
 RULES: set[str] = set()  # rewards that need no model: built (so checked) when the parameters are made
+PRECHECKS: dict[str, Callable] = {}  # reward -> check(params) of a reward that needs a model (its model id)
+
+
+def precheck(name: str):
+    """Register `check(params)`: what reward `name` can check of its parameters before loading a model."""
+    def decorate(check: Callable) -> Callable:
+        PRECHECKS[name] = check
+        return check
+
+    return decorate
 
 
 def rule(name: str, help: str):
@@ -89,6 +105,14 @@ def _lm_judge(params: ScalingParams, policy):
     return rw.LMJudgeReward(lm_judge(judge_lm)), [] if judge_lm is policy else [judge_lm]
 
 
+@precheck("lm-judge")
+def _lm_judge_check(params: ScalingParams) -> None:
+    from decoding.models import check_loadable
+
+    if params.judge_model.strip() and not is_remote(params.judge_model):  # remote: `validate_request` says why not
+        check_loadable(params.judge_model, "judge_model")
+
+
 @REWARDS.register("probe", help="self-evaluation: a linear probe on the policy's hidden state predicts whether the "
                                  "solution will end right (trained per model; tiny-math ships one)")
 def _probe(params: ScalingParams, policy):
@@ -109,6 +133,13 @@ def _prm(params: ScalingParams, policy):
     return prm, [prm]
 
 
+@precheck("prm")
+def _prm_check(params: ScalingParams) -> None:
+    from decoding.models import check_loadable
+
+    check_loadable(params.prm_model, "prm_model")
+
+
 @rule("none", "a constant reward: weights stay uniform, every method becomes plain sampling")
 def _none(params: ScalingParams, policy=None):
     return ConstantReward(), []
@@ -119,10 +150,13 @@ def build_reward(params: ScalingParams, policy) -> tuple[object, list]:
     return REWARDS.get(params.reward)(params, policy)
 
 
-def check_rule_reward(params: ScalingParams) -> None:
-    """Build a programmatic reward once, so its parameters are checked before any model work."""
+def check_reward_params(params: ScalingParams) -> None:
+    """Check the chosen reward's own parameters before any model work: build a rule reward once (its class
+    validates them), or run the precheck of a reward that needs a model."""
     if params.reward in RULES:
         build_reward(params, None)
+    elif params.reward in PRECHECKS:
+        PRECHECKS[params.reward](params)
 
 
 def reward_help() -> dict[str, str]:
