@@ -27,6 +27,7 @@ START_S = 240
 UPLOAD_CACHE_MB = 12
 UPLOADS_PER_MIN = 10
 QUEUED_PER_CLIENT = 2
+SECRET = "sk-operator-secret"
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +41,11 @@ def server(tmp_path_factory):
                         "GRADIO_TEMP_DIR": str(folder / "gradio"), "DECODING_LAB_EXPORT_DIR": str(folder / "exports"),
                         "DECODING_LAB_UPLOAD_CACHE_MB": str(UPLOAD_CACHE_MB),
                         "DECODING_LAB_UPLOADS_PER_MIN": str(UPLOADS_PER_MIN),
-                        "DECODING_LAB_QUEUED_PER_CLIENT": str(QUEUED_PER_CLIENT), "DECODING_LAB_QUEUE_SIZE": "6"}
+                        "DECODING_LAB_QUEUED_PER_CLIENT": str(QUEUED_PER_CLIENT), "DECODING_LAB_QUEUE_SIZE": "6",
+                        # remote engines on, with the operator's key, and no engine listed (a Space that forgot)
+                        "DECODING_LAB_ALLOW_REMOTE": "1", "DECODING_LAB_OPENAI_API_KEY": SECRET,
+                        "OPENAI_API_KEY": SECRET}
+    env.pop("DECODING_LAB_REMOTE_ENGINES", None)
     log = folder / "server.log"
     with open(log, "wb") as out:
         process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -177,3 +182,61 @@ def test_api_messages_are_plain_text(server):
         client.predict("tiny-diffusion", "diffusion", "hi", 32, 0, '{"steps": 1, "block_length": 8}', False,
                        api_name="/generate")
     assert "`steps` must be >= the number of blocks" in str(err.value)  # before: "&gt;="
+
+
+# Secrets ----------------------------------------------------------------------------------------------
+def test_the_operators_key_never_goes_to_a_host_a_visitor_names(server):
+    """Before: the server sent `Authorization: Bearer <key>` to the visitor's listener and echoed its answer."""
+    import http.server
+    import threading
+
+    seen = []
+
+    class Listener(http.server.BaseHTTPRequestHandler):
+        def _any(self):
+            seen.append((self.command, self.path, self.headers.get("Authorization")))
+            body = b'{"data": [{"id": "x"}], "leak": "<b>whatever the host says</b>"}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _any
+
+        def log_message(self, *args):
+            pass
+
+    listener = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Listener)
+    thread = threading.Thread(target=listener.serve_forever, daemon=True)
+    thread.start()
+    try:
+        from gradio_client.exceptions import AppError
+
+        client = client_as(server, "visitor")
+        url = f"openai:http://127.0.0.1:{listener.server_address[1]}/v1#x"
+        with pytest.raises(AppError, match="DECODING_LAB_REMOTE_ENGINES") as err:
+            client.predict(url, "greedy", "hi", 3, 0, "{}", False, api_name="/generate")
+        assert SECRET not in str(err.value) and "whatever the host says" not in str(err.value)
+        time.sleep(0.5)
+        assert seen == []  # no request at all, so no key
+    finally:
+        listener.shutdown()
+
+
+# Markdown in status lines ------------------------------------------------------------------------------
+def test_a_replayed_answer_is_plain_text_in_the_status_line(server, tmp_path):
+    from gradio_client import handle_file
+
+    from decoding.run import run_to_trace
+    from ui.scaling_views import DEFAULT_PROMPT
+
+    trace = json.loads(run_to_trace("tiny-math", DEFAULT_PROMPT, strategy="best-of-n", params={"n": 2},
+                                    max_new_tokens=120, chat=False).to_json())
+    trace["events"][-1]["extra"]["answer"] = "[Session expired: click to sign in](http://evil.example/login)"
+    path = tmp_path / "answer.json"
+    path.write_text(json.dumps(trace), encoding="utf-8")
+    client = client_as(server, "student")
+    outputs = client.predict(handle_file(str(path)), api_name="/replay_2")  # the Scaling tab's replay
+    status = next(o for o in outputs if isinstance(o, str) and "Replaying" in o)
+    assert "Session expired" in status and "](" not in status and "http://" not in status  # no Markdown link

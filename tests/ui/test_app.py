@@ -365,7 +365,7 @@ def test_cancel_stops_compute_on_the_server(client, monkeypatch):
     deadline = time.time() + 60
     while len(job.outputs()) < 6 and time.time() < deadline:
         time.sleep(0.02)
-    assert job.cancel() or True
+    job.cancel()  # (always True with a queue: what is checked is that the calls stop, below)
     time.sleep(1.0)
     settled = calls["n"]
     time.sleep(1.0)
