@@ -226,9 +226,9 @@ def search_tree(steps: list[ParticleStep]) -> tuple[dict, dict, dict, dict, dict
     complete, text, expanded = {0: False}, {0: ""}, set()
     for s in steps:
         found = _search_extra(s)
-        if found is None or found[0].get("id") not in parent:
+        here = found[0].get("id") if found else None
+        if not isinstance(here, int) or here not in parent:  # not a node made before: no edge to draw
             continue
-        here = found[0]["id"]
         expanded.add(here)
         for node, p in zip(found[1], s.particles):
             n = node.get("id") if isinstance(node, dict) else None

@@ -260,11 +260,11 @@ def test_overlap_figure_reads_exact_overlap_and_marks_drafts(trace):
     assert list(both.y) == [min(a, b) if a is not None and b is not None else None for a, b in zip(p.y, q.y)]
     assert "overlap Σ min(p, q) = 0.831" in fig.layout.title.text  # the event's exact value, not the top-k sum
     assert "' the' accepted" in fig.layout.title.text
-    assert "▼ drafted ✓" in drafted_marks(fig)
+    assert "▼ drafted ✓" in drafted_marks(fig).values()
     at_cat = overlap_figure(trace, round_index=0, parent=1)  # the residual ' is' was drawn here
     assert "' sat' rejected" in at_cat.layout.title.text
     assert any(a.text == "◆ residual" for a in at_cat.layout.annotations)
-    assert "▼ drafted ✗" in drafted_marks(at_cat)
+    assert "▼ drafted ✗" in drafted_marks(at_cat).values()
 
 
 def drafted_marks(fig) -> dict:
