@@ -117,7 +117,9 @@ def _file_name(trace: Trace, what: str, suffix: str) -> str:
 
 
 def _write_tokens(trace: Trace, path: Path) -> None:
-    token_table(trace).map(csv_safe).to_csv(path, index=False)  # a token "=HYPERLINK(...)" stays text
+    # a token "=HYPERLINK(...)" stays text; CRLF rows (RFC 4180) quote a cell holding a lone "\r" too, so a token
+    # cannot end its row early and start the next one with a formula
+    token_table(trace).map(csv_safe).to_csv(path, index=False, lineterminator="\r\n")
 
 
 def _write_entropy(trace: Trace, path: Path) -> None:

@@ -142,7 +142,8 @@ def test_token_csv_cells_that_a_spreadsheet_would_evaluate_are_text(folder):
     from decoding.events import RunStarted, TokenStep
     from visualizers.tokens import csv_safe
 
-    tokens = ['=HYPERLINK("http://x","click")', "+1", "-2+3", "@SUM(A1)", "\t=1", "\r=1", " plain", "a=b", "'q"]
+    tokens = ['=HYPERLINK("http://x","click")', "+1", "-2+3", "@SUM(A1)", "\t=1", "\r=1", " plain", "a=b", "'q",
+              "x\r=HYPERLINK(1)"]  # the last: a carriage return inside a cell must not start a new row
     start = RunStarted(model="tiny-random", strategy="greedy", params={}, prompt="p", prompt_text="p", prompt_ids=[1],
                        chat=False, seed=0, max_new_tokens=9, device="cpu", dtype="float32", vocab_size=10)
     steps = [TokenStep(step=i, token_id=i, token_text=t, prob=0.5, sampling_prob=1.0, rank=1, entropy=1.0,
