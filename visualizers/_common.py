@@ -21,6 +21,7 @@ from __future__ import annotations
 import html
 import textwrap
 
+import numpy as np
 import plotly.graph_objects as go
 
 from decoding.env import env_int
@@ -138,3 +139,12 @@ def vlines(xs, y0: float, y1: float, name: str, line: dict, **kwargs) -> go.Scat
         x += [v, v, None]
         y += [y0, y1, None]
     return go.Scatter(x=x, y=y, mode="lines", name=name, line=line, hoverinfo="skip", showlegend=False, **kwargs)
+
+
+def table(rows: list) -> np.ndarray:
+    """`rows` (a hover's customdata: one list per point) as a numpy object array: plotly checks a list of
+    lists item by item in Python (20,000 rows: 0.4 s), an array at once (0.03 s)."""
+    out = np.empty((len(rows), len(rows[0]) if rows else 0), dtype=object)
+    for i, row in enumerate(rows):
+        out[i] = row
+    return out

@@ -26,7 +26,7 @@ from plotly.subplots import make_subplots
 from decoding.contracts import StepProgress
 from decoding.events import ParticleStep
 from visualizers._common import (MARKS, NODES, TEMPLATE, cap, empty_figure, esc, label, note_capped, plotly_safe,
-                                 shown_of, vlines)
+                                 shown_of, table, vlines)
 from visualizers.beams import _hover_text, _lines
 
 SLOT_COLORS = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b", "#b279a2", "#ff9da6",
@@ -77,8 +77,8 @@ def weights_figure(steps: list[ParticleStep]) -> go.Figure:
         fig.add_trace(go.Bar(
             x=x, y=[p["weight"] if p else None for p in ps], name=f"slot {plotly_safe(slot)}",
             marker=dict(color=slot_color(slot), line=dict(color="white", width=0.5)),
-            customdata=[[slot, _fmt(p.get("reward")), plotly_safe(label(p.get("step_text", ""), 60))] if p
-                        else [slot, "—", ""] for p in ps],
+            customdata=table([[slot, _fmt(p.get("reward")), plotly_safe(label(p.get("step_text", ""), 60))] if p
+                              else [slot, "—", ""] for p in ps]),
             hovertemplate="step %{x} · slot %{customdata[0]}<br>weight %{y:.3f} · reward %{customdata[1]}"
                           "<br>%{customdata[2]}<extra></extra>"), row=1, col=1)
     resampled = [s for s in steps if s.resampled]
@@ -196,10 +196,10 @@ def lineage_figure(steps: list[ParticleStep], finish_extra: dict | None = None) 
                         colorbar=dict(title=dict(text="weight"), thickness=12) if live else None,
                         line=dict(color="#333" if live else COLORS["dead"], width=0.6)),
             opacity=1.0 if live else 0.6,
-            customdata=[[p["id"], _fmt(p["weight"]), _fmt(p.get("reward")), _fmt(p.get("score")),
-                         _hover_text(p.get("text", ""), 70),
-                         "finished · answer " + plotly_safe(str(p.get("answer"))) if p.get("finished") else
-                         ("alive" if live else "dead branch")] for _, p in group],
+            customdata=table([[p["id"], _fmt(p["weight"]), _fmt(p.get("reward")), _fmt(p.get("score")),
+                               _hover_text(p.get("text", ""), 70),
+                               "finished · answer " + plotly_safe(str(p.get("answer"))) if p.get("finished") else
+                               ("alive" if live else "dead branch")] for _, p in group]),
             hovertemplate="step %{x} · slot %{customdata[0]}<br>weight %{customdata[1]} · reward %{customdata[2]}"
                           " · score %{customdata[3]}<br>%{customdata[4]}<extra>%{customdata[5]}</extra>"))
     fig.add_trace(go.Scatter(x=[t for t, _ in path], y=[i for _, i in path], mode="markers", name="chosen",
@@ -292,7 +292,7 @@ def search_tree_figure(steps: list[ParticleStep], finish_extra: dict | None = No
             marker=dict(symbol=symbol, size=14 if symbol == "star" else 11, color=[_number(f[n]) for n in group],
                         colorscale="RdYlGn", reversescale=True, cmin=0, cmax=1, showscale=name == "expanded",
                         colorbar=dict(title=dict(text="f"), thickness=12), line=dict(width=1.5, color="#333")),
-            customdata=[[n, _fmt(_number(f[n])), _hover_text(text[n], 70)] for n in group],
+            customdata=table([[n, _fmt(_number(f[n])), _hover_text(text[n], 70)] for n in group]),
             hovertemplate="node %{customdata[0]} · f %{customdata[1]}<br>%{customdata[2]}<extra>" + name + "</extra>"))
     shown_rows = max(rows[d] for d in {depth[n] for n in drawn})
     fig.update_layout(template=TEMPLATE, height=min(max(300, 80 + 22 * shown_rows), 700),

@@ -13,6 +13,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from decoding.events import Trace
@@ -39,6 +40,8 @@ def strings(value):
     elif isinstance(value, (list, tuple)):
         for v in value:
             yield from strings(v)
+    elif isinstance(value, np.ndarray):  # customdata tables (visualizers._common.table)
+        yield from strings(value.tolist())
 
 
 def assert_plain(fig, payload: str) -> None:
