@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -46,6 +47,7 @@ RULES = {"best-of-n": "best score: the particle whose final score is highest win
          "first-finish": "first to finish: the first particle to reach an answer wins",
          "a-star": "A*: the first complete solution popped from the frontier wins"}
 WAITING_PARTICLES = "waiting for the first particle step…"
+SHOWN_SLOTS = 64  # weights: one bar trace per slot up to n's bound; a loaded trace's other slots share one bar
 
 
 def slot_color(slot: int) -> str:
@@ -72,15 +74,22 @@ def weights_figure(steps: list[ParticleStep]) -> go.Figure:
     n = len(steps[-1].particles)
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.65, 0.35], vertical_spacing=0.08)
     by_slot = [{p["id"]: p for p in s.particles} for s in steps]  # (S,) slot -> particle
-    for slot in _slots(steps):
+    bars, steps_x, slots = [], np.array(x), _slots(steps)
+    for slot in slots[:SHOWN_SLOTS]:
         ps = [b.get(slot) for b in by_slot]  # (S,), None = absent
-        fig.add_trace(go.Bar(
-            x=x, y=[p["weight"] if p else None for p in ps], name=f"slot {plotly_safe(slot)}",
+        bars.append(go.Bar(  # arrays, not lists: plotly checks a list item by item (256 slots x 100 steps: 1.5 s)
+            x=steps_x, y=np.array([p["weight"] if p else np.nan for p in ps], dtype=float), name=f"slot {plotly_safe(slot)}",
             marker=dict(color=slot_color(slot), line=dict(color="white", width=0.5)),
             customdata=table([[slot, _fmt(p.get("reward")), plotly_safe(label(p.get("step_text", ""), 60))] if p
                               else [slot, "—", ""] for p in ps]),
             hovertemplate="step %{x} · slot %{customdata[0]}<br>weight %{y:.3f} · reward %{customdata[1]}"
-                          "<br>%{customdata[2]}<extra></extra>"), row=1, col=1)
+                          "<br>%{customdata[2]}<extra></extra>"))
+    rest = set(slots[SHOWN_SLOTS:])
+    if rest:  # beyond the cap, one grey bar holds the other slots' weight (a stack still sums to 1)
+        bars.append(go.Bar(x=steps_x, y=np.array([sum(p["weight"] for p in s.particles if p["id"] in rest) for s in steps]),
+                           name=f"{len(rest)} other slots", marker=dict(color=COLORS["dead"]),
+                           hovertemplate="step %{x} · the other slots<br>weight %{y:.3f}<extra></extra>"))
+    fig.add_traces(bars, rows=1, cols=1)  # one call for every slot
     resampled = [s for s in steps if s.resampled]
     fig.add_trace(go.Scatter(
         x=[s.step for s in resampled], y=[1.06] * len(resampled), mode="markers+text", name="resampled",
@@ -112,7 +121,8 @@ def weights_figure(steps: list[ParticleStep]) -> go.Figure:
     fig.update_layout(template=TEMPLATE, height=460, barmode="stack", bargap=0.15,
                       margin=dict(l=60, r=20, t=40, b=45),
                       legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0, traceorder="normal"))
-    return note_capped(fig, [shown_of(len(lines), len(resampled), "resampling lines")])
+    return note_capped(fig, [shown_of(len(lines), len(resampled), "resampling lines"),
+                             shown_of(min(len(slots), SHOWN_SLOTS), len(slots), "slots (the rest as one bar)")])
 
 
 # ---------------------------------------------------------------- lineage

@@ -209,3 +209,12 @@ def test_the_benchmark_runs_and_every_figure_draws_quickly(capsys):
     out = json.loads(capsys.readouterr().out)
     assert len(out["figures"]) == 10
     assert not {name: r for name, r in out["figures"].items() if r["cpu_s"] >= CPU_S}
+
+
+def test_weights_draw_at_most_64_slots_and_the_rest_as_one_bar():
+    steps = bd.scaling_steps(20, 256)
+    fig, spent = cpu(lambda: weights_figure(steps))
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert len(bars) == 65 and bars[-1].name == "192 other slots"
+    assert [round(sum(t.y[k] for t in bars), 6) for k in range(20)] == [1.0] * 20  # every stack still sums to 1
+    assert "showing 64 of 256 slots" in notes(fig) and spent < CPU_S
