@@ -34,7 +34,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from decoding.events import DiffusionStep, ParticleStep, RunFinished, RunStarted, SpecRound, TokenStep, Trace  # noqa: E402
+from decoding.events import (  # noqa: E402
+    DiffusionStep,
+    ParticleStep,
+    RunFinished,
+    RunStarted,
+    SpecRound,
+    TokenStep,
+    Trace,
+)
 
 
 def start(strategy: str) -> RunStarted:
@@ -126,8 +134,17 @@ def momentum_trace(steps: int = 2048) -> Trace:
 
 def figures(quick: bool = False) -> dict:
     """name -> a function drawing one figure of a worst-case trace (traces built once, here)."""
-    from visualizers import (acceptance_figure, confidence_figure, draft_tree_figure, lineage_figure, overlap_figure,
-                             search_tree_figure, tokens_per_step_figure, unmask_order_figure, weights_figure)
+    from visualizers import (
+        acceptance_figure,
+        confidence_figure,
+        draft_tree_figure,
+        lineage_figure,
+        overlap_figure,
+        search_tree_figure,
+        tokens_per_step_figure,
+        unmask_order_figure,
+        weights_figure,
+    )
     from visualizers.token_methods import momentum_graph_figure
 
     diffusion = diffusion_steps(256 if quick else 2048)

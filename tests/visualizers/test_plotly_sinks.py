@@ -17,7 +17,12 @@ import numpy as np
 import pytest
 
 from decoding.events import Trace
-from visualizers import draft_tree_figure, lineage_figure, search_tree_figure, weights_figure
+from visualizers import (
+    draft_tree_figure,
+    lineage_figure,
+    search_tree_figure,
+    weights_figure,
+)
 from visualizers.extract import span_heatmap_figure
 from visualizers.token_methods import momentum_graph_figure
 
