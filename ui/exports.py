@@ -28,6 +28,7 @@ from gradio.utils import get_upload_folder
 from decoding.env import env_int
 from decoding.events import Trace
 from visualizers import entropy_figure, figure_to_html, token_table
+from visualizers.tokens import csv_safe
 
 CACHE_SWEEP_S = 600  # how often Gradio looks for expired files in its cache (at most; see `gradio_cache_policy`)
 NOTHING_YET = "Nothing to export yet: generate a run (or replay a trace) first."
@@ -118,7 +119,9 @@ def _file_name(trace: Trace, what: str, suffix: str) -> str:
 
 
 def _write_tokens(trace: Trace, path: Path) -> None:
-    token_table(trace).to_csv(path, index=False)
+    # a token "=HYPERLINK(...)" stays text; CRLF rows (RFC 4180) quote a cell holding a lone "\r" too, so a token
+    # cannot end its row early and start the next one with a formula
+    token_table(trace).map(csv_safe).to_csv(path, index=False, lineterminator="\r\n")
 
 
 def _write_entropy(trace: Trace, path: Path) -> None:
