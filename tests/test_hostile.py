@@ -240,3 +240,120 @@ def test_a_replayed_answer_is_plain_text_in_the_status_line(server, tmp_path):
     outputs = client.predict(handle_file(str(path)), api_name="/replay_2")  # the Scaling tab's replay
     status = next(o for o in outputs if isinstance(o, str) and "Replaying" in o)
     assert "Session expired" in status and "](" not in status and "http://" not in status  # no Markdown link
+
+
+# Replays: structures that loop, drawing that grew with the square of the marks -----------------------
+def _bench_draw():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_draw", ROOT / "bench" / "bench_draw.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _finished(events, strategy: str, extra: dict | None = None):
+    from decoding.events import RunFinished, Trace
+
+    b = _bench_draw()
+    return Trace([b.start(strategy), *events, RunFinished(text="", token_ids=[], stop_reason="max_new_tokens",
+                                                         elapsed_s=1.0, extra=extra or {})])
+
+
+@pytest.fixture(scope="module")
+def hostile_traces(tmp_path_factory) -> dict[str, Path]:
+    """The issue's small files: a looping A* tree; the three quadratic ones at the trace limits."""
+    b = _bench_draw()
+    folder = tmp_path_factory.mktemp("hostile-traces")
+    steps, finish = b.astar_steps(expansions=3, n=2)
+    looping = json.loads(_finished(steps, "a-star", finish).to_json())
+    looping["events"][2]["extra"]["expanded"]["id"] = looping["events"][2]["extra"]["nodes"][0]["id"]  # its own parent
+    traces = {"looping-astar": looping,
+              "diffusion-block-1": json.loads(_finished(b.diffusion_steps(length=2048, steps=2), "diffusion").to_json()),
+              "scaling-300-resamplings": json.loads(_finished(b.scaling_steps(steps=300, n=2), "particle-filter",
+                                                              {"method": "particle-filter", "chosen": 0,
+                                                               "answer": None, "votes": {}, "particles": []}).to_json()),
+              "spec-400-root-children": json.loads(b.spec_trace(children=400).to_json())}
+    paths = {}
+    for name, trace in traces.items():
+        paths[name] = folder / f"{name}.json"
+        paths[name].write_text(json.dumps(trace), encoding="utf-8")
+    return paths
+
+
+REPLAY_OF = {"looping-astar": "/replay_2", "scaling-300-resamplings": "/replay_2",
+             "spec-400-root-children": "/replay_1", "diffusion-block-1": "/replay_3"}
+
+
+def test_a_looping_search_tree_is_refused_at_once_without_growing_memory(server, hostile_traces):
+    from gradio_client import handle_file
+    from gradio_client.exceptions import AppError
+
+    client = client_as(server, "looper")
+    before = rss_mb(server["process"].pid)
+    start = time.monotonic()
+    with pytest.raises(AppError, match="loop"):
+        client.predict(handle_file(str(hostile_traces["looping-astar"])), api_name="/replay_2")
+    assert time.monotonic() - start < 30  # before: never (577 MB -> 3.1 GB in 20 s, then the process died)
+    assert rss_mb(server["process"].pid) - before < 300
+    assert server["process"].poll() is None
+
+
+@pytest.mark.parametrize("name", ["diffusion-block-1", "scaling-300-resamplings", "spec-400-root-children"])
+def test_traces_at_the_limits_replay_in_seconds(server, hostile_traces, name):
+    from gradio_client import handle_file
+
+    client = client_as(server, f"replayer-{name}")
+    start = time.monotonic()
+    client.predict(handle_file(str(hostile_traces[name])), api_name=REPLAY_OF[name])
+    assert time.monotonic() - start < 15  # before: 28 s, 47.6 s, 20.8 s (and 20 min for a 2,048-position trace)
+
+
+def test_another_users_short_request_is_not_held_by_a_hostile_replay(server, hostile_traces, small_trace):
+    import threading
+
+    from gradio_client import handle_file
+
+    hostile = client_as(server, "hostile-replayer")
+    done = threading.Event()
+
+    def replay_all():
+        try:
+            for name in ("diffusion-block-1", "scaling-300-resamplings", "spec-400-root-children") * 2:
+                with contextlib.suppress(Exception):
+                    hostile.predict(handle_file(str(hostile_traces[name])), api_name=REPLAY_OF[name])
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=replay_all, daemon=True)
+    thread.start()
+    time.sleep(1.0)  # the hostile replays are under way
+    user = client_as(server, "other-user")
+    start = time.monotonic()
+    result = user.predict("tiny-ar", "greedy", "And God said", 8, 0, "{}", False, api_name="/generate")
+    took_generate = time.monotonic() - start
+    start = time.monotonic()
+    user.predict(handle_file(str(small_trace)), "prob", api_name="/replay")
+    took_replay = time.monotonic() - start
+    assert result["stats"]["num_tokens"] == 8
+    assert took_generate < 10 and took_replay < 10, (took_generate, took_replay)  # before: 14 s and 26.5 s
+    assert done.wait(120)
+
+
+def test_a_replayed_formula_token_is_text_in_the_exported_csv(server, small_trace, tmp_path):
+    import csv
+
+    from gradio_client import handle_file
+
+    trace = json.loads(small_trace.read_text())
+    token = next(e for e in trace["events"] if e["kind"] == "token")
+    token["token_text"] = '=HYPERLINK("http://evil.example","click")'
+    path = tmp_path / "formula.json"
+    path.write_text(json.dumps(trace), encoding="utf-8")
+    client = client_as(server, "spreadsheet-user")
+    client.predict(handle_file(str(path)), "prob", api_name="/replay")
+    exported = client.predict(api_name="/partial_1")  # the Playground's token CSV
+    assert str(exported).endswith(".csv")
+    cells = [cell for row in csv.reader(Path(exported).read_text(encoding="utf-8").splitlines()) for cell in row]
+    assert not any(cell.startswith(("=", "+", "-", "@")) for cell in cells)  # before: =HYPERLINK(...) as is
+    assert any("HYPERLINK" in cell for cell in cells)
