@@ -4,6 +4,7 @@ tests/ mirrors the packages: the core at the top, speculative/, scaling/, diffus
 (the app over callbacks, HTTP and the browser) and visualizers/.
 """
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -58,6 +59,45 @@ def stop_process(process, wait_s: float = 30) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait(timeout=wait_s)
+
+
+@contextlib.contextmanager
+def app_process(folder: Path, start_s: float = 240, **env: str):
+    """`python app.py` as a process of its own on a free loopback port, with the environment of a test
+    server (offline, no preload, one torch thread) plus `env`; yields {"url", "log", "process"} once it
+    answers, and stops it afterwards."""
+    port = free_port()
+    full = os.environ | {"GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "HF_HUB_OFFLINE": "1",
+                         "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_DISABLE_TELEMETRY": "1",
+                         "DECODING_LAB_PRELOAD": "0", "DECODING_LAB_TORCH_THREADS": "1"} | env
+    log = folder / "server.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=full, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        wait_until_up(url, process, log, start_s)
+        yield {"url": url, "log": log, "process": process}
+    finally:
+        stop_process(process)
+
+
+def wait_until_up(url: str, process, log: Path, start_s: float = 240) -> None:
+    """Wait until `process` (an app server) answers at `url`; fail with its log if it exits or is slow."""
+    import time
+    import urllib.request
+
+    deadline = time.monotonic() + start_s
+    while True:
+        if process.poll() is not None:
+            pytest.fail(f"app.py exited with {process.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            if time.monotonic() > deadline:
+                pytest.fail(f"app.py did not answer within {start_s} s:\n{log.read_text()[-3000:]}")
+            time.sleep(0.5)
 
 
 def free_port() -> int:

@@ -11,15 +11,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, free_port, stop_process
+from conftest import ROOT, app_process
 
 pytestmark = pytest.mark.slow  # a server process of its own
 
@@ -33,30 +31,15 @@ SECRET = "sk-operator-secret"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     folder = tmp_path_factory.mktemp("hostile")
-    port = free_port()
-    env = os.environ | {"GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "HF_HUB_OFFLINE": "1",
-                        "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_DISABLE_TELEMETRY": "1",
-                        "DECODING_LAB_PRELOAD": "0", "DECODING_LAB_TORCH_THREADS": "1",
-                        "DECODING_LAB_SHOW_TEST_MODELS": "1", "DECODING_LAB_TRUST_PROXY": "1",
-                        "GRADIO_TEMP_DIR": str(folder / "gradio"), "DECODING_LAB_EXPORT_DIR": str(folder / "exports"),
-                        "DECODING_LAB_UPLOAD_CACHE_MB": str(UPLOAD_CACHE_MB),
-                        "DECODING_LAB_UPLOADS_PER_MIN": str(UPLOADS_PER_MIN),
-                        "DECODING_LAB_QUEUED_PER_CLIENT": str(QUEUED_PER_CLIENT), "DECODING_LAB_QUEUE_SIZE": "6",
-                        # remote engines on, with the operator's key, and no engine listed (a Space that forgot)
-                        "DECODING_LAB_ALLOW_REMOTE": "1", "DECODING_LAB_OPENAI_API_KEY": SECRET,
-                        "OPENAI_API_KEY": SECRET}
-    env.pop("DECODING_LAB_REMOTE_ENGINES", None)
-    log = folder / "server.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        from test_load import wait_until_up
-
-        wait_until_up(url, process, log)
-        yield {"url": url, "log": log, "folder": folder, "process": process}
-    finally:
-        stop_process(process)
+    env = {"DECODING_LAB_SHOW_TEST_MODELS": "1", "DECODING_LAB_TRUST_PROXY": "1",
+           "GRADIO_TEMP_DIR": str(folder / "gradio"), "DECODING_LAB_EXPORT_DIR": str(folder / "exports"),
+           "DECODING_LAB_UPLOAD_CACHE_MB": str(UPLOAD_CACHE_MB), "DECODING_LAB_UPLOADS_PER_MIN": str(UPLOADS_PER_MIN),
+           "DECODING_LAB_QUEUED_PER_CLIENT": str(QUEUED_PER_CLIENT), "DECODING_LAB_QUEUE_SIZE": "6",
+           # remote engines on, with the operator's key, and no engine listed (a Space that forgot)
+           "DECODING_LAB_ALLOW_REMOTE": "1", "DECODING_LAB_OPENAI_API_KEY": SECRET, "OPENAI_API_KEY": SECRET,
+           "DECODING_LAB_REMOTE_ENGINES": ""}
+    with app_process(folder, START_S, **env) as started:
+        yield started | {"folder": folder}
 
 
 def client_as(server, who: str):

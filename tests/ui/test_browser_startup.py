@@ -13,7 +13,7 @@ import time
 
 from conftest import ROOT, free_port, stop_process
 from test_browser import open_page
-from test_load import wait_until_up
+from conftest import wait_until_up
 
 READY_S = 300  # importing, dequantising SmolLM2 and warming it up, on a loaded machine
 
