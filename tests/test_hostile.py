@@ -340,3 +340,11 @@ def test_a_replayed_formula_token_is_text_in_the_exported_csv(server, small_trac
     cells = [cell for row in csv.reader(Path(exported).read_text(encoding="utf-8").splitlines()) for cell in row]
     assert not any(cell.startswith(("=", "+", "-", "@")) for cell in cells)  # before: =HYPERLINK(...) as is
     assert any("HYPERLINK" in cell for cell in cells)
+
+
+def test_deep_links_are_off(server):
+    """Gradio's deep-link route writes any session's components (values included) to disk on request."""
+    import httpx
+
+    r = httpx.get(server["url"] + "gradio_api/deep_link", params={"session_hash": "anything"}, timeout=30)
+    assert r.status_code == 404 and "export the trace" in r.text

@@ -156,6 +156,9 @@ class ClientMiddleware:
         client = client_of(scope)
         token = CLIENT.set(client)
         try:
+            if scope.get("path", "").rstrip("/").endswith("/gradio_api/deep_link"):
+                await _plain(send, 404, "Deep links are off in this app: export the trace (JSON) to share a run.")
+                return
             if _is_join(scope) and waiting_of(scope.get("app"), client) >= queued_per_client():
                 await _plain(send, 429, f"This address has {queued_per_client()} requests waiting already "
                                         "(DECODING_LAB_QUEUED_PER_CLIENT): wait for one to finish.")
@@ -295,6 +298,11 @@ class GuardedSession(SessionState):
         super().__setitem__(key, value)
         if key in self.state_data:
             self._holder.changed(self._id)
+
+    def _update_value_in_config(self, key: int, value) -> None:
+        """Gradio keeps every output's latest value (whole figures) in the session's config, for deep links
+        only; this app offers none (`ClientMiddleware` refuses the route), so a session keeps its traces and
+        nothing drawn from them."""
 
     def held_bytes(self) -> int:
         return sum(value_bytes(v) for v in self.state_data.values())
