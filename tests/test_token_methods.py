@@ -150,7 +150,7 @@ def loop_steps(trace):
 
 
 @pytest.mark.slow
-def test_preset_07_momentum_loops_far_less_than_greedy_on_the_base_model():
+def test_the_momentum_preset_loops_far_less_than_greedy_on_the_base_model():
     """What the note says: the same base model and prompt as preset 01, far fewer loop steps than greedy."""
     momentum = run_preset("08-momentum-breaks-greedy-loops")
     greedy = run_preset("08-momentum-breaks-greedy-loops", strategy="greedy", params={})
@@ -160,7 +160,7 @@ def test_preset_07_momentum_loops_far_less_than_greedy_on_the_base_model():
 
 
 @pytest.mark.slow
-def test_presets_08_and_09_show_pauses_and_one_pass_per_step():
+def test_the_adadec_and_superposed_presets_show_pauses_and_one_pass_per_step():
     adadec = run_preset("09-adadec-pauses-when-unsure")
     steps = adadec.of_kind("token")
     pauses = [e for e in steps if e.extra["paused"]]

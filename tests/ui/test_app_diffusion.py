@@ -471,7 +471,7 @@ def test_the_benchmark_accordion_reads_the_file_or_says_how_to_make_it(tmp_path)
 
 
 @pytest.mark.slow
-def test_preset_33_continues_a_verse_as_its_note_says():
+def test_the_threshold_preset_continues_a_verse_as_its_note_says():
     """The note's numbers for its prompt: 55 calls instead of 64, at most 2 tokens per step, the answer of
     one token per step (20 tokens, end-of-text included)."""
     preset = cb.preset_chosen("53-diffusion-threshold")
