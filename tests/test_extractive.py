@@ -75,7 +75,7 @@ def test_smollm2_answer_is_a_span_with_its_exact_probability(smol_lm):
     trace = run_to_trace(smol_lm, prompt, strategy="exact-extract", max_new_tokens=16, chat=True)
     record = extract_record(trace)
     best = record["best"]
-    # what preset 08 says: the best span is the Atlantic clause; greedy writes a sentence that is no span
+    # what preset 10 says: the best span is the Atlantic clause; greedy writes a sentence that is no span
     assert "into the Atlantic Ocean" in best["text"] and record["greedy"]["span"] is None
     assert best["text"] in prompt and trace.finish.text == best["text"]
     assert best["logprob"] == max(t["logprob"] for t in record["top"])

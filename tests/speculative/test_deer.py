@@ -90,7 +90,7 @@ def test_the_deer_preset_note_holds():
     from decoding.events import stats
     from decoding.presets import find_preset
 
-    preset = find_preset("speculative", "15-speculative-deer")
+    preset = find_preset("speculative", "26-speculative-deer")
     lm = as_lm(preset.model)
     runs = {name: run_to_trace(lm, preset.prompt, strategy="speculative", params=params,
                                max_new_tokens=preset.max_new_tokens, chat=False)

@@ -46,11 +46,11 @@ def test_pick_windows_is_seeded_and_refuses_too_little_data():
         raise AssertionError("expected a ValueError")
 
 
-def test_preset_07_note_holds():
+def test_hyperfitted_model_preset_note_holds():
     """What the hyperfitting preset's note says: the hyperfitted model's greedy line and entropy, the base model's loop."""
-    from decoding.presets import load_presets
+    from decoding.presets import find_preset
 
-    preset = next(p for p in load_presets() if p.name.startswith("07-"))
+    preset = find_preset("playground", "07-hyperfitted-model")
     runs = {}
     for name in ("tiny-ar-hyperfit", "tiny-ar"):
         lm = LM(load_model(name, dtype="float32", progress=None))

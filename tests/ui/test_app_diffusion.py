@@ -170,10 +170,10 @@ def test_presets_set_every_control(tmp_path, monkeypatch):
     preset = ("title: Threshold decoding\nmodel: tiny-diffusion\nstrategy: diffusion\nlab: diffusion\n"
               "prompt: In the beginning\nmax_new_tokens: 400\nchat: false\n"
               "params: {threshold: 0.7, block_length: 8}\nnote: Count the model calls.\n")
-    (tmp_path / "30-diffusion-test.yaml").write_text(preset)
+    (tmp_path / "50-diffusion-test.yaml").write_text(preset)
     monkeypatch.setattr(presets, "PRESETS_DIR", tmp_path)
-    assert cb.preset_choices() == [("Threshold decoding", "30-diffusion-test")]
-    out = cb.preset_chosen("30-diffusion-test")
+    assert cb.preset_choices() == [("Threshold decoding", "50-diffusion-test")]
+    out = cb.preset_chosen("50-diffusion-test")
     assert out["df:threshold"] == 0.7 and out["df:block_length"] == 8 and out["prompt"] == "In the beginning"
     assert out["length"] == 256 and out["df:steps"] == DEFAULT_SETTINGS["steps"] and "Count the model" in out["note"]
     assert {f"df:{f}" for f in FIELDS} <= out.keys()
@@ -440,14 +440,14 @@ def test_replay_and_presets_put_the_task_back_in_the_picker(parallel, tmp_path):
     out = cb.replay(str(path), None, None)
     assert out["task"] == "reverse" and out["problem"]["value"] == 2 and out["model"] == TASK_MODEL
     assert 'data-task="reverse"' in out["verdict"] and "Replaying" in out["status"]
-    shuffle = cb.preset_chosen("35-parallel-shuffle-breaks")
+    shuffle = cb.preset_chosen("55-parallel-shuffle-breaks")
     assert shuffle["model"] == TASK_MODEL and shuffle["task"] == "shuffle" and shuffle["problem"]["value"] == 6
     assert shuffle["df:steps"] == 4 and shuffle["length"] == 32  # 8 tokens per step
-    assert cb.preset_chosen("36-parallel-freedave")["df:sampler"] == "freedave"
-    learn2pd = cb.preset_chosen("37-parallel-learn2pd")
+    assert cb.preset_chosen("56-parallel-freedave")["df:sampler"] == "freedave"
+    learn2pd = cb.preset_chosen("57-parallel-learn2pd")
     assert learn2pd["df:sampler"] == "learn2pd" and learn2pd["df:filter_threshold"] == 0.9
-    assert cb.preset_chosen("34-parallel-threshold-copy")["task"] == "copy"
-    assert cb.preset_chosen("33-diffusion-threshold")["task"] == tasks.FREE_PROMPT
+    assert cb.preset_chosen("54-parallel-threshold-copy")["task"] == "copy"
+    assert cb.preset_chosen("53-diffusion-threshold")["task"] == tasks.FREE_PROMPT
 
 
 def test_learn2pd_without_a_filter_says_how_to_train_one():
@@ -471,10 +471,10 @@ def test_the_benchmark_accordion_reads_the_file_or_says_how_to_make_it(tmp_path)
 
 
 @pytest.mark.slow
-def test_preset_33_continues_a_verse_as_its_note_says():
+def test_the_threshold_preset_continues_a_verse_as_its_note_says():
     """The note's numbers for its prompt: 55 calls instead of 64, at most 2 tokens per step, the answer of
     one token per step (20 tokens, end-of-text included)."""
-    preset = cb.preset_chosen("33-diffusion-threshold")
+    preset = cb.preset_chosen("53-diffusion-threshold")
     fields = {f: preset[f"df:{f}"] for f in FIELDS}
     trace = merged(list(cb.generate_run(preset["model"], preset["prompt"], preset["length"], 0, "none", **fields)))["trace"]
     one_per_step = run_to_trace(preset["model"], preset["prompt"], strategy="diffusion", params={"steps": 64},

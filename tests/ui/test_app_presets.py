@@ -39,4 +39,4 @@ def test_every_shipped_preset_fits_the_playground_widgets():
 
 def test_no_preset_clears_the_note():
     assert cb.preset_chosen(None) == {"note": ""}
-    assert cb.preset_chosen("20-particle-filter-vs-best-of-n") == {"note": ""}  # another tab's preset
+    assert cb.preset_chosen("30-particle-filter-vs-best-of-n") == {"note": ""}  # another tab's preset

@@ -154,14 +154,14 @@ def test_presets_set_every_control(tmp_path, monkeypatch):
     preset = ("title: PF beats best-of-N\nmodel: smollm2-135m\nstrategy: reward-beam\nlab: scaling\n"
               f"prompt: {json.dumps(task_prompt(TASK['question']))}\nmax_new_tokens: 300\n"
               "params: {n: 8, beam_width: 4, reward: arith-step}\nnote: Watch the beams.\n")
-    (tmp_path / "20-scaling-test.yaml").write_text(preset)
+    (tmp_path / "30-scaling-test.yaml").write_text(preset)
     from decoding import presets
 
     for _, name in cb.preset_choices():  # the shipped scaling presets set a method of this tab
         assert cb.preset_chosen(name)["method"] in METHODS
     monkeypatch.setattr(presets, "PRESETS_DIR", tmp_path)
-    assert cb.preset_choices() == [("PF beats best-of-N", "20-scaling-test")]
-    out = cb.preset_chosen("20-scaling-test")
+    assert cb.preset_choices() == [("PF beats best-of-N", "30-scaling-test")]
+    out = cb.preset_chosen("30-scaling-test")
     assert out["method"] == "reward-beam" and out["sc:n"] == 8 and out["sc:beam_width"] == 4
     assert out["sc:reward"] == "arith-step" and out["sc:reference"] == TASK["answer"] and out["task"] == "0"
     assert out["max_new_tokens"] == 256 and out["sc:temperature"] == DEFAULT_SETTINGS["temperature"]
@@ -295,8 +295,8 @@ def test_particle_filter_over_the_generate_api(client):
 
 
 @pytest.mark.parametrize("name, answer, resamplings, compared", [
-    ("20-particle-filter-vs-best-of-n", "220", 5, "137"),  # the note: right after five resamplings; best-of-N wrong
-    ("24-a-star-search", "439", 0, "431"),  # the note: A* right (439), best-of-N not
+    ("30-particle-filter-vs-best-of-n", "220", 5, "137"),  # the note: right after five resamplings; best-of-N wrong
+    ("34-a-star-search", "439", 0, "431"),  # the note: A* right (439), best-of-N not
 ])
 def test_the_tiny_math_presets_do_what_their_notes_say(name, answer, resamplings, compared):
     preset = cb.preset_chosen(name)
@@ -311,12 +311,12 @@ def test_the_tiny_math_presets_do_what_their_notes_say(name, answer, resamplings
 
 
 @pytest.mark.parametrize("name, answer, compared", [
-    ("26-review-refine-repeat", "91", "81"),  # the note: the rewrite reaches 91, one sample ends at 81
-    ("27-reward-hacking", "128", "210"),  # the note: the hacked filter ends at 128 (the honest one: 220)
-    ("29-step-speculation", "210", "209"),  # the note: drafted and checked 210, tiny-math alone 209
-    ("28-first-finish", "129", "498"),  # the note: the first to finish says 129, best-of-n 498
-    ("28-reward-beam", "451", "451"),  # the note: the beam ends at 451
-    ("28-softmax-selection", "441", "441"),  # the note: the draw at T = 1 lands on 441 (the comparison shares the fields)
+    ("36-review-refine-repeat", "91", "81"),  # the note: the rewrite reaches 91, one sample ends at 81
+    ("37-reward-hacking", "128", "210"),  # the note: the hacked filter ends at 128 (the honest one: 220)
+    ("41-step-speculation", "210", "209"),  # the note: drafted and checked 210, tiny-math alone 209
+    ("38-first-finish", "129", "498"),  # the note: the first to finish says 129, best-of-n 498
+    ("39-reward-beam", "451", "451"),  # the note: the beam ends at 451
+    ("40-softmax-selection", "441", "441"),  # the note: the draw at T = 1 lands on 441 (the comparison shares the fields)
 ])
 def test_the_refine_and_reward_hacking_presets_do_what_their_notes_say(name, answer, compared):
     preset = cb.preset_chosen(name)
@@ -326,14 +326,14 @@ def test_the_refine_and_reward_hacking_presets_do_what_their_notes_say(name, ans
     assert final["trace"].finish.extra["answer"] == answer and answer in preset["note"]
     assert final["other"].finish.extra["answer"] == compared
     trace = final["trace"]
-    if name == "28-first-finish":  # the winner finished first (108 tokens, the others 111) with a broken line
+    if name == "38-first-finish":  # the winner finished first (108 tokens, the others 111) with a broken line
         tokens = sorted(p["num_tokens"] for p in trace.finish.extra["particles"])
         assert tokens == [108, 111, 111, 111] and "395 - 23 = 3 marbles now?" in trace.finish.text
         assert [p["answer"] for p in trace.finish.extra["particles"]].count("498") == 2
-    if name == "28-reward-beam":  # 2 of 4 slots continue after every line but the last: 5 selections
+    if name == "39-reward-beam":  # 2 of 4 slots continue after every line but the last: 5 selections
         steps = trace.of_kind("particles")
         assert sum(s.resampled for s in steps) == 5 and all(s.extra["kept"] == 2 for s in steps if s.resampled)
-    if name == "28-softmax-selection":  # the right pair gets 61% at T = 1, 99% at T = 0.1 (then 451)
+    if name == "40-softmax-selection":  # the right pair gets 61% at T = 1, 99% at T = 0.1 (then 451)
         weights = {p["answer"]: 0.0 for p in trace.finish.extra["particles"]}
         for p in trace.finish.extra["particles"]:
             weights[p["answer"]] += p["weight"]
@@ -345,10 +345,10 @@ def test_the_refine_and_reward_hacking_presets_do_what_their_notes_say(name, ans
         cool = run_to_trace(LM(load_model("tiny-math", progress=None)), preset["prompt"], strategy="best-of-n",
                             params=params, max_new_tokens=160, chat=False, seed=0)
         assert cool.finish.extra["answer"] == "451"
-    if name == "29-step-speculation":  # the note: 7 drafted lines kept, 1 rewritten
+    if name == "41-step-speculation":  # the note: 7 drafted lines kept, 1 rewritten
         spec = final["trace"].finish.extra["speculation"]
         assert (spec["accepted_steps"], spec["rewritten_steps"]) == (7, 1) and "7 drafted lines are kept, 1" in preset["note"]
-    if name == "27-reward-hacking":  # the two slipped lines the note quotes are in the chosen answer
+    if name == "37-reward-hacking":  # the two slipped lines the note quotes are in the chosen answer
         assert "63 - 13 = 40" in final["trace"].finish.text and "89 + 158 = 147" in final["trace"].finish.text
 
 

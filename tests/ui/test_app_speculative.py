@@ -151,7 +151,7 @@ def test_the_coupling_view_follows_the_round_and_position(tiny_lm):
 def test_presets_set_every_control_and_show_the_note():
     choices = cb.preset_choices()
     assert len(choices) >= 3
-    out = cb.preset_chosen("12-speculative-token-recycling")
+    out = cb.preset_chosen("22-speculative-token-recycling")
     assert out["spec:drafter"] == "token-recycling" and out["spec:width"] == 4 and out["spec:tree"] == "static"
     assert out["spec:temperature"] == 0.0 and out["max_new_tokens"] == 64 and "Token Recycling" in out["note"]
     assert {f"spec:{k}" for k in SPEC_FIELDS} <= out.keys()

@@ -73,5 +73,5 @@ def test_switching_method_moves_untouched_defaults_and_keeps_typed_values():
 def test_a_preset_starts_from_its_own_methods_defaults():
     from ui import scaling_callbacks as cb
 
-    assert cb.preset_chosen("29-step-speculation")["sc:n"] == 1
-    assert cb.preset_chosen("20-particle-filter-vs-best-of-n")["sc:n"] == 4
+    assert cb.preset_chosen("41-step-speculation")["sc:n"] == 1
+    assert cb.preset_chosen("30-particle-filter-vs-best-of-n")["sc:n"] == 4
