@@ -1,7 +1,7 @@
 """Exact extraction: the most probable answer span of a passage, scored exactly, not decoded greedily.
 
-Follows Ozeri et al. 2024, "How Optimal is Greedy Decoding for Extractive Question Answering?":
-when the answer must be a span of the given passage, the span with the highest probability under
+Follows Castel, Ram, Efrat and Levy, "How Optimal is Greedy Decoding for Extractive Question
+Answering?" (AKBC 2022, arXiv 2108.05857): when the answer must be a span of the given passage, the span with the highest probability under
 the model can be found exactly, because there are only O(n * L) candidate spans. Greedy decoding
 may leave the passage or commit early to a worse span; exact search never does.
 

@@ -180,8 +180,9 @@ class LastDigitChecker(ArithmeticStepChecker):
 
 @dataclass(frozen=True)
 class ReferenceStepChecker(ArithmeticStepChecker):
-    """Reference-guided process reward in the spirit of SPARE (Rahman et al. 2025, "SPARE: Single-Pass
-    Annotation with Reference-Guided Evaluation for Automatic Process Supervision"): each step of
+    """Reference-guided process reward in the spirit of SPARE (Rizvi, Zhu and Gurevych 2025, arXiv 2506.15498,
+    "SPARE: Single-Pass Annotation with Reference-Guided Evaluation for Automatic Process Supervision and
+    Reward Modelling"): each step of
     the solution is aligned with the reference solution's step in the same place and scored by
     the match. For a tiny-math question the reference is read from the question itself
     (`math_tasks.parse_question`): step i must apply the question's i-th operation and operand to
