@@ -281,7 +281,9 @@ class RunFinished(Event):
     token_ids: list[Count]  # the generated ids (prompt excluded, a branch's prefix included, stop token included)
     stop_reason: str  # "eos", "max_new_tokens" or "cancelled"
     elapsed_s: Seconds
-    forward_passes: Count = 0
+    forward_passes: Count = 0  # every model call of the run, as its events counted them: the target's or
+    # policy's, a judge's, and a drafter's (stats()' forward_passes leaves a drafter's out: the headline counts
+    # what the decoded model spends)
     extra: dict = field(default_factory=dict)
 
 
@@ -406,7 +408,7 @@ def stats(trace: Trace) -> dict:
     num_tokens = len(finish.token_ids) - prefix if finish else len(tokens) or len(beams)
     timed = tokens + beams + trace.of_kind("spec_round") + trace.of_kind("particles") + trace.of_kind("diffusion_step")
     elapsed = finish.elapsed_s if finish else max((e.elapsed_s for e in timed), default=0.0)
-    forward_passes = sum(getattr(e, "forward_passes", 0) for e in trace.events)
+    forward_passes = sum(getattr(e, "forward_passes", 0) for e in trace.events if e is not finish)  # finish: the total
     first = (tokens or beams)[0].elapsed_s if (tokens or beams) else None
     entropies = [e.entropy for e in tokens] if tokens else [e.entropy for e in beams]
     out = {

@@ -175,14 +175,18 @@ def generate(
         vocab_size=lm.vocab_size, prefix_ids=prefix_ids, source=lm.source() if remote else {},
     )
     outcome = Outcome()
+    calls = 0  # every model call the run's events counted (a drafter's too), carried by RunFinished
     try:
         if not outcome.cancelled(ctx):  # Stop during loading: no model call at all
-            yield from paced(run_fn(ctx, config, outcome), ctx, min_step_s)
+            with contextlib.closing(paced(run_fn(ctx, config, outcome), ctx, min_step_s)) as events:
+                for event in events:  # closing this generator closes the strategy's at once, as `yield from` did
+                    calls += getattr(event, "forward_passes", 0) + getattr(event, "draft_forward_passes", 0)
+                    yield event
     except Cancelled:  # a helper found the flag set before a model call, inside a step
         outcome.stop_reason = "cancelled"
     token_ids = prefix_ids + outcome.token_ids
     yield RunFinished(text=lm.decode(token_ids), token_ids=token_ids, stop_reason=outcome.stop_reason,
-                      elapsed_s=ctx.elapsed(), extra=outcome.extra)
+                      elapsed_s=ctx.elapsed(), forward_passes=calls, extra=outcome.extra)
 
 
 def paced(events: Iterator[Event], ctx: RunContext, min_step_s: float) -> Iterator[Event]:
