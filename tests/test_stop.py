@@ -140,29 +140,30 @@ def byte_judge(lm):
 
 MODEL_DRAFT = {"drafter": "model", "draft_model": TINY_DRAFT, "draft_length": 3}
 SCALING = {"n": 4, "max_step_tokens": 3, "reward": "lm-judge", "temperature": 1.0}  # batch calls and judge calls
-CASES = [
-    ("greedy", {}), ("sample", {"top_k": 20}), ("mirostat", {}), ("contrastive", {"top_k": 3}),
-    ("beam", {"num_beams": 3}),
-    ("speculative", MODEL_DRAFT | {"tree": "static"}),
-    ("speculative", MODEL_DRAFT | {"tree": "dynamic", "temperature": 1.0}),
-    ("speculative", {"drafter": "early-exit", "exit_layer": 2, "draft_length": 3}),
-    ("speculative", {"drafter": "early-exit"}),  # DEL: the layer and length change every round
-    ("speculative", {"drafter": "prompt-lookup"}), ("speculative", {"drafter": "token-recycling"}),
-    ("best-of-n", SCALING), ("majority-vote", SCALING), ("reward-beam", SCALING | {"beam_width": 2}),
-    ("particle-filter", SCALING), ("a-star", SCALING), ("refine", SCALING), ("first-finish", {"n": 4, "chunk_tokens": 3, "reward": "lm-judge"}),
-    ("diffusion", {}), ("diffusion", {"block_length": 4, "remasking": "margin"}),
-    ("diffusion", {"sampler": "freedave", "draft_steps": 3}),
-    ("momentum", {}), ("adadec", {}), ("superposed", {}),
-    ("exact-extract", {"max_span_tokens": 4, "batch_rows": 2}),
-    ("step-speculation", {"n": 2, "max_step_tokens": 3, "draft_model": TINY_DRAFT}),
-]
+# Every registered strategy is covered with its defaults (a new method is covered without an edit here),
+# on the tiny model of its family; a method whose defaults call the model too little to test Stop, or that
+# needs a setting to run on the tiny models, has its settings here, and some get more cases (drafters, trees).
+FAMILY_DEFAULTS = {"scaling": SCALING}  # batch calls and judge calls
+SETTINGS = {
+    "sample": [{"top_k": 20}], "contrastive": [{"top_k": 3}], "beam": [{"num_beams": 3}],
+    "speculative": [MODEL_DRAFT | {"tree": "static"}, MODEL_DRAFT | {"tree": "dynamic", "temperature": 1.0},
+                    {"drafter": "early-exit", "exit_layer": 2, "draft_length": 3},
+                    {"drafter": "early-exit"},  # DEL: the layer and length change every round
+                    {"drafter": "prompt-lookup"}, {"drafter": "token-recycling"}],
+    "reward-beam": [SCALING | {"beam_width": 2}],
+    "first-finish": [{"n": 4, "chunk_tokens": 3, "reward": "lm-judge"}],
+    "diffusion": [{}, {"block_length": 4, "remasking": "margin"}, {"sampler": "freedave", "draft_steps": 3}],
+    "exact-extract": [{"max_span_tokens": 4, "batch_rows": 2}],
+    "step-speculation": [{"n": 2, "max_step_tokens": 3, "draft_model": TINY_DRAFT}],
+}
+CASES = [(name, params) for name, info in STRATEGIES.items() if info.fn.__module__.startswith("decoding.")  # shipped
+         for params in SETTINGS.get(name, [FAMILY_DEFAULTS.get(info.family, {})])]
 # exact-extract reads a passage and a question; every other strategy continues PROMPT
 PROMPTS = {"exact-extract": "Context: Stop means stop. Question: What does stop mean? Answer:"}
 
 
-def test_every_shipped_strategy_is_covered():
-    shipped = {name for name, info in STRATEGIES.items() if info.fn.__module__.startswith("decoding.")}
-    assert shipped == {strategy for strategy, _ in CASES}
+def test_the_settings_name_only_registered_strategies():
+    assert set(SETTINGS) <= set(STRATEGIES), set(SETTINGS) - set(STRATEGIES)
 
 
 @pytest.mark.parametrize("strategy, params", CASES, ids=[f"{s}-{json.dumps(p)}" for s, p in CASES])
