@@ -51,8 +51,9 @@ UPLOAD_WINDOW_S = 60.0
 
 
 def uploads_per_min() -> int:
-    """Uploads one client may make a minute (DECODING_LAB_UPLOADS_PER_MIN, default 30)."""
-    return env_int("DECODING_LAB_UPLOADS_PER_MIN", 30)
+    """Uploads one client may make a minute (DECODING_LAB_UPLOADS_PER_MIN, default 60: a class behind one
+    address replaying a shared trace at once)."""
+    return env_int("DECODING_LAB_UPLOADS_PER_MIN", 60)
 
 
 def upload_cache_bytes() -> int:
@@ -61,8 +62,9 @@ def upload_cache_bytes() -> int:
 
 
 def sessions_per_client() -> int:
-    """Sessions one client address may hold at once (DECODING_LAB_SESSIONS_PER_CLIENT, default 16)."""
-    return env_int("DECODING_LAB_SESSIONS_PER_CLIENT", 16)
+    """Sessions one client address may hold at once (DECODING_LAB_SESSIONS_PER_CLIENT, default 64: a
+    classroom behind one school address is one client to the server)."""
+    return env_int("DECODING_LAB_SESSIONS_PER_CLIENT", 64)
 
 
 def session_memory_bytes() -> int:
@@ -120,8 +122,11 @@ UPLOADS = RateWindow(uploads_per_min)
 
 
 def queued_per_client() -> int:
-    """Requests one client may have waiting in the queue (DECODING_LAB_QUEUED_PER_CLIENT, default 4)."""
-    return env_int("DECODING_LAB_QUEUED_PER_CLIENT", 4)
+    """Requests one client may have waiting in the queue (DECODING_LAB_QUEUED_PER_CLIENT, default half the
+    queue: one address never fills it, and a class behind one address still gets most of it)."""
+    from ui.common import queue_size
+
+    return env_int("DECODING_LAB_QUEUED_PER_CLIENT", max(1, queue_size() // 2))
 
 
 def _is_join(scope: dict) -> bool:
