@@ -18,11 +18,21 @@ Glossary
                 would make); the following steps continue consistently from the written value.
                 So the policy learns step-local, stochastic slips, not a systematic bug, and a
                 step checker sees exactly one wrong line per slip.
-    held out    val and test problems; their question texts never occur in the training split.
+    names/items a problem's person (with She or He) and plural item. Training draws from open
+                lists (`OPEN`: 584 names of many origins, 296 plural count nouns), so the model
+                learns to read any one-word name and item, not ten it memorised (issue 27).
+    held out    val, test, open and unseen problems; their question texts never occur in the
+                training split. val and test are the first tiny-math's splits (its 10 names and
+                10 items, drawn exactly as then, so models are compared on the same problems);
+                open uses the training lists' names and items; unseen uses only `HELD_OUT`'s,
+                names and items that occur in no training problem.
+    the form    what `check_question` accepts: the one question line `FORM` with the trained
+                ranges; for other text it says why tiny-math cannot read it (the Scaling tab's
+                note on a typed prompt).
 
 Everything follows from one seed, so the same command writes the same files:
 
-    python -m decoding.scaling.math_tasks --out /tmp/tiny-math/data     # train.txt, val.txt, {train,val,test}.jsonl
+    python -m decoding.scaling.math_tasks --out /tmp/tiny-math/data     # train.txt, val.txt, {train,val,test,open,unseen}.jsonl
     python -m decoding.scaling.math_tasks eval --model assets/tiny-math --split test --count 200 --samples 16
 """
 
@@ -358,7 +368,7 @@ def make_splits(seed: int = SEED, sizes: dict = SPLIT_SIZES, noise: float = NOIS
 
 def write_splits(out: Path, seed: int = SEED, sizes: dict = SPLIT_SIZES) -> dict:
     """train.txt / val.txt (documents separated by a blank line, for `decoding.training.train --docs blocks`)
-    and {train,val,test}.jsonl (question, reference steps, answer, difficulty)."""
+    and {train,val,test,open,unseen}.jsonl (question, reference steps, answer, difficulty)."""
     splits = make_splits(seed, sizes)
     out.mkdir(parents=True, exist_ok=True)
     (out / "train.txt").write_text("\n\n".join(text for _, text in splits["train"]) + "\n")
