@@ -11,6 +11,10 @@ Figures, overall and per difficulty (number of steps):
                 arithmetic alone cannot see
 
     python -m decoding.scaling.math_tasks eval --model assets/tiny-math --split test --count 200 --samples 16
+
+Splits (`math_tasks.HELD_OUT_SPLITS`): `test` and `val` are written with the training lists' names
+and items; `unseen` only with names and items no training problem has; `classic` is the first
+tiny-math's test split (its 10 names and 10 items), to compare models across data versions.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from collections import defaultdict
 
 import torch
 
-from decoding.scaling.math_tasks import _STEP, make_splits, parse_answer, prompt, step_errors
+from decoding.scaling.math_tasks import _STEP, SPLIT_SIZES, make_splits, parse_answer, prompt, step_errors
 
 MAX_NEW_TOKENS = 160  # an 8-step solution is about 100 tokens
 
@@ -67,7 +71,7 @@ def evaluate_model(path: str, split: str = "test", count: int = 200, samples: in
 
     torch.set_num_threads(threads)
     model, tokenizer, _ = load_trained(path)
-    problems = make_splits()[split][:count]
+    problems = make_splits(sizes={**SPLIT_SIZES, "train": 0})[split][:count]  # held-out splits do not depend on train
     prompts = [prompt(p.question) for p in problems]
     t0 = time.time()
     greedy = generate(model, tokenizer, prompts, temperature=0.0, num_return=1, generator_seed=seed)

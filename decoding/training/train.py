@@ -23,6 +23,9 @@ CLI (heavy work only under `main()`):
     python -m decoding.training.train train --kind diffusion --data ... --tokenizer ... --out ... --minutes 75
         [--init assets/tiny-diffusion]  (continue from a trained model; the schedule restarts)
         [--autocast bf16]  (bfloat16 matmuls: ~1.35x faster steps on CPUs with avx512_bf16)
+        [--clock cpu]  (budget --minutes of this process's CPU time, not wall-clock time)
+        [--resume]  (continue from OUT/checkpoint.pt, written at each evaluation: weights, optimizer,
+                     data order, time spent; the schedule goes on where it stopped)
     python -m decoding.training.train sample --model assets/tiny-diffusion --prompt "In the beginning"
 """
 
@@ -50,6 +53,7 @@ PAD_TOKEN = "<|pad|>"
 SPECIAL_TOKENS = (EOS_TOKEN, MASK_TOKEN, PAD_TOKEN)  # ids 0, 1, 2 in the trained tokenizer
 KINDS = ("diffusion", "ar")
 AUTOCASTS = ("none", "bf16")
+CLOCKS = ("wall", "cpu")
 DOCS = ("lines", "blocks", "pairs")  # one per line; blank-line separated; blank-line separated prompt + answer
 # the chat template of prompt-answer models: the user's last message as the prompt line, then a newline
 PROMPT_LINE_TEMPLATE = "{{ (messages | selectattr('role', 'equalto', 'user') | list | last)['content'] }}{{ '\\n' }}"
@@ -303,6 +307,7 @@ class TrainConfig:
     max_steps: int = 0  # stop after this many steps too (0 = only the time budget)
     init: str = ""  # start from the weights in this trained model directory ("" = fresh init)
     autocast: str = "none"  # "bf16": bfloat16 autocast for forward/backward (weights stay float32)
+    clock: str = "wall"  # what `minutes` counts: "wall" (elapsed time) or "cpu" (this process's CPU time)
 
 
 def initial_model(cfg: TrainConfig, tokenizer, shape: ModelShape = ModelShape()):
@@ -337,8 +342,20 @@ def save_fp16(model, tokenizer, out: Path, info: dict) -> None:
     (out / "training.json").write_text(json.dumps(info, indent=2) + "\n")
 
 
-def train(model, tokenizer, train_ids, val_batches: list, cfg: TrainConfig, out: Path | None = None, log=print) -> dict:
+def _checkpoint(path: Path, model, opt, generator, step: int, spent: float, info: dict, history: list) -> None:
+    """Everything `train(resume=True)` needs to go on: float32 weights, optimizer, data order, time spent."""
+    state = {"model": model.state_dict(), "optimizer": opt.state_dict(), "generator": generator.get_state(),
+             "rng": torch.get_rng_state(), "step": step, "spent": spent, "info": info, "history": history}
+    torch.save(state, path.with_suffix(".tmp"))
+    path.with_suffix(".tmp").replace(path)  # never a half-written checkpoint
+
+
+def train(model, tokenizer, train_ids, val_batches: list, cfg: TrainConfig, out: Path | None = None, log=print,
+          resume: bool = False) -> dict:
     """Train `model` in place; returns a summary dict.
+
+    With `out`, each evaluation also writes OUT/checkpoint.pt; `resume` continues from it (same
+    `cfg`, data and tokenizer): the step, the schedule's elapsed budget and the data order go on.
 
     `train_ids` is an id stream (N,) trained on in random windows of `cfg.seq_len`, or (diffusion
     supervised fine-tuning) a list of (prompt_ids, answer_ids) pairs, drawn `cfg.batch_size` at a
@@ -353,12 +370,26 @@ def train(model, tokenizer, train_ids, val_batches: list, cfg: TrainConfig, out:
     )
     mask_id = tokenizer.mask_token_id
     budget = cfg.minutes * 60
-    start = last_eval = time.time()
-    step, window, history = 0, [], []
+    clock = time.process_time if cfg.clock == "cpu" else time.time
+    step, window, history, spent = 0, [], [], 0.0
     info = {"config": asdict(cfg), "params": sum(p.numel() for p in model.parameters())}
+    ckpt = out / "checkpoint.pt" if out is not None else None
+    if resume:
+        if ckpt is None or not ckpt.exists():
+            raise ValueError(f"resume: no checkpoint at {ckpt}")
+        state = torch.load(ckpt, weights_only=False)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        generator.set_state(state["generator"])
+        torch.set_rng_state(state["rng"])
+        step, spent, history = state["step"], state["spent"], state["history"]
+        info.update({k: v for k, v in state["info"].items() if k != "config"})
+        log(f"resumed at step {step}, {spent / 60:.1f} minutes ({cfg.clock}) spent")
+    start = clock() - spent
+    last_eval = clock()
     model.train()
     while True:
-        elapsed = time.time() - start
+        elapsed = clock() - start
         if elapsed >= budget or (cfg.max_steps and step >= cfg.max_steps):
             break
         for group in opt.param_groups:
@@ -380,17 +411,18 @@ def train(model, tokenizer, train_ids, val_batches: list, cfg: TrainConfig, out:
         window.append(loss.item())
         history.append(window[-1])
         if step % cfg.log_every == 0:
-            log(f"step {step} elapsed {time.time() - start:.0f}s lr {opt.param_groups[0]['lr']:.2e} "
+            log(f"step {step} elapsed {clock() - start:.0f}s lr {opt.param_groups[0]['lr']:.2e} "
                 f"train {sum(window) / len(window):.4f} tokens {step * cfg.batch_size * cfg.seq_len}")
             info["train_loss"] = sum(window) / len(window)
             window = []
-        if out is not None and time.time() - last_eval >= cfg.eval_minutes * 60:
-            last_eval = time.time()
+        if out is not None and clock() - last_eval >= cfg.eval_minutes * 60:
+            last_eval = clock()
             info.update(steps=step, tokens=step * cfg.batch_size * cfg.seq_len, minutes=(last_eval - start) / 60)
             info["val_loss"] = evaluate(model, cfg.kind, val_batches, mask_id)
             log(f"eval step {step} val {info['val_loss']:.4f}")
             save_fp16(model, tokenizer, out, info)
-    info.update(steps=step, tokens=step * cfg.batch_size * cfg.seq_len, minutes=(time.time() - start) / 60)
+            _checkpoint(ckpt, model, opt, generator, step, clock() - start, info, history)
+    info.update(steps=step, tokens=step * cfg.batch_size * cfg.seq_len, minutes=(clock() - start) / 60)
     if window:
         info["train_loss"] = sum(window) / len(window)
     info["val_loss"] = evaluate(model, cfg.kind, val_batches, mask_id) if val_batches else float("nan")
@@ -482,6 +514,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True)
     p.add_argument("--log", default=None, help="log file (default OUT/train.log)")
     p.add_argument("--docs", choices=DOCS, default="lines", help="documents: one per line, blank-line separated, or blank-line separated prompt line + answer")
+    p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt (same options)")
     for name, default in asdict(TrainConfig()).items():
         p.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)
     for name, default in asdict(ModelShape()).items():
@@ -512,6 +545,8 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"error: `--kind` must be one of {KINDS}, got {cfg.kind!r}")
         if cfg.autocast not in AUTOCASTS:
             raise SystemExit(f"error: `--autocast` must be one of {AUTOCASTS}, got {cfg.autocast!r}")
+        if cfg.clock not in CLOCKS:
+            raise SystemExit(f"error: `--clock` must be one of {CLOCKS}, got {cfg.clock!r}")
         shape = ModelShape(**{k: getattr(args, k) for k in asdict(ModelShape())})
         torch.set_num_threads(cfg.threads)
         torch.manual_seed(cfg.seed)
@@ -540,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"{cfg} {shape} params {sum(p.numel() for p in model.parameters())} "
             f"train {'pairs' if isinstance(train_ids, list) else 'tokens'} {len(train_ids)} "
             f"val rows {sum(len(ids) for ids, _ in val_batches)}")
-        train(model, tokenizer, train_ids, val_batches, cfg, out=out, log=log)
+        train(model, tokenizer, train_ids, val_batches, cfg, out=out, log=log, resume=args.resume)
     elif args.cmd == "sample":
         for i, prompt in enumerate(args.prompt):
             print(sample_text(args.model, prompt, args.gen_length, args.steps, args.temperature, args.seed + i))

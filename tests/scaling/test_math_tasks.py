@@ -9,7 +9,7 @@ import torch
 from decoding.scaling import math_tasks as M
 
 ROOT = Path(__file__).resolve().parents[2]
-SMALL = {"train": 400, "val": 50, "test": 50}
+SMALL = {"train": 400, "val": 50, "test": 50, "open": 50, "unseen": 50}
 STEP = re.compile(r"^(\d+) ([+\-*]) (\d+) = (\d+)$")
 
 
@@ -27,7 +27,8 @@ def test_generator_is_deterministic():
 def test_reference_steps_evaluate_correctly(splits):
     """Independent check with Python arithmetic: each step holds, chains from the previous result, and
     the last result is the answer; difficulty is the step count (3-8); counts stay in [0, 999]."""
-    for problem in splits["test"] + splits["val"] + [p for p, _ in splits["train"][:2000]]:
+    for problem in (splits["test"] + splits["val"] + splits["open"] + splits["unseen"]
+                    + [p for p, _ in splits["train"][:2000]]):
         assert 3 <= problem.difficulty == len(problem.steps) <= 8
         start = int(re.search(r" has (\d+) ", problem.question).group(1))
         previous = start
@@ -65,12 +66,49 @@ def test_training_noise_is_step_local(splits):
 def test_held_out_problems_never_occur_in_training(splits):
     train = {p.question for p, _ in splits["train"]}
     train_text = {text for _, text in splits["train"]}
-    for split in ("val", "test"):
+    for split in M.HELD_OUT_SPLITS:
         assert not {p.question for p in splits[split]} & train
         assert not {p.text() for p in splits[split]} & train_text
-    assert not {p.question for p in splits["val"]} & {p.question for p in splits["test"]}
-    difficulties = {p.difficulty for p in splits["test"]}
-    assert difficulties == set(range(3, 9))
+        assert {p.difficulty for p in splits[split]} == set(range(3, 9))
+    for i, a in enumerate(M.HELD_OUT_SPLITS):
+        for b in M.HELD_OUT_SPLITS[i + 1:]:
+            assert not {p.question for p in splits[a]} & {p.question for p in splits[b]}
+
+
+def _name_item(question: str) -> tuple[str, str]:
+    name, _, count, item = question.split(" ")[:4]
+    return name, item.rstrip(".")
+
+
+def test_training_reads_hundreds_of_names_and_items_and_unseen_never_meets_them(splits):
+    """Names and items come from open lists (hundreds each, many origins); the `unseen` split uses only
+    the held-out lists, none of whose names or items occurs anywhere in a training document."""
+    train_names = {_name_item(p.question)[0] for p, _ in splits["train"]}
+    train_items = {_name_item(p.question)[1] for p, _ in splits["train"]}
+    assert len(train_names) > 500 and len(train_items) > 250
+    assert len({_name_item(p.question)[0] for p in splits["open"]}) > 200  # the open split: the training lists
+    assert train_names <= {n for n, _ in M.OPEN.names} and train_items <= set(M.OPEN.items)
+    held_names, held_items = {n for n, _ in M.HELD_OUT.names}, set(M.HELD_OUT.items)
+    assert not held_names & {n for n, _ in M.OPEN.names} and not held_items & set(M.OPEN.items)
+    unseen = [_name_item(p.question) for p in splits["unseen"]]
+    assert {n for n, _ in unseen} <= held_names and {i for _, i in unseen} <= held_items
+    words = {w for _, text in splits["train"][:20000] for w in re.findall(r"[A-Za-z]+", text)}
+    assert not words & (held_names | held_items)
+    assert {"Ava", "Noah"} <= held_names and "buttons" in held_items  # the issue's failing prompts
+
+
+def test_val_and_test_are_the_first_models_splits_whatever_the_sizes(splits):
+    """val and test are drawn exactly as the first tiny-math drew them (10 names, 10 items), so old and
+    new models are scored on the same problems (test problem 1 is the one the model card shows), and
+    a split's problems do not depend on the other splits' sizes."""
+    assert splits["test"][1].question.startswith("Leo has 123 pencils. He gets 11 more, gives away 113,")
+    assert splits["test"][1].answer == 297
+    classic = {(n, i) for n, _ in M.CLASSIC.names for i in M.CLASSIC.items}
+    assert {_name_item(p.question) for p in splits["val"] + splits["test"]} <= classic
+    assert M.make_splits(sizes={"test": 3})["test"] == splits["test"][:3]
+    assert M.make_splits(sizes={"unseen": 2, "train": 5})["unseen"] == splits["unseen"][:2]
+    with pytest.raises(ValueError, match="'test'.*501.*at most 500"):
+        M.make_splits(sizes={"test": 501})
 
 
 def test_grading_helpers():
@@ -133,6 +171,35 @@ def test_the_question_gives_back_the_reference_steps(splits):
             value = M.apply(value, op, b)
     assert M.parse_question("Tom has 3 apples and buys 4 more. How many apples does he have?") is None
     assert M.parse_question("Mia has 5 cards. She eats 3, then gets 2 more. How many cards now?") is None
+
+
+def test_check_question_accepts_the_form_and_says_why_other_text_is_outside_it(splits):
+    for split in M.HELD_OUT_SPLITS:
+        assert all(M.check_question(p.question) is None for p in splits[split])
+    assert all(M.check_question(p.question) is None for p, _ in splits["train"][:2000])
+    ok = "Ava has 37 buttons. She gets 45 more, gives away 18, then multiplies them by 3. How many buttons now?"
+    assert M.check_question(ok) is None and M.check_question(ok + "\n") is None
+    outside = {
+        "": "empty",
+        "What is 2 + 2?": "of the form",
+        ok + "\nAnd then?": "one question line",
+        ok.replace("Ava", "ava"): "'ava' is not one capitalised word",
+        ok.replace("Ava", "Zoë"): "'Zoë' is not one capitalised word",
+        ok.replace("How many buttons", "How many shells"): "counts 'buttons' but asks how many 'shells'",
+        ok.replace("37 buttons", "37 Buttons"): "'Buttons' is not one plural word in lowercase",
+        ok.replace("She gets", "They gets"): "'They'",
+        ok.replace("37", "370"): "start count '370'",
+        ok.replace("gets 45 more", "eats 45"): "operation 1, 'eats 45', is not",
+        ok.replace(", then", ","): "after ', then '",
+        ok.replace("gets 45 more, ", ""): "2 operations",
+        ok.replace("37", "137"): "operation 3 multiplies 164 by 3",
+        ok.replace("gives away 18", "gives away 200"): "operation 2 takes away 200",
+        ok.replace("gives away 18", "gives away 90"): "the count is -8",
+        ok.replace("45 more", "045 more"): "leading zeros",
+    }
+    for question, reason in outside.items():
+        found = M.check_question(question)
+        assert found is not None and reason in found, (question, found)
 
 
 def test_spare_sees_what_the_arithmetic_checker_cannot(splits):

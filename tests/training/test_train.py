@@ -130,6 +130,33 @@ def test_training_continues_from_a_saved_run_in_bf16(tokenizer, tmp_path):
         T.initial_model(T.TrainConfig(kind="ar", init=str(tmp_path)), tokenizer, TINY)
 
 
+def test_resume_continues_a_run_as_if_it_had_not_stopped(tokenizer, tmp_path):
+    """`train(resume=True)` restores OUT/checkpoint.pt (weights, optimizer, data order, steps, time
+    spent): 4 steps, a stop, then 4 more end where 8 uninterrupted steps end."""
+    line = "And God said, Let there be light: and there was light."
+    train_ids = T.encode_stream(tokenizer, [line] * 40)
+    val = T.window_batches(train_ids[:64], 32)
+    cfg = T.TrainConfig(kind="ar", minutes=1e6, clock="cpu", batch_size=4, seq_len=32, lr=1e-2, warmup_steps=3,
+                        eval_minutes=0, log_every=1000)
+
+    def run(out: Path, steps: int, resume: bool = False, seed: int = 0):
+        torch.manual_seed(seed)
+        model = T.build_model("ar", tokenizer, TINY)
+        info = T.train(model, tokenizer, train_ids, val, T.TrainConfig(**{**T.asdict(cfg), "max_steps": steps}),
+                       out=out, log=lambda _: None, resume=resume)
+        return model, info
+
+    straight, info = run(tmp_path / "a", 8)
+    run(tmp_path / "b", 4)
+    resumed, resumed_info = run(tmp_path / "b", 8, resume=True, seed=1)  # a different init, replaced by the checkpoint
+    assert resumed_info["steps"] == 8 and len(resumed_info["history"]) == 8
+    assert resumed_info["history"][:4] == info["history"][:4]
+    for (name, a), b in zip(straight.state_dict().items(), resumed.state_dict().values()):
+        assert torch.allclose(a, b, atol=1e-5), name
+    with pytest.raises(ValueError, match="no checkpoint"):
+        run(tmp_path / "c", 2, resume=True)
+
+
 def _logits_change(model, ids, position, prob_at):
     changed = ids.clone()
     changed[0, position] = (changed[0, position] + 7) % 250 + 3
