@@ -79,6 +79,7 @@ def _controls(c: dict) -> None:
                             info="A held-out tiny-math problem (m…) or a SmolLM2 word problem: fills the prompt, its reference "
                                  "answer (✓/✗) and the policy it was written for.")
     c["prompt"] = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=3, max_lines=10, elem_id="sc-prompt")
+    c["form_note"] = gr.Markdown("", visible=False, elem_id="sc-form-note")  # a prompt tiny-math cannot read
     with gr.Row():
         c["generate"] = gr.Button("Generate", variant="primary", elem_id="sc-generate")
         c["stop"] = gr.Button("Stop", variant="stop", elem_id="sc-stop")
@@ -203,6 +204,10 @@ def _wire(c: dict) -> None:
                       **QUIET)
     task_outputs = {k: c[k] for k in ("prompt", "sc:reference", "model")}
     c["task"].input(bind(cb.task_chosen, task_outputs), [c["task"], c["model"]], list(task_outputs.values()), **QUIET)
+    note = {"form_note": c["form_note"]}
+    for trigger in (c["prompt"], c["model"]):  # typed, or set by a task, a preset or a replay
+        trigger.change(bind(cb.form_note, note), [c["model"], c["prompt"]], [c["form_note"]],
+                       trigger_mode="always_last", **QUIET)
     edited = {k: c[k] for k in ("task", "sc:reference")}
     c["prompt"].input(bind(cb.prompt_edited, edited), [c["prompt"], c["task"]], list(edited.values()),
                       trigger_mode="always_last", **QUIET)

@@ -70,6 +70,20 @@ def prompt_edited(prompt, task_id) -> dict:
     return {"task": FREE_PROMPT, "sc:reference": ""}
 
 
+def form_note(model, prompt) -> dict:
+    """Under the prompt: when the policy is tiny-math and the prompt is outside the one question form it
+    was trained to read (a second line, a multi-word name, another sentence), say so and why; else nothing.
+    tiny-math answers such prompts, but its answers mean little (its model card)."""
+    from decoding.scaling.math_tasks import check_question
+
+    why = check_question(prompt or "") if model == "tiny-math" else None
+    if why is None:
+        return {"form_note": gr.update(value="", visible=False)}
+    return {"form_note": gr.update(value=f"Note: this prompt is outside the form tiny-math reads ({md_esc(why)}), so its "
+                                         "answers will mostly be wrong. Pick a task, or edit the numbers, name or item "
+                                         "of one.", visible=True)}
+
+
 def validate(model, prompt, method, max_new_tokens, seed, fields: dict,
              compare=NO_COMPARISON) -> tuple[dict, dict | None]:
     """(the run's parameters, the comparison run's or None), or ValueError naming the bad input."""
@@ -186,4 +200,4 @@ def preset_chosen(name) -> dict:
 
 
 __all__ = ["FIELDS", "NO_COMPARISON", "choose_step", "generate_run", "preset_chosen", "prompt_edited", "replay",
-           "method_switched", "shown_controls", "stop_run", "task_chosen"]
+           "form_note", "method_switched", "shown_controls", "stop_run", "task_chosen"]
