@@ -6,16 +6,9 @@ from decoding import run_to_trace
 from decoding.events import stats
 from decoding.scaling import refine as rf
 from decoding.scaling.run import Particle
-# Three held-out tiny-math problems whose behaviour the tests rely on (pinned here: the Scaling tab's menu
-# follows the benchmark's test split, which may be redrawn): one solved in one round, one that slips.
-TASKS = {
-    "m0": {"prompt": "Zoe has 68 cards. She multiplies them by 9, gives away 79, then gives away 93. How many cards "
-                     "now?\n", "answer": "440"},
-    "m1": {"prompt": "Max has 37 marbles. He gives away 10, gets 160 more, gives away 138, multiplies them by 4, gives "
-                     "away 27, gets 177 more, then gives away 122. How many marbles now?\n", "answer": "224"},
-    "m6": {"prompt": "Emma has 136 cards. She gives away 135, gets 57 more, multiplies them by 8, gives away 117, gives "
-                     "away 171, gives away 23, gives away 31, then gives away 77. How many cards now?\n", "answer": "45"},
-}
+from decoding.scaling.tasks import menu_tasks
+
+TASKS = {t["id"]: t for t in menu_tasks() if t["model"] == "tiny-math"}
 SETTINGS = {"n": 2, "temperature": 1.0, "top_p": 1.0, "reward": "spare"}
 
 
