@@ -35,7 +35,7 @@ import datetime
 import os
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from pathlib import Path
 from typing import Callable
 

@@ -25,7 +25,6 @@ from ui.common import (USER_ERRORS, md_esc, as_int, check_model, finished_status
 from ui.exports import download
 from ui.playground_views import (UI_MAX_NEW_TOKENS, collect_params, focused, is_beam_family, new_selection, param_widgets,
                                  playground_strategies, text_views, token_at, views)
-from visualizers._common import esc
 
 NO_BRANCH = "No branch to export: click a token, pick an alternative and press Branch."
 

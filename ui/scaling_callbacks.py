@@ -17,10 +17,9 @@ from decoding.presets import find_preset, preset_menu
 from decoding.run import validate_request
 from ui.common import (USER_ERRORS, md_esc, as_int, check_model, load_replay, run_work, stream_views, user_error,
                        wait_for_finish)
-from ui.scaling_views import (VARYING, defaults_on_switch, settings_of, DEFAULT_SETTINGS, FIELDS, FREE_PROMPT, METHODS, SPECIFIC, UI_MAX_NEW_TOKENS,
+from ui.scaling_views import (defaults_on_switch, settings_of, FIELDS, FREE_PROMPT, METHODS, SPECIFIC, UI_MAX_NEW_TOKENS,
                               collect_params, fields_from_params, live_particles, method_info, reward_help, stats_line,
                               task_by_id, task_of_prompt, views, visible_fields)
-from visualizers._common import esc
 
 NO_COMPARISON = "none"
 

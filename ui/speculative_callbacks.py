@@ -22,7 +22,6 @@ from ui.common import (USER_ERRORS, md_esc, as_int, check_model, finished_status
 from ui.speculative_views import (SPEC_DEFAULTS, SPEC_FIELDS, STRATEGY, UI_MAX_NEW_TOKENS, baseline_plan,
                                   collect_spec_params, stats_line, views)
 from visualizers import spec_tokens_html
-from visualizers._common import esc
 from visualizers.coupling import coupling_figure
 
 COUPLING_K = 2  # the coupling view's drafts k at first

@@ -184,7 +184,7 @@ def test_md_esc_shows_markdown_and_html_as_text():
 def test_compute_slots_are_first_come_first_served():
     from ui.common import ComputeSlots
 
-    slots, order, ready = ComputeSlots(1), [], []
+    slots, order = ComputeSlots(1), []
     assert slots.acquire(lambda: False, lambda ahead: None)
 
     def wait(name: str):
