@@ -14,7 +14,7 @@ import gradio as gr
 
 from decoding.events import Trace
 from decoding.run import run_to_trace
-from decoding.scaling.math_tasks import SPLIT_SIZES, make_splits
+from decoding.scaling.math_tasks import make_splits
 from decoding.scaling.tasks import MATH_MENU, load_tasks, task_prompt
 from conftest import api_run
 from test_app import count_forward_passes
@@ -132,7 +132,7 @@ def test_the_task_menu_fills_the_prompt_and_the_reference():
 
 
 def test_a_tiny_math_problem_picks_tiny_math_and_a_word_problem_moves_off_it():
-    problem = make_splits(sizes={**SPLIT_SIZES, "train": 0, "val": 0, "test": 3})["test"][2]
+    problem = make_splits(sizes={"val": 3})["val"][2]  # the menu lists the validation problems
     out = cb.task_chosen("m2", "smollm2-135m")
     assert out == {"prompt": problem.question + "\n", "sc:reference": str(problem.answer), "model": "tiny-math"}
     assert cb.task_chosen("3", "tiny-math")["model"] == "smollm2-135m"  # tiny-math reads only its own problems
