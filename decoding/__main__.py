@@ -21,10 +21,11 @@ from decoding.errors import short_repr
 from decoding.events import ParticleStep, RunFinished, TokenStep, Trace, stats
 from decoding.models import DEFAULT_MODEL, QUANTIZATIONS, REGISTRY, SUGGESTED_HUB_IDS, ModelLoadError, load_model
 from decoding.run import MAX_NEW_TOKENS_CAP, generate, validate_request
+from decoding.params import describe
 from decoding.registry import STRATEGIES, param_specs
 from decoding.remote.source import ALLOW_ENV, ANY_ENGINE, ENGINES_ENV, EXAMPLE
 from decoding.diffusion.samplers import SAMPLERS
-from decoding.scaling.scoring import reward_help
+from decoding.scaling.scoring import REWARDS, reward_help
 from decoding.speculative.strategy import DRAFTERS
 
 
@@ -156,14 +157,32 @@ def cmd_list(args) -> int:
     print("\nStrategies and parameters (set with --set name=value):")
     for name, s in info["strategies"].items():
         print_columns([(name, s["help"])], "  ", widths=[max(map(len, info["strategies"]))])
-        print_columns([(p["name"], f"default {p['default']!s}", f"range {p['range']}", p["help"]) for p in s["params"]],
-                      "      ")
-    for title, key in (("Rewards for the scaling strategies (--set reward=NAME)", "rewards"),
-                       ("Drafters for speculative (--set drafter=NAME)", "drafters"),
-                       ("Samplers for diffusion (--set sampler=NAME)", "diffusion_samplers")):
-        print(f"\n{title}:")
-        print_columns(info[key].items(), "  ")
+        print_columns([_param_row(p) for p in s["params"] if p["plugin"] is None], "      ")
+        selectors = sorted({p["selector"] for p in s["params"] if p["plugin"]})
+        if selectors:
+            print(f"      and the chosen {', '.join(selectors)}'s own parameters, listed with it below")
+    for title, registry in (("Rewards for the scaling strategies (--set reward=NAME)", REWARDS),
+                            ("Drafters for speculative (--set drafter=NAME)", DRAFTERS),
+                            ("Samplers for diffusion (--set sampler=NAME)", SAMPLERS)):
+        print(f"\n{title}; its own parameters: --set <{registry.kind}>.<parameter>=value, e.g. "
+              f"--set {_example(registry)}:")
+        for entry in registry.entries.values():
+            print_columns([(entry.name, entry.help)], "  ", widths=[max(map(len, registry.names()))])
+            print_columns([_param_row(p, f"{entry.name}.") for p in describe(entry.params_cls)], "      ")
     return 0
+
+
+def _param_row(p: dict, prefix: str = "") -> tuple:
+    return prefix + p["name"], f"default {p['default']!s}", f"range {p['range']}", p["help"]
+
+
+def _example(registry) -> str:
+    """`--set` text for the first plug-in of `registry` with a parameter of its own."""
+    for entry in registry.entries.values():
+        rows = [row for row in describe(entry.params_cls) if row["default"] not in ("", None)]
+        if rows:
+            return f"{entry.name}.{rows[0]['name']}={rows[0]['default']}"
+    return f"{registry.kind}=NAME"
 
 
 def print_columns(rows, indent: str, widths: list[int] | None = None, max_width: int = 24) -> None:

@@ -138,7 +138,7 @@ def test_sampling_knobs_that_overflow_the_logits_are_named(capsys, name, value):
 def test_a_tiny_temperature_is_named_in_speculative_and_scaling(capsys):
     spec = {"drafter": "early-exit", "exit_layer": 1, "temperature": 1e-320}
     assert f"`temperature` = 1e-320 {NON_FINITE}" in api_error(strategy="speculative", params=json.dumps(spec))
-    assert NON_FINITE in tab_error(speculative_tab, drafter="early-exit", exit_layer=1, temperature=1e-320)
+    assert NON_FINITE in tab_error(speculative_tab, drafter="early-exit", temperature=1e-320, **{"early-exit.exit_layer": 1})
     code, err = run_cli(capsys, "--strategy", "speculative", "--set", "drafter=prompt-lookup",
                         "--set", "temperature=1e-320")
     assert code == 2 and NON_FINITE in err
@@ -194,10 +194,10 @@ def test_a_model_that_is_not_a_name_is_named(model):
 
 
 def test_a_diffusion_model_as_draft_model_is_refused(capsys):
-    expected = "`draft_model` 'tiny-random-diffusion' is a masked diffusion model; the draft model must be a causal"
-    params = {"drafter": "model", "draft_model": TINY_DIFFUSION}
+    expected = "`model.draft_model` 'tiny-random-diffusion' is a masked diffusion model; the draft model must be a causal"
+    params = {"drafter": "model", "draft_model": TINY_DIFFUSION}  # the plain name: the chosen drafter's
     assert expected in api_error(strategy="speculative", params=json.dumps(params))
-    assert expected in tab_error(speculative_tab, **params)
+    assert expected in tab_error(speculative_tab, drafter="model", **{"model.draft_model": TINY_DIFFUSION})
     code, err = run_cli(capsys, "--strategy", "speculative", "--set", "drafter=model",
                         "--set", f"draft_model={TINY_DIFFUSION}")
     assert code == 2 and expected in err
@@ -209,8 +209,8 @@ def test_a_diffusion_draft_model_found_only_when_loaded_is_refused():
     from decoding.models import load_model
     from decoding.speculative.strategy import DRAFTERS, SpeculativeParams
 
-    params = SpeculativeParams(drafter="model", draft_model="some-org/some-model")
-    object.__setattr__(params, "draft_model", TINY_DIFFUSION)  # as if that hub id were a diffusion model
+    params = SpeculativeParams(drafter="model", own={"draft_model": "some-org/some-model"})
+    object.__setattr__(params.own, "draft_model", TINY_DIFFUSION)  # as if that hub id were a diffusion model
     with pytest.raises(ValueError, match="is a masked diffusion model; the draft model must be a causal"):
         DRAFTERS.get("model")(LM(load_model(TINY, progress=None)), params)
 
@@ -379,7 +379,7 @@ def test_a_canvas_that_changes_length_is_refused(traces):
 
 def test_real_traces_of_every_shape_pass_the_links():
     """What the strategies write loads back: every drafter and tree, every scaling method, diffusion samplers."""
-    runs = [("speculative", {"drafter": d, "tree": t, "exit_layer": 1, "draft_length": 3, "temperature": temp})
+    runs = [("speculative", {"drafter": d, "tree": t, "early-exit.exit_layer": 1, "draft_length": 3, "temperature": temp})
             for d in ("early-exit", "prompt-lookup", "token-recycling") for t in ("chain", "static", "dynamic")
             for temp in (0.0, 1.0)]
     runs += [(m, {"n": 3, "max_step_tokens": 2, "reward": "arith-step"})

@@ -35,6 +35,7 @@ import contextvars
 import functools
 import inspect
 import json
+import math
 import os
 import queue
 import threading
@@ -849,19 +850,28 @@ def finished_status(trace: Trace, what: str) -> str:
 def spec_widget(spec: dict, *, label: str | None = None, elem_id: str | None = None, visible: bool = True,
                 value=None, ui_max: float = 100.0):
     """A widget for one parameter from its spec row (`decoding.params.describe`): a checkbox for a
-    bool, a radio for choices, a slider for a bounded number (an unbounded end stops at `ui_max`),
-    a number box otherwise, a textbox for text. Methods whose fields no tab lays out by hand get these."""
+    bool, a radio for choices, a model menu for a model id, a slider for a bounded number (stopping at the
+    spec's `ui_high` hint, else at `ui_max` for an unbounded end; its `step` hint), a number box otherwise,
+    a textbox for text. The label is `label`, the spec's `label` hint, or its name."""
     value = spec["default"] if value is None else value
-    kw = dict(label=label or spec["name"].replace("_", " "), info=spec["help"], visible=visible, elem_id=elem_id)
+    kw = dict(label=label or spec.get("label") or spec["name"].replace("_", " "), info=spec["help"], visible=visible,
+              elem_id=elem_id)
     if spec["type"] == "bool":
         return gr.Checkbox(value, **kw)
     if spec.get("choices"):
         return gr.Radio(list(spec["choices"]), value=value, **kw)
+    if spec["type"] == "str" and (spec.get("range") or "").endswith("name or hub id"):  # a model: the menu or any id
+        kind = "diffusion" if spec["range"].startswith("diffusion") else "causal"
+        return gr.Dropdown(model_choices(kind), value=value or None, allow_custom_value=True, **kw)
     if spec["type"] in ("int", "float"):
         low, high = spec["low"], spec["high"]
-        if not spec["interval"] or low == float("-inf"):
+        if (not spec["interval"] and not spec.get("ui_high")) or low == float("-inf"):
             return gr.Number(value, precision=0 if spec["type"] == "int" else None, **kw)
-        high = min(high, max(ui_max, low + 1))
-        step = 1 if spec["type"] == "int" else round((high - low) / 100, 6) or 0.01
+        high = min(high, spec.get("ui_high") or max(ui_max, low + 1))
+        step = spec.get("step") or (1 if spec["type"] == "int" else round((high - low) / 100, 6) or 0.01)
+        if spec.get("step"):  # the slider's marks are multiples of the step: start at the first allowed one
+            low = math.ceil(low / step - 1e-9) * step
+        if not spec.get("low_inclusive", True) and low == spec["low"]:  # (0, 1]: the slider starts one step in
+            low = low + step
         return gr.Slider(low, high, value=value, step=step, **kw)
     return gr.Textbox(value, max_lines=1, **kw)

@@ -11,15 +11,15 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
-import gradio as gr
 
-from decoding.speculative.strategy import MODEL_DRAFTERS
+from decoding.speculative.strategy import DRAFTERS
 from decoding.events import Event, Trace, stats
 from decoding.presets import find_preset, preset_menu
 from decoding.run import validate_request
 from ui.common import (USER_ERRORS, md_esc, as_int, check_model, finished_status, load_replay, run_work, stream_in_thread,
                        stream_views, user_error, wait_for_finish)
-from ui.speculative_views import (SPEC_DEFAULTS, SPEC_FIELDS, STRATEGY, UI_MAX_NEW_TOKENS, baseline_plan,
+from ui.plugin_fields import namespaced, visibility
+from ui.speculative_views import (DEFAULT_SETTINGS, SPEC_FIELDS, STRATEGY, UI_MAX_NEW_TOKENS, baseline_plan,
                                   collect_spec_params, stats_line, views)
 from visualizers import spec_tokens_html
 from visualizers.coupling import coupling_figure
@@ -27,11 +27,14 @@ from visualizers.coupling import coupling_figure
 COUPLING_K = 2  # the coupling view's drafts k at first
 
 
+def drafter_help(drafter: str) -> str:
+    """The chosen drafter's own line (its registration's help)."""
+    return f"**{drafter}**: {DRAFTERS.entry(drafter).help}" if drafter in DRAFTERS else ""
+
+
 def drafter_changed(drafter: str) -> dict:
-    """Show the draft-model box only for drafter=model, the exit layer only for early exit, n-gram for lookup."""
-    return {"spec:draft_model": gr.update(visible=drafter in MODEL_DRAFTERS),
-            "spec:exit_layer": gr.update(visible=drafter == "early-exit"),
-            "spec:ngram": gr.update(visible=drafter in ("prompt-lookup", "rasd"))}
+    """Show the chosen drafter's own settings (as it declares them) and its help; hide the others'."""
+    return visibility(STRATEGY, "spec", drafter) | {"drafter_help": drafter_help(drafter)}
 
 
 def validate(model, prompt, max_new_tokens, seed, fields: dict) -> dict:
@@ -39,8 +42,9 @@ def validate(model, prompt, max_new_tokens, seed, fields: dict) -> dict:
     params = collect_spec_params(fields)
     validate_request(prompt, STRATEGY, params, max_new_tokens, seed)
     check_model(model)
-    if params["drafter"] in MODEL_DRAFTERS:
-        check_model(params["draft_model"])
+    for name, value in params.items():  # the chosen drafter's model, when it loads one
+        if name.endswith(".draft_model") and str(value).strip():
+            check_model(value)
     return params
 
 
@@ -138,7 +142,8 @@ def replay(path, trace, baseline) -> dict:
     start = loaded.start
     controls = {"model": start.model, "prompt": start.prompt, "seed": start.seed, "chat": start.chat,
                 "max_new_tokens": min(max(1, start.max_new_tokens), UI_MAX_NEW_TOKENS)}
-    controls |= {f"spec:{k}": start.params[k] for k in SPEC_FIELDS if k in start.params}
+    params = namespaced(STRATEGY, start.params)
+    controls |= {f"spec:{k}": params[k] for k in SPEC_FIELDS if k in params}
     return shown | controls | {"trace": loaded, "baseline": None, "plain": None,
                                "status": f"**Replaying** {md_esc(name)}: {stats_line(loaded)}. Its settings are back in "
                                          "the controls."}
@@ -154,7 +159,7 @@ def preset_chosen(name) -> dict:
     preset = find_preset("speculative", name)
     if preset is None:
         return {"note": ""}
-    params = SPEC_DEFAULTS | preset.params
+    params = DEFAULT_SETTINGS | namespaced(STRATEGY, preset.params)
     out = {"model": preset.model, "prompt": preset.prompt, "max_new_tokens": preset.max_new_tokens,
            "seed": preset.seed, "chat": preset.chat, "note": f"**{preset.title}.** {preset.note.strip()}"}
     return out | {f"spec:{k}": params[k] for k in SPEC_FIELDS}  # the drafter's .change shows its own controls

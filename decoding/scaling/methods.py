@@ -52,14 +52,17 @@ from decoding.registry import family_check, register_strategy
 from decoding.scaling import particles as pf
 from decoding.scaling.params import (BestOfNParams, FirstFinishParams, ParticleFilterParams, RewardBeamParams,
                                      ScalingParams, VoteParams)
-from decoding.scaling.run import ScalingRun, _identity, _score_weights
+from decoding.scaling.run import ScalingRun, identity_ancestors, score_weights
 
 family_check("scaling")(check_causal_run)  # every particle's prompt + tokens fit the policy's context
 
 
-def _independent(ctx: RunContext, params: ScalingParams, outcome: Outcome, method: str,
-                 chunk_tokens: int | None = None) -> Generator[Event, None, ScalingRun]:
-    """N samples with no selection until the end; yields the events and returns the run."""
+def independent_samples(ctx: RunContext, params: ScalingParams, outcome: Outcome, method: str,
+                        chunk_tokens: int | None = None, first_finish: bool = False) -> Generator[Event, None, ScalingRun]:
+    """N samples with no selection until the end; yields the events and returns the run (`run.finish(...)` is
+    the caller's: it picks the answer). A method built on independent samples (best-of-N, majority vote, a
+    new one) starts here. `chunk_tokens`: a picture every this many tokens instead of every step;
+    `first_finish`: stop when the first sample has ended with a stop token."""
     run = ScalingRun(ctx, params, method, outcome)
     while not run.all_finished:
         if run.step:
@@ -68,9 +71,9 @@ def _independent(ctx: RunContext, params: ScalingParams, outcome: Outcome, metho
         if not run.extend(chunk_tokens, barrier=False):  # Stop during the step; no step barrier: nothing
             #                                            is selected before the end
             break
-        weights = _score_weights(run)
-        yield run.event(weights, _identity(params.n), False, weights, live)
-        if method == "first-finish" and any(p.finished and p.token_ids and p.token_ids[-1] in ctx.lm.stop_ids
+        weights = score_weights(run)
+        yield run.event(weights, identity_ancestors(params.n), False, weights, live)
+        if first_finish and any(p.finished and p.token_ids and p.token_ids[-1] in ctx.lm.stop_ids
                                             for p in run.particles):
             break
         if run.cancelled():
@@ -81,11 +84,11 @@ def _independent(ctx: RunContext, params: ScalingParams, outcome: Outcome, metho
 @register_strategy("best-of-n", params=BestOfNParams, family="scaling", uses_seed=True,
                    help="N samples as one batch; the one the reward scores highest wins")
 def best_of_n(ctx: RunContext, params: BestOfNParams, outcome: Outcome) -> Iterator[Event]:
-    run = yield from _independent(ctx, params, outcome, "best-of-n")
+    run = yield from independent_samples(ctx, params, outcome, "best-of-n")
     scores = torch.tensor([run.score_of(i) for i in range(params.n)], dtype=torch.float64)
     if params.select == "max":
         chosen, rule = run.best(scores), f"highest score ({params.aggregate} of step rewards) among finished answers"
-        weights = _score_weights(run)
+        weights = score_weights(run)
     else:
         pool = torch.zeros(params.n, dtype=torch.bool)
         pool[run.ended() or list(range(params.n))] = True
@@ -118,17 +121,18 @@ def _vote_choice(run: ScalingRun, weights: list[float]) -> tuple[int, dict]:
 @register_strategy("majority-vote", params=VoteParams, family="scaling", uses_seed=True,
                    help="self-consistency: N samples vote with their final answers (optionally reward-weighted)")
 def majority_vote(ctx: RunContext, params: VoteParams, outcome: Outcome) -> Iterator[Event]:
-    run = yield from _independent(ctx, params, outcome, "majority-vote")
+    run = yield from independent_samples(ctx, params, outcome, "majority-vote")
     ballots = [run.score_of(i) if params.weighted else 1.0 for i in range(params.n)]
     chosen, votes = _vote_choice(run, ballots)
     rule = "answer with the largest total score" if params.weighted else "most frequent answer"
-    run.finish(outcome, chosen, pf.normalize(ballots) if sum(ballots) > 0 else _score_weights(run), votes, rule)
+    run.finish(outcome, chosen, pf.normalize(ballots) if sum(ballots) > 0 else score_weights(run), votes, rule)
 
 
 @register_strategy("first-finish", params=FirstFinishParams, family="scaling", uses_seed=True,
                    help="First Finish Search: N samples in lockstep, the first to finish is the answer")
 def first_finish(ctx: RunContext, params: FirstFinishParams, outcome: Outcome) -> Iterator[Event]:
-    run = yield from _independent(ctx, params, outcome, "first-finish", chunk_tokens=params.chunk_tokens)
+    run = yield from independent_samples(ctx, params, outcome, "first-finish", chunk_tokens=params.chunk_tokens,
+                                         first_finish=True)
     ended = run.ended()
     pool = ended or range(params.n)
     chosen = min(pool, key=lambda i: (len(run.particles[i].token_ids), i))
@@ -145,22 +149,22 @@ def reward_beam(ctx: RunContext, params: RewardBeamParams, outcome: Outcome) -> 
         new_steps = run.live()
         if not run.extend():  # Stop during the step
             break
-        weights = _score_weights(run)
+        weights = score_weights(run)
         live = [i for i, p in enumerate(run.particles) if not p.finished]
-        ancestors = _identity(params.n)
+        ancestors = identity_ancestors(params.n)
         if live:
             keep = max(1, len(live) // params.beam_width)
             best = sorted(live, key=lambda i: (-run.score_of(i), i))[:keep]
             for k, slot in enumerate(live):  # live slots are refilled with copies of the best, in turn
                 ancestors[slot] = best[k * keep // len(live)]
-        resampled = ancestors != _identity(params.n)
+        resampled = ancestors != identity_ancestors(params.n)
         after = [float(weights[a]) for a in ancestors]
         yield run.event(weights, ancestors, resampled, after, new_steps, {"kept": len(set(ancestors))})
         run.reorder(ancestors)
         if run.cancelled():
             break
     chosen = run.best([run.score_of(i) for i in range(params.n)])
-    run.finish(outcome, chosen, _score_weights(run),
+    run.finish(outcome, chosen, score_weights(run),
                rule=f"highest score ({params.aggregate} of step rewards) among finished answers")
 
 
@@ -188,7 +192,7 @@ def particle_filter(ctx: RunContext, params: ParticleFilterParams, outcome: Outc
             extra["entropic_beta"] = beta
         uniform = bool(torch.allclose(weights, torch.full_like(weights, 1.0 / params.n), atol=1e-12))
         if uniform or run.all_finished:
-            ancestors, resampled = _identity(params.n), False
+            ancestors, resampled = identity_ancestors(params.n), False
         else:
             ancestors, resampled = pf.resample(draw_from, params.n, ctx.generator, params.resampling,
                                                params.ess_threshold or None)

@@ -34,7 +34,7 @@ from decoding.params import param
 from decoding.registry import register_strategy
 from decoding.scaling.params import ScalingParams
 from decoding.scaling.particle_batch import ParticleBatch, slot_generators
-from decoding.scaling.run import ScalingRun, _identity, _score_weights
+from decoding.scaling.run import ScalingRun, identity_ancestors, score_weights
 from decoding.scaling.scoring import NEUTRAL
 
 
@@ -88,7 +88,7 @@ def step_speculation(ctx: RunContext, params: StepSpeculationParams, outcome: Ou
             top_p=params.top_p, banned=run.batch.banned, should_stop=ctx.should_stop))
     except Cancelled:
         outcome.stop_reason = "cancelled"
-        run.finish(outcome, 0, _score_weights(run))
+        run.finish(outcome, 0, score_weights(run))
         return
     totals = {"accepted_steps": 0, "rewritten_steps": 0, "draft_tokens": 0, "policy_tokens": 0, "accepted_tokens": 0}
     while not run.all_finished:
@@ -131,17 +131,17 @@ def step_speculation(ctx: RunContext, params: StepSpeculationParams, outcome: Ou
         totals["policy_tokens"] += sum(len(grown[i][0]) for i in rewritten)
         if not run.apply(grown):
             break
-        weights = _score_weights(run)
+        weights = score_weights(run)
         extra = {"speculation": {
             "accepted": accepted, "rewritten": rewritten,
             "drafts": {str(i): ctx.lm.decode(drafts[i][0]) for i in live},
             "draft_rewards": {str(i): round(float(judged[i]), 4) for i in live},
             "policy_logprob": {str(i): round(sum(v) / max(1, len(v)), 4) for i, v in verified.items()},
             **calls, **totals}}
-        yield run.event(weights, _identity(params.n), False, weights, set(live), extra)
+        yield run.event(weights, identity_ancestors(params.n), False, weights, set(live), extra)
         if run.cancelled():
             break
     chosen = run.best([run.score_of(i) for i in range(params.n)])
-    run.finish(outcome, chosen, _score_weights(run),
+    run.finish(outcome, chosen, score_weights(run),
                rule=f"highest score ({params.aggregate} of step rewards) among finished answers")
     outcome.extra["speculation"] = {**totals, **calls, "draft_model": draft_lm.name}

@@ -12,7 +12,7 @@ from decoding.__main__ import main
 from decoding.diffusion.lm import DiffusionLM, find_mask_id, needs_logit_shift
 from decoding.events import Trace, stats
 from decoding.models import LoadedModel, load_model
-from decoding.run import as_lm, generate, run_to_trace
+from decoding.run import as_lm, generate, make_params, run_to_trace
 from decoding.diffusion import samplers as dd
 from decoding.registry import param_specs
 
@@ -141,7 +141,7 @@ def test_runs_end_unmasked_within_their_schedule(dlm, params):
     stop = next((i for i, t in enumerate(canvas) if t in dlm.stop_ids), None)
     assert finish.token_ids == (canvas if stop is None else canvas[:stop + 1])
     assert finish.text == dlm.decode(finish.token_ids) and "<mask>" not in finish.text
-    p = dd.DiffusionParams(**params)
+    p = make_params("diffusion", params)
     block = p.block_length or 16
     for e in steps:  # semi-AR: never outside the current block
         assert all(e.block * block <= i < (e.block + 1) * block for i in e.unmasked)
@@ -221,7 +221,10 @@ def test_model_kinds_are_checked(dlm, tiny_lm):
 
 def test_every_parameter_is_documented():
     rows = param_specs("diffusion")
-    assert {r["name"] for r in rows} == {f for f in dd.DiffusionParams.__dataclass_fields__}
+    family = {r["name"] for r in rows if r["plugin"] is None}
+    assert family == {f for f in dd.DiffusionParams.__dataclass_fields__} - {"own"}
+    assert {r["name"] for r in rows if r["plugin"]} == {f"{n}.{f}" for n in dd.SAMPLERS.names()
+                                                      for f in dd.SAMPLERS.params_of(n).__dataclass_fields__}
     assert all(r["range"] and r["help"] for r in rows)
 
 

@@ -6,18 +6,18 @@ or `reference={"a": 1}` raised AttributeError from inside decoding/scaling/scori
 import pytest
 
 from decoding.run import generate
-from decoding.scaling.scoring import PRECHECKS, REWARDS, RULES
+from decoding.scaling.scoring import REWARDS
 
 # reward -> (bad parameters, what the message must say); every registered reward appears here or in NO_PARAMS
 BAD = {
     "required-words": [
-        ({"words": ["a"]}, r"`words` must be text \(word,word\), got \['a'\]"),
-        ({"words": {"a": 1}}, r"`words` must be text \(word,word\), got \{'a': 1\}"),
+        ({"words": ["a"]}, r"`required-words.words` must be text \(word,word\), got \['a'\]"),
+        ({"words": {"a": 1}}, r"`required-words.words` must be text \(word,word\), got \{'a': 1\}"),
         ({"words": ""}, r"reward required-words needs `words`, comma-separated"),
-        ({"words": " , ,"}, r"`words` must be a non-empty list of non-empty strings"),
-        ({"words": "sun," * 400}, r"`words` is 1600 characters long; at most 1000 \(word,word\)"),
-        ({"words": "sun", "hard": "maybe"}, r"`hard` must be true or false, got 'maybe'"),
-        ({"words": "sun", "hard": ["x"]}, r"`hard` must be true or false, got \['x'\]"),
+        ({"words": " , ,"}, r"`required-words.words` must be a non-empty list of non-empty strings"),
+        ({"words": "sun," * 400}, r"`required-words.words` is 1600 characters long; at most 1000 \(word,word\)"),
+        ({"words": "sun", "hard": "maybe"}, r"`required-words.hard` must be true or false, got 'maybe'"),
+        ({"words": "sun", "hard": ["x"]}, r"`required-words.hard` must be true or false, got \['x'\]"),
     ],
     "final-answer": [
         ({"reference": {"a": 1}}, r"`reference` must be text \(a number\), got \{'a': 1\}"),
@@ -28,26 +28,26 @@ BAD = {
         ({"reference": "1e999"}, r"`reference` must be a number, got '1e999'"),
     ],
     "forbid-letter": [
-        ({"letter": ["e"]}, r"`letter` must be text \(a letter\), got \['e'\]"),
-        ({"letter": "ee"}, r"`letter` must be a single letter, got 'ee' \(one letter such as e\)"),
-        ({"letter": "7"}, r"`letter` must be a single letter"),
-        ({"letter": ""}, r"`letter` must be a single letter"),
+        ({"letter": ["e"]}, r"`forbid-letter.letter` must be text \(a letter\), got \['e'\]"),
+        ({"letter": "ee"}, r"`forbid-letter.letter` must be a single letter, got 'ee' \(one letter such as e\)"),
+        ({"letter": "7"}, r"`forbid-letter.letter` must be a single letter"),
+        ({"letter": ""}, r"`forbid-letter.letter` must be a single letter"),
     ],
     "max-word-length": [
-        ({"max_word_length": 0}, r"`max_word_length` must be an integer in \[1, 40\], got 0"),
-        ({"max_word_length": [5]}, r"`max_word_length` must be an integer, got \[5\]"),
-        ({"max_word_length": 1e9}, r"`max_word_length` must be an integer in \[1, 40\]"),
+        ({"max_word_length": 0}, r"`max-word-length.max_word_length` must be an integer in \[1, 40\], got 0"),
+        ({"max_word_length": [5]}, r"`max-word-length.max_word_length` must be an integer, got \[5\]"),
+        ({"max_word_length": 1e9}, r"`max-word-length.max_word_length` must be an integer in \[1, 40\]"),
     ],
     "lm-judge": [
-        ({"judge_model": ["x"]}, r"`judge_model` must be text \(name or hub id\), got \['x'\]"),
+        ({"judge_model": ["x"]}, r"`lm-judge.judge_model` must be text \(name or hub id\), got \['x'\]"),
         ({"judge_model": "../assets/tiny-ar"},
-         r"unknown model '../assets/tiny-ar' for `judge_model`: that is a local path"),
-        ({"judge_model": "x" * 5000}, r"`judge_model` is 5000 characters long; at most 1000"),
-        ({"judge_model": "a/" + "b" * 300}, r"`judge_model` .* is too long for a model id: at most 256 characters"),
+         r"unknown model '../assets/tiny-ar' for `lm-judge.judge_model`: that is a local path"),
+        ({"judge_model": "x" * 5000}, r"`lm-judge.judge_model` is 5000 characters long; at most 1000"),
+        ({"judge_model": "a/" + "b" * 300}, r"`lm-judge.judge_model` .* is too long for a model id: at most 256 characters"),
     ],
     "prm": [
-        ({"prm_model": 7}, r"`prm_model` must be text \(hub id\), got 7"),
-        ({"prm_model": "/etc/passwd"}, r"unknown model '/etc/passwd' for `prm_model`: that is a local path"),
+        ({"prm_model": 7}, r"`prm.prm_model` must be text \(hub id\), got 7"),
+        ({"prm_model": "/etc/passwd"}, r"unknown model '/etc/passwd' for `prm.prm_model`: that is a local path"),
     ],
 }
 NO_PARAMS = {"arith-step", "arith-lastdigit", "spare", "probe", "none"}  # they read no parameter of their own
@@ -68,7 +68,8 @@ def cases():
 
 def test_every_reward_is_audited():
     assert set(REWARDS.names()) == set(BAD) | NO_PARAMS, "a new reward: add its bad parameters to BAD"
-    assert set(PRECHECKS) | RULES >= set(BAD), "a reward with parameters checks them before any model work"
+    checked = {n for n in REWARDS.names() if REWARDS.capability(n, "rule") or REWARDS.capability(n, "precheck")}
+    assert checked >= set(BAD), "a reward with parameters checks them before any model work"
 
 
 @pytest.mark.parametrize("params, match", list(cases()))
@@ -80,7 +81,7 @@ def test_bad_reward_parameters_are_named_before_any_model_work(params, match):
 
 @pytest.mark.parametrize("strategy", ["particle-filter", "majority-vote", "reward-beam"])
 def test_other_methods_check_the_same_way(strategy):
-    with pytest.raises(ValueError, match=r"`words` must be text \(word,word\), got \['a'\]"):
+    with pytest.raises(ValueError, match=r"`required-words.words` must be text \(word,word\), got \['a'\]"):
         list(generate("tiny-random", "hi", strategy=strategy, max_new_tokens=2,
                       params={"reward": "required-words", "words": ["a"]}))
 

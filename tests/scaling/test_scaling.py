@@ -304,7 +304,7 @@ def test_lm_judge_reward_runs_and_counts_its_calls(smol_lm):
     ("reward-beam", {"n": 6, "beam_width": 4}, "must be a multiple of `beam_width`"),
     ("particle-filter", {"ess_threshold": 2}, "`ess_threshold` must be in [0, 1], got 2"),
     ("particle-filter", {"reward": "final-answer"}, "reward final-answer needs `reference`"),
-    ("particle-filter", {"reward": "forbid-letter", "letter": "ee"}, "`letter` must be a single letter"),
+    ("particle-filter", {"reward": "forbid-letter", "letter": "ee"}, "`forbid-letter.letter` must be a single letter"),
     ("majority-vote", {"step_delimiter": "comma"}, "`step_delimiter` must be one of newline, blank-line"),
 ])
 def test_bad_parameters_are_named(strategy, params, message):
@@ -314,7 +314,7 @@ def test_bad_parameters_are_named(strategy, params, message):
 
 def test_cli_strings_convert():
     params = make_params("particle-filter", {"n": "8", "reward": "forbid-letter", "letter": "e", "hard": "true"})
-    assert params.n == 8 and params.hard is True
+    assert params.n == 8 and params.own.hard is True and params.own.letter == "e"
 
 
 def test_prm_reads_the_probability_at_each_step_separator(smol_lm):

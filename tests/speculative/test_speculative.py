@@ -331,7 +331,7 @@ def test_rounds_record_the_tree_and_timing(tiny_lm):
     ({"drafter": "oracle"}, "`drafter` must be one of"),
     ({"tree": "forest"}, "`tree` must be one of"),
     ({"rule": "specinfer"}, "`rule` must be one of"),
-    ({"drafter": "model"}, "`draft_model` is required"),
+    ({"drafter": "model"}, "`model.draft_model` is required"),
     ({"draft_length": -1}, r"`draft_length` must be an integer in \[0, 16\]"),
     ({"draft_length": 17}, r"`draft_length` must be an integer in \[0, 16\]"),
     ({"temperature": -1}, "`temperature`"),

@@ -115,37 +115,42 @@ def test_step_slider_shows_an_earlier_canvas(run):
     assert cb.choose_step(1, None, None) == {}
 
 
+LEAP = {"localleap.radius", "localleap.anchor_threshold", "localleap.decay"}
+
+
 @pytest.mark.parametrize("sampler, cache, shown", [
     ("fixed", "none", set()),
-    ("localleap", "none", {"radius", "anchor_threshold", "decay"}),
-    ("freedave", "none", {"draft_steps"}),
-    ("learn2pd", "none", {"filter_threshold"}),
+    ("localleap", "none", LEAP),
+    ("freedave", "none", {"freedave.draft_steps"}),
+    ("learn2pd", "none", {"learn2pd.filter_threshold"}),
     ("fixed", "delayed", {"refresh_interval"}),
     ("fixed", "greedy", {"refresh_interval"}),
     ("fixed", "prefill", set()),
-    ("localleap", "delayed", {"radius", "anchor_threshold", "decay", "refresh_interval"}),
-    ("learn2pd", "greedy", {"filter_threshold", "refresh_interval"}),
+    ("localleap", "delayed", LEAP | {"refresh_interval"}),
+    ("learn2pd", "greedy", {"learn2pd.filter_threshold", "refresh_interval"}),
 ])
 def test_only_the_relevant_controls_are_shown(sampler, cache, shown):
     out = cb.shown_controls(sampler, cache)
-    assert set(out) == {"df:radius", "df:anchor_threshold", "df:decay", "df:draft_steps", "df:filter_threshold",
-                        "df:refresh_interval"}
+    assert set(out) == {f"df:{k}" for k in LEAP | {"freedave.draft_steps", "learn2pd.filter_threshold",
+                                                    "refresh_interval"}}
     assert {k.removeprefix("df:") for k, v in out.items() if v["visible"]} == shown
 
 
-def test_hidden_controls_keep_their_defaults():
+def test_a_sampler_sends_its_own_knobs_only_and_hidden_controls_keep_their_defaults():
     from ui.diffusion_views import collect_params
 
-    params = collect_params(values(radius=9.0, refresh_interval=2.0, steps=4.0, threshold=1, draft_steps=8.0,
-                                   filter_threshold=0.5))
-    assert params["radius"] == 4 and params["refresh_interval"] == 4 and params["steps"] == 4
-    assert params["draft_steps"] == DEFAULT_SETTINGS["draft_steps"]
-    assert params["filter_threshold"] == DEFAULT_SETTINGS["filter_threshold"]
+    params = collect_params(values(refresh_interval=2.0, steps=4.0, threshold=1, **{
+        "localleap.radius": 9.0, "freedave.draft_steps": 8.0, "learn2pd.filter_threshold": 0.5}))
+    assert not any("." in k for k in params)  # fixed declares no knob: no other sampler's is sent
+    assert params["refresh_interval"] == 4 and params["steps"] == 4
     assert isinstance(params["steps"], int) and params["threshold"] == 1.0 and isinstance(params["threshold"], float)
-    params = collect_params(values(sampler="localleap", radius=9.0, threshold=0.5, cache="delayed", refresh_interval=2))
-    assert params["radius"] == 9 and params["refresh_interval"] == 2
-    assert collect_params(values(sampler="freedave", draft_steps=8.0))["draft_steps"] == 8
-    assert collect_params(values(sampler="learn2pd", filter_threshold=0.5))["filter_threshold"] == 0.5
+    params = collect_params(values(sampler="localleap", threshold=0.5, cache="delayed", refresh_interval=2,
+                                   **{"localleap.radius": 9.0}))
+    assert params["localleap.radius"] == 9 and params["refresh_interval"] == 2
+    assert {k for k in params if "." in k} == LEAP
+    assert collect_params(values(sampler="freedave", **{"freedave.draft_steps": 8.0}))["freedave.draft_steps"] == 8
+    assert collect_params(values(sampler="learn2pd", **{"learn2pd.filter_threshold": 0.5}))[
+        "learn2pd.filter_threshold"] == 0.5
     assert collect_params(values(cache="greedy", refresh_interval=2.0))["refresh_interval"] == 2
 
 
@@ -401,7 +406,7 @@ def test_the_verdict_is_the_checker_on_what_the_model_wrote(parallel):
 def test_freedave_against_one_per_step_gives_the_same_canvas_in_fewer_or_as_many_calls(parallel):
     updates, trace, other = parallel
     final = merged(updates)
-    assert other.start.params["sampler"] == "freedave" and other.start.params["draft_steps"] == 4
+    assert other.start.params["sampler"] == "freedave" and other.start.params["freedave.draft_steps"] == 4
     assert other.of_kind("diffusion_step")[-1].canvas == trace.of_kind("diffusion_step")[-1].canvas
     assert 'data-differ="0"' in final["compare_html"] and "the same final canvas" in final["compare_html"]
     assert stats(other)["nfe"] <= stats(trace)["nfe"] == 16
@@ -445,7 +450,7 @@ def test_replay_and_presets_put_the_task_back_in_the_picker(parallel, tmp_path):
     assert shuffle["df:steps"] == 4 and shuffle["length"] == 32  # 8 tokens per step
     assert cb.preset_chosen("56-parallel-freedave")["df:sampler"] == "freedave"
     learn2pd = cb.preset_chosen("57-parallel-learn2pd")
-    assert learn2pd["df:sampler"] == "learn2pd" and learn2pd["df:filter_threshold"] == 0.9
+    assert learn2pd["df:sampler"] == "learn2pd" and learn2pd["df:learn2pd.filter_threshold"] == 0.9
     assert cb.preset_chosen("54-parallel-threshold-copy")["task"] == "copy"
     assert cb.preset_chosen("53-diffusion-threshold")["task"] == tasks.FREE_PROMPT
 

@@ -162,7 +162,7 @@ def test_presets_set_every_control(tmp_path, monkeypatch):
     monkeypatch.setattr(presets, "PRESETS_DIR", tmp_path)
     assert cb.preset_choices() == [("PF beats best-of-N", "30-scaling-test")]
     out = cb.preset_chosen("30-scaling-test")
-    assert out["method"] == "reward-beam" and out["sc:n"] == 8 and out["sc:beam_width"] == 4
+    assert out["method"] == "reward-beam" and out["sc:n"] == 8 and out["sc:reward-beam.beam_width"] == 4
     assert out["sc:reward"] == "arith-step" and out["sc:reference"] == TASK["answer"] and out["task"] == "0"
     assert out["max_new_tokens"] == 256 and out["sc:temperature"] == DEFAULT_SETTINGS["temperature"]
     assert "Watch the beams" in out["note"] and {f"sc:{f}" for f in FIELDS} <= out.keys()
@@ -174,7 +174,7 @@ def test_replay_restores_views_and_settings(run):
     out = cb.replay(download(trace), None, None)
     assert out["trace"].to_dict() == trace.to_dict() and out["other"] is None
     assert out["method"] == "particle-filter" and out["sc:n"] == 3 and out["sc:max_step_tokens"] == 8
-    assert out["sc:pf_select"] == "best" and "sc:bon_select" not in out and out["sc:reward"] == "final-answer"
+    assert out["sc:particle-filter.select"] == "best" and "sc:best-of-n.select" not in out and out["sc:reward"] == "final-answer"
     assert out["task"] == str(TASK["id"]) and out["sc:reference"] == TASK["answer"] and out["model"] == MODEL
     assert "Replaying" in out["status"] and "data-slot=" in out["particles"] and out["lineage"].data
 
@@ -201,7 +201,7 @@ def test_a_bad_or_non_scaling_upload_is_refused(tmp_path, content, message):
     ({"method": "reward-beam", "n": 3, "beam_width": 2}, r"`n` \(3\) must be a multiple of `beam_width` \(2\)"),
     ({"model": "no-such-model"}, "unknown model 'no-such-model'"),
     ({"reward": "final-answer", "reference": ""}, "reward final-answer needs `reference`"),
-    ({"reward": "forbid-letter", "letter": "ab"}, "`letter` must be a single letter, got 'ab'"),
+    ({"reward": "forbid-letter", "forbid-letter.letter": "ab"}, "`forbid-letter.letter` must be a single letter, got 'ab'"),
     ({"max_new_tokens": 0}, "`max_new_tokens`"),
     ({"compare": "reward-beam", "n": 3, "beam_width": 2}, "Compare with reward-beam: `n` \\(3\\) must be a multiple"),
 ])
@@ -216,16 +216,25 @@ def test_bad_input_raises_a_clear_gr_error(kwargs, message):
 def test_fields_travel_by_name():
     from ui.scaling_views import collect_params
 
-    fields = values(n=4.0, pf_select="vote", bon_select="softmax")
+    fields = values(n=4.0, **{"particle-filter.select": "vote", "best-of-n.select": "softmax"})
     params = collect_params("particle-filter", dict(reversed(fields.items())))  # the order does not matter
     assert params == collect_params("particle-filter", fields) and params["n"] == 4 and params["select"] == "vote"
-    assert collect_params("best-of-n", fields)["select"] == "softmax"  # one name, two fields
+    assert collect_params("best-of-n", fields)["select"] == "softmax"  # one name, two methods' fields
     with pytest.raises(ValueError, match="no value for the scaling parameter `reward`"):
         collect_params("best-of-n", {k: v for k, v in fields.items() if k != "reward"})
     with pytest.raises(ValueError, match="unknown scaling parameter `select`"):
         collect_params("best-of-n", fields | {"select": "max"})
     with pytest.raises(gr.Error, match="unknown scaling parameter `nn`"):
         next(cb.generate_run(MODEL, DEFAULT_PROMPT, "best-of-n", 16, 0, True, "none", **fields, nn=2))
+
+
+def test_a_reward_sends_its_own_knobs_only():
+    from ui.scaling_views import collect_params
+
+    fields = values(reward="forbid-letter", **{"forbid-letter.letter": "a", "max-word-length.max_word_length": 3.0})
+    params = collect_params("best-of-n", fields)
+    assert params["forbid-letter.letter"] == "a" and params["forbid-letter.hard"] is True
+    assert not any(k.startswith("max-word-length.") for k in params)  # another reward's knob is not sent
 
 
 @pytest.mark.slow  # loads SmolLM2

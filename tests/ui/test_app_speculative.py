@@ -96,7 +96,7 @@ def test_a_bad_or_non_speculative_upload_is_refused(tmp_path, content, message):
 @pytest.mark.parametrize("kwargs, message", [
     ({"prompt": "  "}, "`prompt` is empty"),
     ({"draft_length": 17}, r"`draft_length` must be an integer in \[0, 16\]"),
-    ({"drafter": "model", "draft_model": ""}, "`draft_model` is required"),
+    ({"drafter": "model", "model.draft_model": ""}, "`model.draft_model` is required"),
     ({"model": "no-such-model"}, "unknown model 'no-such-model'"),
     ({"max_new_tokens": 0}, "`max_new_tokens`"),
 ])
@@ -109,10 +109,12 @@ def test_bad_input_raises_a_clear_gr_error(kwargs, message):
 def test_fields_travel_by_name():
     from ui.speculative_views import collect_spec_params
 
-    fields = values(drafter="model", draft_model=" org/draft-model ", draft_length=4.0)
+    fields = values(drafter="model", draft_length=4.0, **{"model.draft_model": " org/draft-model ",
+                                                          "early-exit.exit_layer": 2.0})
     params = collect_spec_params(dict(reversed(fields.items())))  # the order does not matter
-    assert params == collect_spec_params(fields) and params["draft_model"] == "org/draft-model"
+    assert params == collect_spec_params(fields) and params["model.draft_model"] == "org/draft-model"
     assert params["draft_length"] == 4 and isinstance(params["draft_length"], int)
+    assert not any(k.startswith(("early-exit.", "rasd.", "prompt-lookup.")) for k in params)  # the chosen's only
     with pytest.raises(ValueError, match="no value for the speculative parameter `drafter`"):
         collect_spec_params({k: v for k, v in fields.items() if k != "drafter"})
     with pytest.raises(ValueError, match="unknown speculative parameters `widht`, `depth`"):
@@ -156,7 +158,8 @@ def test_presets_set_every_control_and_show_the_note():
     assert out["spec:temperature"] == 0.0 and out["max_new_tokens"] == 64 and "Token Recycling" in out["note"]
     assert {f"spec:{k}" for k in SPEC_FIELDS} <= out.keys()
     shown = cb.drafter_changed("model")
-    assert shown["spec:draft_model"]["visible"] is True and shown["spec:ngram"]["visible"] is False
+    assert shown["spec:model.draft_model"]["visible"] is True and shown["spec:prompt-lookup.ngram"]["visible"] is False
+    assert shown["spec:rasd.draft_model"]["visible"] is False and "**model**" in shown["drafter_help"]
 
 
 # In a real browser -------------------------------------------------------------------------------

@@ -25,21 +25,20 @@ def value_of(widget):
 def test_each_tab_opens_on_its_methods_declared_defaults(tab):
     if tab == "scaling":
         from ui.scaling import build_scaling
-        from ui.scaling_views import DEFAULT_METHOD, FIELD_OF, METHOD_FIELDS, COMMON
+        from ui.scaling_views import COMMON, DEFAULT_METHOD, FIELDS, REWARD_KEYS
 
         c = built(build_scaling)
         method = c["method"].value
         assert method == DEFAULT_METHOD
         declared = {p["name"]: p["default"] for p in param_specs(method)}
-        fields = {FIELD_OF.get((method, name), name): name for name in declared
-                  if FIELD_OF.get((method, name), name) in COMMON + METHOD_FIELDS[method]}
+        own = {f"{method}.{name}": name for name in declared if f"{method}.{name}" in FIELDS}  # the method's own
+        fields = {name: name for name in COMMON + REWARD_KEYS} | own
         shown = {field: value_of(c[f"sc:{field}"]) for field in fields}
         from ui.scaling_views import DEFAULT_TASK
 
         tab_choices = {"reference": DEFAULT_TASK["answer"]}  # the tab opens on a shipped problem, with its answer
         expected = {field: declared[name] for field, name in fields.items()} | tab_choices
-        if "judge_model" in shown:
-            shown["judge_model"] = shown["judge_model"] or ""
+        shown["lm-judge.judge_model"] = shown["lm-judge.judge_model"] or ""  # a model menu shows "" as no choice
         assert shown == expected
         assert shown["n"] == 4  # before: 1, step-speculation's default
     elif tab == "diffusion":
@@ -58,8 +57,11 @@ def test_each_tab_opens_on_its_methods_declared_defaults(tab):
         from ui.speculative_views import DEFAULT_DRAFT_MODEL
 
         tab_choices = {"drafter": "prompt-lookup",  # the lab opens on the drafter that pays on its prompt
-                       "draft_model": DEFAULT_DRAFT_MODEL}  # ready when the user picks the draft-model drafter
-        assert {f: value_of(c[f"spec:{f}"]) for f in SPEC_FIELDS} == declared | tab_choices
+                       "model.draft_model": DEFAULT_DRAFT_MODEL,  # ready when the user picks a drafter that loads one
+                       "rasd.draft_model": DEFAULT_DRAFT_MODEL}
+        shown = {f: value_of(c[f"spec:{f}"]) for f in SPEC_FIELDS}
+        shown["diffusion.draft_model"] = shown["diffusion.draft_model"] or ""  # a model menu shows "" as no choice
+        assert shown == declared | tab_choices
 
 
 def test_switching_method_moves_untouched_defaults_and_keeps_typed_values():
