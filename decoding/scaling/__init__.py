@@ -14,3 +14,5 @@
     math_tasks.py      tiny-math's generated multi-step problems, their checker, the training noise
     math_eval.py       tiny-math's evaluation: greedy, pass@1, oracle pass@k, step errors by difficulty
 """
+
+MENU_ORDER = ("methods", "astar", "refine", "specreason")  # first in the menu, in this order (`decoding.discover`)

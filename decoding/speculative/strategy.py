@@ -42,7 +42,7 @@ from decoding.speculative.verify import ROOT, RULES, verify_tree
 from decoding.params import Params, param
 from decoding.registry import Registry, family_check, register_strategy
 from decoding.sampling import tempered
-from decoding.autoregressive import point_mass, token_event
+from decoding.token.autoregressive import point_mass, token_event
 
 DRAFTERS: Registry[Callable[[LM, "SpeculativeParams"], Drafter]] = Registry("drafter")  # name -> factory(target, params)
 TREES = ("chain", "static", "dynamic")
