@@ -137,7 +137,7 @@ def rebuild_tab(tab: str) -> tuple[dict, list]:
 
 def test_a_drafter_registers_and_is_offered_by_the_speculative_tab(tiny_lm, monkeypatch):
     from decoding import run_to_trace
-    from decoding.contracts import Drafter
+    from decoding.speculative.base import Drafter
     from decoding.speculative.drafters import Draft
     from decoding.speculative.verify import DraftTree
 

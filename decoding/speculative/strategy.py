@@ -32,7 +32,8 @@ from typing import Callable, Iterator
 import torch
 from transformers import DynamicCache
 
-from decoding.contracts import Drafter, Feedback, Outcome, RunContext
+from decoding.contracts import Outcome, RunContext
+from decoding.speculative.base import Drafter, Feedback
 from decoding.errors import short_repr
 from decoding.events import Event, SpecRound
 from decoding.lm import LM, crop_cache
