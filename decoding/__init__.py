@@ -15,6 +15,7 @@ registers its own methods and plug-ins.
 
 import importlib
 import pkgutil
+import sys
 
 from decoding.env import configure_offline_env
 
@@ -34,6 +35,8 @@ def discover(package_name: str) -> None:
     package names in its `MENU_ORDER` tuple come first, in that order; every other module follows,
     alphabetically. A new module in a family package is therefore the only edit a new method needs:
     it is found here and listed after the named ones (name it in `MENU_ORDER` only to move it up).
+    A module started with `python -m` (a family module's command line, e.g.
+    `decoding.scaling.math_tasks`) is left to runpy, which would warn about it imported first.
     """
     package = importlib.import_module(package_name)
     first = tuple(getattr(package, "MENU_ORDER", ()))
@@ -42,7 +45,17 @@ def discover(package_name: str) -> None:
     if missing:
         raise ImportError(f"{package_name}.MENU_ORDER names {', '.join(missing)}, which the package does not have")
     for name in first + tuple(name for name in found if name not in first):
-        importlib.import_module(f"{package_name}.{name}")
+        if f"{package_name}.{name}" != _started_with_dash_m():
+            importlib.import_module(f"{package_name}.{name}")
+
+
+def _started_with_dash_m() -> str:
+    """The module `python -m NAME` is about to run, else "". While runpy imports NAME's packages,
+    sys.argv is ["-m", *NAME's arguments] and the interpreter's own argv ends with NAME and them."""
+    if sys.argv[:1] != ["-m"] or len(sys.orig_argv) <= len(sys.argv):
+        return ""
+    name = sys.orig_argv[-len(sys.argv)]
+    return name.removeprefix("-m")
 
 
 for _family in FAMILY_PACKAGES:
