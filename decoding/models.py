@@ -30,25 +30,22 @@ import json
 import os
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import torch
 
 from decoding import embedded, model_budget
-from decoding.diffusion import dllm
 from decoding.env import hub_reachable
-from decoding.errors import short_repr
+from decoding.errors import ModelLoadError, short_repr
+from decoding.loaded_model import TINY_DIFFUSION_MODEL, TINY_DRAFT_MODEL, TINY_MODEL, LoadedModel
 from decoding.model_cache import ModelCache
 from decoding.remote.source import is_remote, parse_source
 
 Progress = Callable[[str], None]
 
 DEFAULT_MODEL = "smollm2-135m"
-TINY_MODEL = "tiny-random"
-TINY_DRAFT_MODEL = "tiny-random-draft"
-TINY_DIFFUSION_MODEL = "tiny-random-diffusion"
 ASSETS_DIR = Path(__file__).resolve().parents[1] / "assets"  # the project's own trained models
 KINDS = ("causal", "diffusion")  # autoregressive LM / masked diffusion LM
 DIFFUSION_MODEL_TYPES = frozenset({"llada", "dream", "mdlm"})  # config.model_type of hub diffusion LMs
@@ -74,10 +71,6 @@ TRUST_REMOTE_CODE_ALLOWLIST = frozenset(
 )
 
 
-class ModelLoadError(RuntimeError):
-    """A model could not be loaded; the message says why and what to do."""
-
-
 @dataclass(frozen=True)
 class ModelSpec:
     name: str  # short name shown in the UI and CLI
@@ -90,7 +83,19 @@ class ModelSpec:
     auto_class: str = "AutoModelForCausalLM"  # transformers class that loads the hub / local weights
     local_dir: str | None = None  # folder under assets/ holding a model saved with save_pretrained
     tokenizer_id: str | None = None  # hub id of the tokenizer when it is not the model's own
-    conventions: str | None = None  # "bert" / "a2d": a dLLM checkpoint (see decoding.diffusion.dllm)
+    conventions: str | None = None  # a name in CONVENTIONS ("bert" / "a2d": a dLLM checkpoint)
+
+
+@dataclass(frozen=True)
+class Conventions:
+    """How to load a checkpoint that plain `from_pretrained` cannot (`ModelSpec.conventions`). The family that
+    knows the checkpoints registers them in `CONVENTIONS` (decoding.diffusion.dllm: "bert", "a2d")."""
+
+    apply: Callable[[object, object], dict]  # (tokenizer, model) after loading -> entries of LoadedModel.meta
+    config: Callable[[str], object] | None = None  # hub id -> the config to load the weights into (None: its own)
+
+
+CONVENTIONS: dict[str, Conventions] = {}  # ModelSpec.conventions -> how such a checkpoint loads
 
 
 REGISTRY: dict[str, ModelSpec] = {
@@ -215,21 +220,6 @@ SUGGESTED_HUB_IDS = (
     "HuggingFaceTB/SmolLM2-1.7B-Instruct",
     "Qwen/Qwen2.5-0.5B-Instruct",
 )
-
-
-@dataclass
-class LoadedModel:
-    """A model and its tokenizer, ready for `decoding.lm.LM`. Shared read-only."""
-
-    name: str  # what the user asked for
-    model: torch.nn.Module
-    tokenizer: object
-    device: torch.device
-    dtype: torch.dtype
-    source: str  # "hub", "gguf:<path>" or "tiny"
-    quantization: str = "none"
-    num_parameters: int = 0
-    meta: dict = field(default_factory=dict)
 
 
 def default_progress(message: str) -> None:
@@ -557,17 +547,23 @@ def _load_from_hub(hub_id, device, dtype, quantization, say, auto_class="AutoMod
             load_in_4bit=quantization == "4bit", load_in_8bit=quantization == "8bit",
             bnb_4bit_compute_dtype=dtype,
         )
+    recipe = None
+    if conventions is not None:
+        recipe = CONVENTIONS.get(conventions)
+        if recipe is None:
+            raise ModelLoadError(f"cannot load {hub_id}: unknown conventions {conventions!r}; known: "
+                                 f"{', '.join(CONVENTIONS) or 'none (is the family that registers them imported?)'}")
     say(f"Loading {hub_id} from the Hugging Face hub (or its local cache)...")
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_id or hub_id, trust_remote_code=trust)
-    if conventions == "a2d":  # the base architecture's class, with the converted weights
-        kwargs["config"] = dllm.a2d_config(hub_id)
+    if recipe is not None and recipe.config is not None:  # e.g. dLLM A2D: the base architecture's class
+        kwargs["config"] = recipe.config(hub_id)
     try:
         model = getattr(transformers, auto_class).from_pretrained(hub_id, **kwargs)
     except torch.OutOfMemoryError as err:
         raise ModelLoadError(f"{hub_id} does not fit in memory on {device}: {err}".splitlines()[0]) from err
     if device.type != "cuda":
         model.to(device)
-    meta = dllm.apply_conventions(conventions, tokenizer, model) if conventions else {}
+    meta = recipe.apply(tokenizer, model) if recipe is not None else {}
     return LoadedModel(hub_id, model, tokenizer, device, dtype, "hub", quantization, meta=meta)
 
 

@@ -12,9 +12,8 @@ from typing import Callable, Iterator
 
 import torch
 
-from decoding.diffusion.lm import DiffusionLM
 from decoding.events import Event, RunFinished, RunStarted, Trace
-from decoding.lm import LM
+from decoding.lm import WRAPPERS, LM
 from decoding.errors import short_repr
 from decoding.models import LoadedModel, check_kind, check_model_id, load_model, model_kind
 from decoding.contracts import Cancelled, Outcome, RunContext, StepProgress, ignore, never
@@ -37,15 +36,19 @@ def make_params(strategy: str, params: dict | None, *, lenient: bool = False):
     return from_values(info.params_cls, params, where=f"strategy {short_repr(strategy, 80)}", lenient=lenient)
 
 
-def as_lm(model: str | LoadedModel | LM | DiffusionLM | RemoteLM, **load_kwargs) -> LM | DiffusionLM | RemoteLM:
-    """The model's wrapper: `DiffusionLM` for a masked diffusion model, `LM` for a causal one, the `RemoteLM`
-    itself for a model on a remote engine."""
-    if isinstance(model, (LM, DiffusionLM, RemoteLM)):
+def as_lm(model: str | LoadedModel | object, **load_kwargs) -> object:
+    """The model's wrapper, the one its kind registered in `decoding.lm.WRAPPERS`: `LM` for a causal model,
+    `DiffusionLM` for a masked diffusion one (registered by the diffusion family); the `RemoteLM` itself for a
+    model on a remote engine. A wrapper given is returned as it is."""
+    if isinstance(model, (RemoteLM, *WRAPPERS.values())):
         return model
     loaded = model if isinstance(model, LoadedModel) else load_model(model, **load_kwargs)
     if isinstance(loaded, RemoteLM):
         return loaded
-    return DiffusionLM(loaded) if model_kind(loaded) == "diffusion" else LM(loaded)
+    kind = model_kind(loaded)
+    if kind not in WRAPPERS:  # a kind whose family was not imported
+        raise ValueError(f"no wrapper for {loaded.name!r}, a {kind} model; known kinds: {', '.join(WRAPPERS)}")
+    return WRAPPERS[kind](loaded)
 
 
 def check_prompt(prompt) -> None:

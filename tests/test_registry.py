@@ -19,7 +19,7 @@ from conftest import api_run
 from decoding.__main__ import main as cli
 from decoding.params import Params, param
 from decoding.registry import STRATEGIES, register_strategy, unregister_strategy
-from decoding.autoregressive import token_event, token_loop  # noqa: F401
+from decoding.token.autoregressive import token_event, token_loop  # noqa: F401
 from decoding.diffusion.samplers import SAMPLERS, select_top_k
 from decoding.run import run_to_trace
 from decoding.scaling.methods import ScalingParams, best_of_n
@@ -147,7 +147,7 @@ def rebuild_tab(tab: str) -> tuple[dict, list]:
 
 def test_a_drafter_registers_and_is_offered_by_the_speculative_tab(tiny_lm, monkeypatch):
     from decoding import run_to_trace
-    from decoding.contracts import Drafter
+    from decoding.speculative.base import Drafter
     from decoding.speculative.drafters import Draft
     from decoding.speculative.verify import DraftTree
 

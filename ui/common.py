@@ -58,8 +58,8 @@ from decoding.models import (DEFAULT_MODEL, REGISTRY, TINY_MODEL, ModelLoadError
 from decoding.run import MAX_NEW_TOKENS_CAP, generate
 from decoding.trace_checks import upload_bytes
 from ui.exports import export_dir, gradio_cache_policy, sweep
-from ui.classroom import KEYS_JS, wire_lesson
-from ui.guard import BudgetExceeded, guarded_app_kwargs, quiet_refusals, replay_budget_s, within_budget
+from ui.classroom import KEYS_JS, lesson_line, lesson_step
+from ui.guard import BudgetExceeded, guarded_app_kwargs, queue_size, quiet_refusals, replay_budget_s, within_budget
 from visualizers._common import esc
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
@@ -140,11 +140,6 @@ def model_slot(should_stop: Callable[[], bool] = lambda: False, waiting: Callabl
 def waiting_line(ahead: int) -> str:
     return (f"Waiting for the model: {ahead} run{'s' * (ahead != 1)} ahead of this one "
             "(other users', or a stopped run finishing its model call)…")
-
-
-def queue_size() -> int:
-    """How many requests may wait in the queue (DECODING_LAB_QUEUE_SIZE, default 32)."""
-    return env_int("DECODING_LAB_QUEUE_SIZE", 32)
 
 
 def session_ttl_s() -> int:
@@ -704,6 +699,20 @@ def lab_columns(c: dict, controls: Callable[[dict], None], views: Callable[[dict
 
 
 QUIET = dict(show_progress="hidden", api_visibility="undocumented")  # quick view updates, not in the API page
+
+
+def wire_lesson(c: dict, lab: str, chosen, chosen_outputs: list) -> None:
+    """Next / Previous choose a preset, then `chosen` (the tab's preset callback, Gradio-bound, from
+    the preset's name to `chosen_outputs`) sets the controls as a hand-picked preset does; choosing
+    one by hand moves the lesson line too."""
+    if "lesson_next" not in c:
+        return
+    outputs = {k: c[k] for k in ("preset", "lesson")}
+    for button, direction in ((c["lesson_next"], 1), (c["lesson_prev"], -1)):
+        step = bind(lambda name, d=direction: lesson_step(lab, name, d), outputs)
+        button.click(step, c["preset"], list(outputs.values()), **QUIET).then(chosen, c["preset"], chosen_outputs,
+                                                                               **QUIET)
+    c["preset"].input(lambda name: lesson_line(lab, name), c["preset"], c["lesson"], **QUIET)
 
 
 def wire_lab(c: dict, cb, outputs: dict, state: list, run_inputs: dict, controls: tuple, lab: str = "") -> dict:

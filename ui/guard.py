@@ -121,11 +121,14 @@ class RateWindow:
 UPLOADS = RateWindow(uploads_per_min)
 
 
+def queue_size() -> int:
+    """How many requests may wait in the queue (DECODING_LAB_QUEUE_SIZE, default 32)."""
+    return env_int("DECODING_LAB_QUEUE_SIZE", 32)
+
+
 def queued_per_client() -> int:
     """Requests one client may have waiting in the queue (DECODING_LAB_QUEUED_PER_CLIENT, default half the
     queue: one address never fills it, and a class behind one address still gets most of it)."""
-    from ui.common import queue_size
-
     return env_int("DECODING_LAB_QUEUED_PER_CLIENT", max(1, queue_size() // 2))
 
 

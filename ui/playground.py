@@ -20,10 +20,11 @@ import gradio as gr
 from decoding.remote.source import model_field_hint
 from decoding.models import DEFAULT_MODEL, SUGGESTED_HUB_IDS
 from ui import playground_callbacks as cb
-from ui.classroom import lesson_row, wire_lesson
+from ui.classroom import lesson_row
 from ui.compare import build_compare
 from ui.common import (MODEL_CONCURRENCY_ID, auto_dtype_help, bind, explain_clamping, model_choices, runs_at_once,
-                       model_event, named_inputs, seed_box, serve, session_state, slider_range_text, standalone)
+                       model_event, named_inputs, seed_box, serve, session_state, slider_range_text, standalone,
+                       wire_lesson)
 from ui.exports import HTML_NOTE, download, wire_download
 from ui.playground_views import (COLOR_CHOICES, CONTROLS, DEFAULT_STRATEGY, EXAMPLE_PROMPTS, OUTPUTS,
                                  PRIMARY_PARAMS, UI_MAX_NEW_TOKENS, ParamWidget, new_selection, param_widgets,

@@ -1,7 +1,7 @@
 """Exact extraction (exact-extract) as a start x end heat-map of span log-probabilities.
 
 Reads the record the strategy puts on its first token event (`TokenStep.extra["extract"]`, see
-`decoding/extractive.py`); no model.
+`decoding/token/extractive.py`); no model.
 
 Glossary
     cell        row = the span's first passage token, column = its last; colour = log P(span, then

@@ -26,8 +26,7 @@ import socket
 from typing import Iterator
 from urllib.parse import urlsplit
 
-from decoding.errors import short_repr
-from decoding.models import ModelLoadError
+from decoding.errors import ModelLoadError, short_repr
 from decoding.remote.source import DEFAULT_TIMEOUT_S, KEY_ENV, TIMEOUT_ENV
 
 EXCERPT_CHARS = 120  # the most of a server's own text (an error message, a header) quoted to the user

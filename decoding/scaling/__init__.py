@@ -21,3 +21,5 @@ step's picture, `finish(...)` to choose) with the public helpers `methods.indepe
 samples, no selection until the end), `run.score_weights` (weights from the particles' scores) and
 `run.identity_ancestors` (a step without resampling). See `methods.best_of_n`, the shortest.
 """
+
+MENU_ORDER = ("methods", "astar", "refine", "specreason")  # first in the menu, in this order (`decoding.discover`)

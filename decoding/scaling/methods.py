@@ -47,7 +47,7 @@ import torch
 
 from decoding.contracts import Outcome, RunContext
 from decoding.events import Event
-from decoding.autoregressive import check_causal_run
+from decoding.token.autoregressive import check_causal_run
 from decoding.registry import family_check, register_strategy
 from decoding.scaling import particles as pf
 from decoding.scaling.params import (BestOfNParams, FirstFinishParams, ParticleFilterParams, RewardBeamParams,

@@ -37,7 +37,8 @@ from typing import Callable
 
 import torch
 
-from decoding.contracts import Drafter, Feedback, never
+from decoding.contracts import never
+from decoding.speculative.base import Drafter, Feedback
 from decoding.lm import LM, crop_cache
 from decoding.models import LoadedModel
 from decoding.sampling import tempered

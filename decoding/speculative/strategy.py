@@ -32,7 +32,8 @@ from typing import Callable, Iterator
 import torch
 from transformers import DynamicCache
 
-from decoding.contracts import Drafter, Feedback, Outcome, RunContext
+from decoding.contracts import Outcome, RunContext
+from decoding.speculative.base import Drafter, Feedback
 from decoding.errors import short_repr
 from decoding.events import Event, SpecRound
 from decoding.lm import LM, crop_cache
@@ -42,7 +43,7 @@ from decoding.speculative.verify import ROOT, RULES, verify_tree
 from decoding.params import Params, own_params, param
 from decoding.registry import Registry, family_check, register_strategy
 from decoding.sampling import tempered
-from decoding.autoregressive import point_mass, token_event
+from decoding.token.autoregressive import point_mass, token_event
 
 MAX_DRAFT_LENGTH = 16  # the longest chain / deepest tree (adaptive chains grow up to it)
 DEFAULT_DRAFT_LENGTH = 4

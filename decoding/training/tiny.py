@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from decoding.models import TINY_DIFFUSION_MODEL, TINY_MODEL, LoadedModel
+from decoding.loaded_model import TINY_DIFFUSION_MODEL, TINY_MODEL, LoadedModel
 
 def build_tiny_model(
     *, hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from decoding import run_to_trace
-from decoding.contracts import Feedback
+from decoding.speculative.base import Feedback
 from decoding.events import stats
 from decoding.speculative import eagle
 from decoding.speculative.drafters import TreePlan

@@ -28,7 +28,7 @@ from typing import Iterator
 
 import torch
 
-from decoding.autoregressive import token_loop
+from decoding.token.autoregressive import token_loop
 from decoding.contracts import Outcome, RunContext
 from decoding.events import Event
 from decoding.params import Params, param

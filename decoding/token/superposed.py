@@ -31,7 +31,7 @@ from typing import Iterator
 
 import torch
 
-from decoding.autoregressive import point_mass, token_event
+from decoding.token.autoregressive import point_mass, token_event
 from decoding.contracts import Outcome, RunContext
 from decoding.events import Event
 from decoding.params import Params, param

@@ -33,7 +33,7 @@ from typing import Iterator
 import torch
 
 from decoding import sampling
-from decoding.autoregressive import point_mass, token_event
+from decoding.token.autoregressive import point_mass, token_event
 from decoding.contracts import Outcome, RunContext
 from decoding.events import Event
 from decoding.lm import repeat_cache

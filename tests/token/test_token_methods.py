@@ -4,10 +4,10 @@ import pytest
 import torch
 
 from decoding import run_to_trace
-from decoding.adadec import MAX_THRESHOLD, rerank
+from decoding.token.adadec import MAX_THRESHOLD, rerank
 from decoding.events import Trace
-from decoding.momentum import MomentumParams, loop_depth, momentum_choice
-from decoding.superposed import NGrams, superposed_step
+from decoding.token.momentum import MomentumParams, loop_depth, momentum_choice
+from decoding.token.superposed import NGrams, superposed_step
 
 PROMPT = "The quick brown fox"
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from decoding import run_to_trace
-from decoding.extractive import end_token_ids, passage_of
+from decoding.token.extractive import end_token_ids, passage_of
 from visualizers.extract import extract_record, span_heatmap_figure
 from visualizers.beams import beams_figure
 
@@ -91,7 +91,7 @@ def test_shipped_qa_items_answer_with_a_span_of_their_context():
     import json
     from pathlib import Path
 
-    items = json.loads((Path(__file__).resolve().parents[1] / "presets" / "tasks" / "extractive-qa.json").read_text())["items"]
+    items = json.loads((Path(__file__).resolve().parents[2] / "presets" / "tasks" / "extractive-qa.json").read_text())["items"]
     assert len(items) >= 5
     for item in items:
         assert item["answer"] in item["context"]
