@@ -16,21 +16,21 @@ from decoding.env import configure_offline_env
 
 configure_offline_env()
 
-from decoding.events import Trace  # noqa: E402
-from decoding.models import load_model  # noqa: E402
-from decoding.run import generate, run_to_trace  # noqa: E402
+from decoding.events import Trace
+from decoding.models import load_model
+from decoding.run import generate, run_to_trace
 
 # the shipped methods register themselves on import; registration order is menu order
-import decoding.autoregressive  # noqa: E402, F401, I001
-import decoding.momentum  # noqa: E402, F401
-import decoding.adadec  # noqa: E402, F401
-import decoding.superposed  # noqa: E402, F401
-import decoding.extractive  # noqa: E402, F401
-import decoding.speculative.strategy  # noqa: E402, F401
-import decoding.scaling.methods  # noqa: E402, F401
-import decoding.scaling.astar  # noqa: E402, F401
-import decoding.scaling.refine  # noqa: E402, F401
-import decoding.scaling.specreason  # noqa: E402, F401
-import decoding.diffusion.samplers  # noqa: E402, F401
+import decoding.autoregressive
+import decoding.momentum
+import decoding.adadec
+import decoding.superposed
+import decoding.extractive
+import decoding.speculative.strategy
+import decoding.scaling.methods
+import decoding.scaling.astar
+import decoding.scaling.refine
+import decoding.scaling.specreason
+import decoding.diffusion.samplers  # noqa: F401 (imported to register its samplers, like the lines above)
 
 __all__ = ["Trace", "generate", "load_model", "run_to_trace"]

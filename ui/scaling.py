@@ -160,7 +160,8 @@ def _views(c: dict) -> None:
             c["choice"] = gr.HTML(initial["choice"], elem_id="sc-choice", elem_classes="dl-panel")
             gr.Markdown(INTRO, elem_classes="dl-help", elem_id="sc-intro")
         with gr.Column(scale=3):
-            c["lineage"] = gr.Plot(initial["lineage"], label="Lineage: who continues whom (A*: the search tree)", elem_id="sc-lineage")
+            c["lineage"] = gr.Plot(initial["lineage"], label="Lineage: who continues whom (A*: the search tree)",
+                                   elem_id="sc-lineage")
     c["weights"] = gr.Plot(initial["weights"], label="Weights and ESS per step", elem_id="sc-weights")
     gr.Markdown("### Particles")
     c["step"] = gr.Slider(0, 1, value=0, step=1, label="Step", interactive=False, elem_id="sc-step",

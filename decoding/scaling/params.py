@@ -75,7 +75,8 @@ class ParticleFilterParams(ScalingParams):
     entropic: float = param(0.0, low=0.0, high=1.0,
                             help="ePF: flatten weights to at least this fraction of the maximum entropy.")
     lookahead: float = param(0.0, low=0.0, high=10.0,
-                             help="ePF look-ahead: weight of the reward of one more sampled step (0 = off; costs a step per step).")
+                             help="ePF look-ahead: weight of the reward of one more sampled step "
+                                  "(0 = off; costs a step per step).")
     select: str = param("best", choices=("best", "vote"), help="Final answer: the highest weight, or the weighted majority.")
 
 
