@@ -51,13 +51,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from decoding.compare import (MAX_RUNS, RunScore, Setting, compare_runs, parse_settings, table_rows,  # noqa: E402
+from decoding.compare import (MAX_RUNS, RunScore, Setting, compare_runs, parse_settings, table_rows,
                               validate_settings)
-from decoding.events import Trace  # noqa: E402
-from decoding.lm import LM  # noqa: E402
-from decoding.models import load_model  # noqa: E402
+from decoding.events import Trace
+from decoding.lm import LM
+from decoding.models import load_model
 
 PROMPTS = (
     "Once upon a time, in a small village by the sea, there lived",

@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from decoding.events import (  # noqa: E402
+from decoding.events import (
     DiffusionStep,
     ParticleStep,
     RunFinished,

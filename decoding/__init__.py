@@ -21,9 +21,9 @@ from decoding.env import configure_offline_env
 
 configure_offline_env()
 
-from decoding.events import Trace  # noqa: E402
-from decoding.models import load_model  # noqa: E402
-from decoding.run import generate, run_to_trace  # noqa: E402
+from decoding.events import Trace
+from decoding.models import load_model
+from decoding.run import generate, run_to_trace
 
 FAMILY_PACKAGES = ("token", "speculative", "scaling", "diffusion")  # the shipped families, in menu order
 

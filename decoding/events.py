@@ -228,7 +228,8 @@ class ParticleStep(Event):
     (number of steps so far), "reward" (this step's reward in [0, 1]), "detail" (the reward's
     explanation), "score" (the solution score: step rewards aggregated), "weight" (normalised
     weight before resampling), "finished" (ended with a stop token or its token cap), "cut_off"
-    (finished at its token cap, so no answer was written), "num_tokens" (generated tokens), "answer" (the final answer extracted, or None)}.
+    (finished at its token cap, so no answer was written), "num_tokens" (generated tokens), "answer" (the final
+    answer extracted, or None)}.
     After the event, new slot j continues old slot `ancestors[j]` with weight `weights_after[j]`.
     """
 
@@ -287,7 +288,8 @@ class RunFinished(Event):
     extra: dict = field(default_factory=dict)
 
 
-EVENT_TYPES: dict[str, type[Event]] = {cls.kind: cls for cls in (RunStarted, TokenStep, BeamStep, SpecRound, ParticleStep, DiffusionStep, RunFinished)}
+EVENT_TYPES: dict[str, type[Event]] = {cls.kind: cls for cls in (RunStarted, TokenStep, BeamStep, SpecRound, ParticleStep,
+                                                                 DiffusionStep, RunFinished)}
 
 
 def event_from_dict(data: dict) -> Event:
@@ -346,7 +348,8 @@ class Trace:
         if not isinstance(data, dict) or data.get("format") != TRACE_FORMAT:
             raise ValueError(f"not a Decoding Lab trace: expected an object with \"format\": \"{TRACE_FORMAT}\"")
         if data.get("version") != TRACE_VERSION:
-            raise ValueError(f"unsupported trace version {short_repr(data.get('version'), 80)}; this build reads version {TRACE_VERSION}")
+            raise ValueError(f"unsupported trace version {short_repr(data.get('version'), 80)}; "
+                             f"this build reads version {TRACE_VERSION}")
         events = data.get("events")
         if not isinstance(events, list) or not events:
             raise ValueError("malformed trace: 'events' must be a non-empty list")

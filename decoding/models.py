@@ -143,7 +143,8 @@ REGISTRY: dict[str, ModelSpec] = {
     ),
     "tiny-ar-hyperfit": ModelSpec(
         name="tiny-ar-hyperfit",
-        description="tiny-ar hyperfitted (Carlsson et al. 2024): fine-tuned on 192 of its training texts to near-zero loss; sharp, low-entropy",
+        description="tiny-ar hyperfitted (Carlsson et al. 2024): fine-tuned on 192 of its training texts to near-zero loss; "
+                    "sharp, low-entropy",
         local_dir="tiny-ar-hyperfit",
     ),
     "tiny-ar-layerskip": ModelSpec(
@@ -255,10 +256,10 @@ def cpu_native_bf16() -> bool:
 def pick_dtype(dtype: str, device: torch.device, *, small: bool = False) -> torch.dtype:
     """"auto" is the dtype the device computes fastest natively: bfloat16 on a GPU that supports it
     (float16 otherwise) and on a CPU with native bfloat16 (its matrix products are 1.4x-2.6x faster than
-    float32's; whole-model decoding gains less, `bench/bench_dtype.py`), float32 on other CPUs. A `small` model (the project's own, a few million
-    parameters) stays float32 on a CPU: its time goes to Python, not arithmetic, and its benchmarks were
-    measured in float32. bfloat16 gives slightly different text than float32: ask for float32 to compare
-    exactly."""
+    float32's; whole-model decoding gains less, `bench/bench_dtype.py`), float32 on other CPUs. A `small` model
+    (the project's own, a few million parameters) stays float32 on a CPU: its time goes to Python, not arithmetic,
+    and its benchmarks were measured in float32. bfloat16 gives slightly different text than float32: ask for
+    float32 to compare exactly."""
     if dtype == "auto":
         if device.type == "cuda":
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16

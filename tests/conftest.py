@@ -21,7 +21,7 @@ sys.path.insert(1, str(ROOT / "tests"))  # shared helpers (markov.py) and test m
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-import torch  # noqa: E402
+import torch  # noqa: E402 (after the environment is set)
 
 torch.set_num_threads(1)  # one thread decodes as fast as two here; leaves a core for the app server and browser
 

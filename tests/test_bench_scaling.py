@@ -8,7 +8,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-import bench_scaling as bs  # noqa: E402
+import bench_scaling as bs
 
 
 def test_tally_gives_rows_the_json_shape_and_groups():

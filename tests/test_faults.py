@@ -329,17 +329,19 @@ def test_a_deeply_nested_replay_gets_a_message(replay, tab):
 
 def test_nan_in_a_diffusion_replay_is_named(traces, replay):
     for field in ("confidence", "masked_confidence"):
-        data = changed(traces["diffusion"], "diffusion_step", lambda e: e[field].__setitem__(0, math.nan))
+        data = changed(traces["diffusion"], "diffusion_step", lambda e, field=field: e[field].__setitem__(0, math.nan))
         text = json.dumps(data)  # writes NaN, which Python's JSON reader accepts
         assert f"`{field}[0]` must be a finite number" in replay("diffusion", text)
 
 
 BROKEN_LINKS = [  # (source run, event kind, change, what the message says)
-    ("sample", "token", lambda e: e.update(top_ids=[]), r"`top_tokens` must be a list as long as `top_ids` \(0 items\), got 10 items"),
+    ("sample", "token", lambda e: e.update(top_ids=[]),
+     r"`top_tokens` must be a list as long as `top_ids` \(0 items\), got 10 items"),
     ("sample", "token", lambda e: e.update(top_kept=e["top_kept"] * 3), "`top_kept` must be a list as long as"),
     ("sample", "token", lambda e: e["top_probs"].pop(), "`top_probs` must be a list as long as `top_ids`"),
     ("beam", "beams", lambda e: e["beams"][0].update(parent=7), r"`beams\[0\].parent` must be an index of the previous"),
-    ("beam", "beams", lambda e: e["beams"][0].update(logprob=1e300), r"`beams\[0\].logprob` must be a finite number &lt;= 0"),  # the toast escapes <
+    ("beam", "beams", lambda e: e["beams"][0].update(logprob=1e300),
+     r"`beams\[0\].logprob` must be a finite number &lt;= 0"),  # the toast escapes <
     ("speculative", "spec_round", lambda e: e["nodes"][1].update(id=0), r"`nodes\[1\].id` must be 1"),
     ("speculative", "spec_round", lambda e: e["nodes"][0].update(parent=0), r"`nodes\[0\].parent` must be -1"),
     ("speculative", "spec_round", lambda e: e["nodes"][0].update(depth=2**62), r"`nodes\[0\].depth` must be 1"),

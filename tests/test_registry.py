@@ -19,7 +19,7 @@ from conftest import api_run
 from decoding.__main__ import main as cli
 from decoding.params import Params, param
 from decoding.registry import STRATEGIES, register_strategy, unregister_strategy
-from decoding.token.autoregressive import token_event, token_loop  # noqa: F401
+from decoding.token.autoregressive import token_loop
 from decoding.diffusion.samplers import SAMPLERS, select_top_k
 from decoding.run import run_to_trace
 from decoding.scaling.methods import ScalingParams, best_of_n

@@ -153,7 +153,7 @@ def reference_beam(lm, prompt_ids, num_beams, max_new_tokens, length_penalty=1.0
     """Slow beam search: full recompute per beam, no cache; same rules as the engine."""
     stop = lm.stop_ids
     live, finished = [([], 0.0)], []
-    norm = lambda s, n: s / (max(n, 1) ** length_penalty)  # noqa: E731
+    norm = lambda s, n: s / (max(n, 1) ** length_penalty)
     for _ in range(max_new_tokens):
         cands = []
         for b, (seq, score) in enumerate(live):

@@ -20,7 +20,7 @@ from decoding.extra_checks import KEYS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-import bench_draw as bd  # noqa: E402
+import bench_draw as bd
 
 LINK = "<a href='http://x'>Session expired</a>"
 STYLE = "<span style='font-size:30px;color:red'>Session expired: click to sign in</span>"

@@ -605,8 +605,9 @@ def serve(blocks: gr.Blocks) -> None:
 
 __all__ = ["DEFAULT_MODEL", "USER_ERRORS", "Redraw", "Status", "auto_dtype_help", "bind", "check_model",
            "configure_torch_threads",
-           "error_toast", "gpu", "launch_kwargs", "md_esc", "model_choices", "model_concurrency", "model_event", "model_slot", "runs_at_once",
-           "named_inputs", "preload_default_model", "startup_progress", "queue_size", "queued", "run_work", "serve", "session_cap",
+           "error_toast", "gpu", "launch_kwargs", "md_esc", "model_choices", "model_concurrency", "model_event", "model_slot",
+           "runs_at_once", "named_inputs", "preload_default_model", "startup_progress", "queue_size", "queued", "run_work",
+           "serve", "session_cap",
            "session_state", "session_ttl_s", "standalone", "stream_in_thread", "user_error", "wait_for_finish"]
 
 
@@ -819,7 +820,7 @@ def stream_views(work, trace: Trace, render, what: str, quick=None) -> Iterator[
     back the tokens: Gradio sends each yield before the next is computed."""
     redraw, status, dirty, progress = Redraw(), None, False, None
     try:
-        late = lambda item: trace.append(item) if isinstance(item, Event) else None  # noqa: E731  (after Stop)
+        late = lambda item: trace.append(item) if isinstance(item, Event) else None  # after Stop
         with contextlib.closing(stream_in_thread(work, on_late=late)) as pump:  # closed (so waited for) on Stop
             for batch in pump:
                 news = False

@@ -121,7 +121,7 @@ def compare_run(model, prompt, max_new_tokens, seed, chat, dtype, color_by, comp
                                          "compare_status": f"Starting {model}…"}
     work = compare_work(model, prompt, settings, dtype or "auto", max_new_tokens=max_new_tokens, seed=seed,
                         chat=bool(chat))
-    late = lambda item: _take(comparison, item)  # noqa: E731  (a run's RunFinished "cancelled" after Stop)
+    late = lambda item: _take(comparison, item)  # a run's RunFinished "cancelled" after Stop
     try:
         yield from _stream(work, late, comparison, color_by)
     except USER_ERRORS as err:  # the model failed to load, or a run refused its input: a message, not a crash

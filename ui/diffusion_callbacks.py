@@ -207,7 +207,7 @@ def generate_run(model, prompt, length, seed, compare, playback=None, **fields) 
     yield views(trace) | {"trace": trace, "other": None, "status": f"Starting {md_esc(model)}…"}
     work = run_work(model, prompt, strategy="diffusion", params=params, max_new_tokens=length, seed=seed, chat=CHAT,
                     min_step_s=1 / rate if rate else 0.0)
-    live, canvas = lambda: views(trace, live=True), lambda _: canvas_views(trace)  # noqa: E731
+    live, canvas = lambda: views(trace, live=True), lambda _: canvas_views(trace)
     what = f"Unmasking at {playback} at most" if rate else "Unmasking"
     with contextlib.closing(stream_views(work, trace, live, "steps", quick=canvas)) as updates:  # Stop closes it
         for update in updates:
@@ -222,7 +222,7 @@ def generate_run(model, prompt, length, seed, compare, playback=None, **fields) 
     yield done | {"other": other, "status": f"Finished; now **{compare}** on the same prompt, length and seed…"}
     work = run_work(other_model, prompt, strategy=strategy, params=other_params, max_new_tokens=length, seed=seed,
                     chat=CHAT)
-    render = lambda: {k: v for k, v in views(trace, other).items() if k.startswith("compare")}  # noqa: E731
+    render = lambda: {k: v for k, v in views(trace, other).items() if k.startswith("compare")}
     with contextlib.closing(stream_views(work, other, render, "tokens")) as updates:
         for update in updates:
             yield _steps_status(update, other, f"Comparing ({compare})")

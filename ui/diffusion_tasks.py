@@ -57,7 +57,7 @@ def shows_tasks(model) -> bool:
 
 def task_choices() -> list[tuple[str, str]]:
     """The picker's menu: free prompt, then every task with its one-line help and kind."""
-    kind = lambda t: "determined: one right answer" if t.determined else "dependent: many right answers"  # noqa: E731
+    kind = lambda t: "determined: one right answer" if t.determined else "dependent: many right answers"
     return [("free prompt", FREE_PROMPT)] + [(f"{t.name} · {t.help} ({kind(t)})", t.name) for t in TASKS.values()]
 
 

@@ -294,7 +294,8 @@ class GuardedSession(SessionState):
     """Gradio's session state (gradio 6.31's fields), with block configs computed lazily and telling its
     holder when a state changes (so memory is accounted)."""
 
-    def __init__(self, blocks, holder: GuardedStateHolder, session_id: str):  # noqa: super().__init__ is the cost
+    def __init__(self, blocks, holder: GuardedStateHolder, session_id: str):
+        # no super().__init__(): its eager copy of every block's config is the cost this class avoids
         self.blocks_config = copy.copy(blocks.default_config)
         self.config_values = _LazyConfigs(self.blocks_config,
                                           [k for k in self.blocks_config.blocks if k in blocks.blocks])

@@ -76,8 +76,8 @@ def generate_run(model, strategy, prompt, max_new_tokens, seed, chat, dtype, col
     yield first | {"trace": trace, "branch": branch, "selection": selection, "status": f"Starting {md_esc(model)}…"}
     work = run_work(model, prompt, dtype=dtype or "auto", strategy=strategy, params=params,
                     max_new_tokens=max_new_tokens, seed=seed, chat=bool(chat))
-    render = lambda: views(trace, branch, selection, color_by, inspector=False)  # noqa: E731
-    chips = lambda _: text_views(trace, branch, selection, color_by)  # noqa: E731
+    render = lambda: views(trace, branch, selection, color_by, inspector=False)
+    chips = lambda _: text_views(trace, branch, selection, color_by)
     yield from stream_views(work, trace, render, "tokens", quick=chips)
     yield views(trace, branch, selection, color_by) | {"trace": trace, "status": finished_status(trace, "Finished")}
 
@@ -200,8 +200,8 @@ def branch_run(alternative, trace, branch, selection, color_by) -> Iterator[dict
                                                         "status": f"Branching at step {event.step}…"}
     work = run_work(start.model, start.prompt, dtype=start.dtype, strategy=start.strategy, params=start.params,
                     max_new_tokens=max_new_tokens, seed=start.seed, chat=start.chat, prefix_ids=prefix_ids)
-    render = lambda: views(trace, branch, selection, color_by, inspector=False)  # noqa: E731
-    chips = lambda _: text_views(trace, branch, selection, color_by)  # noqa: E731
+    render = lambda: views(trace, branch, selection, color_by, inspector=False)
+    chips = lambda _: text_views(trace, branch, selection, color_by)
     yield from stream_views(work, branch["trace"], render, "branch tokens", quick=chips)
     yield views(trace, branch, selection, color_by) | {"branch": branch, "selection": selection,
                                                         "status": finished_status(branch["trace"], "Branch finished")}

@@ -103,7 +103,7 @@ def _controls(c: dict) -> None:
     _field(c, "max_step_tokens", _slider("max_step_tokens", 1, spec_of("max_step_tokens")["ui_high"], 1,
                                          "max step tokens"))
     # The method's own knobs (as each method declares them, with their UI hints), shown when it is chosen
-    for method, fields in METHOD_FIELDS.items():
+    for fields in METHOD_FIELDS.values():
         for field in fields:
             _field(c, field, spec_widget(spec_of(field), value=d[field], visible=_shown(field),
                                          elem_id=f"sc-{field.replace('.', '-').replace('_', '-')}"))
@@ -139,7 +139,8 @@ def _views(c: dict) -> None:
             c["choice"] = gr.HTML(initial["choice"], elem_id="sc-choice", elem_classes="dl-panel")
             gr.Markdown(INTRO, elem_classes="dl-help", elem_id="sc-intro")
         with gr.Column(scale=3):
-            c["lineage"] = gr.Plot(initial["lineage"], label="Lineage: who continues whom (A*: the search tree)", elem_id="sc-lineage")
+            c["lineage"] = gr.Plot(initial["lineage"], label="Lineage: who continues whom (A*: the search tree)",
+                                   elem_id="sc-lineage")
     c["weights"] = gr.Plot(initial["weights"], label="Weights and ESS per step", elem_id="sc-weights")
     gr.Markdown("### Particles")
     c["step"] = gr.Slider(0, 1, value=0, step=1, label="Step", interactive=False, elem_id="sc-step",

@@ -113,7 +113,7 @@ def generate_run(model, prompt, method, max_new_tokens, seed, chat, compare, **f
     yield views(trace) | {"trace": trace, "other": None, "status": f"Starting {md_esc(model)}…"}
     work = run_work(model, prompt, strategy=method, params=params, max_new_tokens=max_new_tokens, seed=seed,
                     chat=bool(chat))
-    particles = lambda progress: live_particles(trace, progress)  # noqa: E731  (each step's tokens as they come)
+    particles = lambda progress: live_particles(trace, progress)  # each step's tokens as they come
     yield from stream_views(work, trace, lambda: views(trace, live=True), "particle steps", quick=particles)
     done = views(trace) | {"trace": trace}
     if other_params is None or trace.finish is None or trace.finish.stop_reason == "cancelled":
@@ -124,8 +124,8 @@ def generate_run(model, prompt, method, max_new_tokens, seed, chat, compare, **f
                                             "and prompt, for the comparison…"}
     work = run_work(model, prompt, strategy=compare, params=other_params, max_new_tokens=max_new_tokens, seed=seed,
                     chat=bool(chat))
-    particles = lambda progress: live_particles(other, progress, f"comparison: {compare}")  # noqa: E731
-    render = lambda: {"summary": views(trace, other)["summary"]} | particles(None)  # noqa: E731
+    particles = lambda progress: live_particles(other, progress, f"comparison: {compare}")
+    render = lambda: {"summary": views(trace, other)["summary"]} | particles(None)
     yield from stream_views(work, other, render, f"{compare} steps", quick=particles)
     yield views(trace, other) | {"status": comparison_status(trace, other)}
 

@@ -187,7 +187,7 @@ def fields_from_params(method: str, params: dict) -> dict:
 
 
 def task_choices() -> list[tuple[str, str]]:
-    short = lambda q: q if len(q) <= 70 else q[:67] + "…"  # noqa: E731
+    short = lambda q: q if len(q) <= 70 else q[:67] + "…"
     return [("(free prompt)", FREE_PROMPT)] + [(f"#{t['id']} · {t['model']} · {short(t['question'])} (= {t['answer']})",
                                                 str(t["id"])) for t in TASKS]
 
@@ -356,5 +356,6 @@ def stats_line(trace: Trace) -> str:
             f"{s['elapsed_s']:.1f} s ({fmt(s.get('tokens_spent_per_s'), 1)} tokens/s)")
 
 
-__all__ = ["CONTROLS", "DEFAULT_METHOD", "METHOD_DEFAULTS", "VARYING", "defaults_on_switch", "settings_of", "DEFAULT_MODEL", "DEFAULT_PROMPT", "DEFAULT_SETTINGS", "FIELDS",
+__all__ = ["CONTROLS", "DEFAULT_METHOD", "METHOD_DEFAULTS", "VARYING", "defaults_on_switch", "settings_of", "DEFAULT_MODEL",
+           "DEFAULT_PROMPT", "DEFAULT_SETTINGS", "FIELDS",
            "METHODS", "OUTPUTS", "REWARDS", "collect_params", "fields_from_params", "views"]

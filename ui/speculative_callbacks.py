@@ -60,7 +60,7 @@ def generate_run(model, prompt, max_new_tokens, seed, chat, compare, **fields) -
     yield views(trace) | {"trace": trace, "baseline": None, "plain": None, "status": f"Starting {md_esc(model)}…"}
     work = run_work(model, prompt, strategy=STRATEGY, params=params, max_new_tokens=max_new_tokens, seed=seed,
                     chat=bool(chat))
-    chips = lambda _: {"text": spec_tokens_html(trace)}  # noqa: E731  (each round's tokens as they come)
+    chips = lambda _: {"text": spec_tokens_html(trace)}  # each round's tokens as they come
     yield from stream_views(work, trace, lambda: views(trace, live=True), "tokens", quick=chips)
     done = views(trace) | {"trace": trace}
     if not compare or trace.finish is None or trace.finish.stop_reason == "cancelled":
@@ -72,7 +72,7 @@ def generate_run(model, prompt, max_new_tokens, seed, chat, compare, **fields) -
                                             "same target for the speed comparison…"}
     work = run_work(model, prompt, strategy=strategy, params=plain_params, max_new_tokens=max_new_tokens,
                     seed=seed, chat=bool(chat))
-    late = lambda item: plain.append(item) if isinstance(item, Event) else None  # noqa: E731  (after Stop)
+    late = lambda item: plain.append(item) if isinstance(item, Event) else None  # after Stop
     try:
         with contextlib.closing(stream_in_thread(work, on_late=late)) as pump:  # Stop closes it (and waits)
             for batch in pump:

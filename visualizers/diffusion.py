@@ -78,7 +78,8 @@ _CSS = " ".join("""
  white-space:pre;font-family:ui-monospace,monospace;font-size:13px;border:1px solid rgba(0,0,0,.12)}
 .dl-canvas .masked{color:#777;letter-spacing:1px}
 .dl-canvas .new{outline:2px solid #e4572e;outline-offset:1px;box-shadow:0 0 6px 1px rgba(228,87,46,.6)}
-.dl-canvas .remasked{border:1px dashed #e4572e}.dl-canvas .rejected{outline:2px dashed #4c78a8;outline-offset:1px}.dl-canvas .sym{opacity:.55}
+.dl-canvas .remasked{border:1px dashed #e4572e}.dl-canvas .rejected{outline:2px dashed #4c78a8;outline-offset:1px}
+.dl-canvas .sym{opacity:.55}
 .dl-canvas .dl-legend{display:flex;flex-wrap:wrap;align-items:center;gap:.5em;font-size:12px;opacity:.85;
  margin-bottom:.4em}.dl-canvas .dl-bar{display:inline-block;width:8em;height:.9em;border-radius:3px}
 .dl-canvas .dl-empty{font-size:13px;opacity:.75;font-style:italic}
@@ -141,10 +142,11 @@ def canvas_html(steps: list[DiffusionStep], upto: int | None = None) -> str:
         else:
             text = now.canvas_text[i]
             step, conf = done.get(i, (None, None))
+            final = i in new and i in (now.extra.get("predicted_final") or ())
             tip = (f"position {i} · '{visible(text)}' (id {tok})\ncommitted at step {_fmt(step, 'd')}"
                    f"{' (this step)' if i in new else ''} · confidence {_fmt(conf)}"
                    f"{' · a verified draft (FreeDave)' if verified and i in new else ''}"
-                   f"{' · the filter said final (Learn2PD)' if i in new and i in (now.extra.get('predicted_final') or ()) else ''}")
+                   f"{' · the filter said final (Learn2PD)' if final else ''}")
             cls = "cell committed" + (" new" if i in new else "")
             bg = chip_color((conf - lo) / (hi - lo)) if conf is not None else COLORS["masked"]
             body = _cell_text(text)

@@ -51,7 +51,8 @@ def span_heatmap_figure(trace: Trace) -> go.Figure:
     best = record["best"]
     fig.add_trace(go.Scatter(x=[best["end"]], y=[best["start"]], mode="markers", name="exact best span",
                              marker=dict(symbol="star", size=18, color="#e4572e", line=dict(color="#fff", width=1)),
-                             hovertemplate=plotly_safe(f"exact best: '{best['text']}'") + f"<br>log P {best['logprob']:.2f}<extra></extra>"))
+                             hovertemplate=plotly_safe(f"exact best: '{best['text']}'")
+                             + f"<br>log P {best['logprob']:.2f}<extra></extra>"))
     greedy = record["greedy"]
     if greedy["span"] is not None:
         fig.add_trace(go.Scatter(x=[greedy["span"][1]], y=[greedy["span"][0]], mode="markers", name="greedy answer",

@@ -58,7 +58,8 @@ def momentum_graph_figure(trace: Trace) -> go.Figure:
                     color=[LOOP if visits[t] > 1 else NEW for t in ids]),
         hovertext=[plotly_safe(f"{label(texts[t])} visited {visits[t]}×") for t in ids], hoverinfo="text"))
     alpha = steps[0].extra.get("alpha")
-    title, top = title_block([f"Momentum (alpha {plotly_safe(alpha)}): {n} nodes, {loops} of {len(steps) - 1} steps close a loop"],
+    title, top = title_block([f"Momentum (alpha {plotly_safe(alpha)}): {n} nodes, "
+                              f"{loops} of {len(steps) - 1} steps close a loop"],
                              small="red = revisited node / loop edge (thicker = deeper repeated n-gram)")
     fig.update_layout(template=TEMPLATE, height=HEIGHT, title=title, margin=dict(l=20, r=20, t=top, b=20))
     fig.update_xaxes(visible=False)

@@ -61,7 +61,7 @@ def misreads(text: str, problem) -> tuple[int, int]:
     text's own previous result): the operation and operand must be the question's, `a` the chain's."""
     steps = wrong = 0
     previous = int(_STEP.match(problem.steps[0]).group(1))
-    for i, line in enumerate(l for l in text.splitlines() if _STEP.match(l.strip())):
+    for i, line in enumerate(s for s in text.splitlines() if _STEP.match(s.strip())):
         a, op, b, c = _STEP.match(line.strip()).groups()
         ref = _STEP.match(problem.steps[i]) if i < len(problem.steps) else None
         steps += 1

@@ -21,12 +21,14 @@ AGGREGATES = ("last", "min", "mean", "product")
 class ScalingParams(Params):
     """Parameters every scaling method shares: budget, reward, sampling and step shape."""
 
-    n: int = param(4, low=1, high=64, ui_high=16, label="N (particles)", help="Particles / samples / beams decoded together: the budget.")
+    n: int = param(4, low=1, high=64, ui_high=16, label="N (particles)",
+                   help="Particles / samples / beams decoded together: the budget.")
     reward: str = param("arith-step", plugins=REWARDS, help="What scores each step (list: python -m decoding list).")
     temperature: float = param(0.8, low=0.0, high=5.0, help="Token sampling temperature of every particle (0 = greedy).")
     top_p: float = param(0.95, low=0.0, high=1.0, low_inclusive=False, help="Nucleus mass kept for every token (1 = off).")
     step_delimiter: str = param("newline", choices=tuple(STEP_DELIMITERS), help="Where one reasoning step ends.")
-    max_step_tokens: int = param(48, low=1, high=512, ui_high=128, label="max step tokens", help="A step also ends after this many tokens.")
+    max_step_tokens: int = param(48, low=1, high=512, ui_high=128, label="max step tokens",
+                                 help="A step also ends after this many tokens.")
     aggregate: str = param("min", choices=AGGREGATES, help="How a solution's step rewards make its score.")
     reference: str = param("", note="a number", help="The task's expected answer: final-answer's oracle (best-of-N "
                                                      "becomes pass@N) and the ✓/✗ of the final choice.")
@@ -41,7 +43,8 @@ class ScalingParams(Params):
 class BestOfNParams(ScalingParams):
     select: str = param("max", choices=("max", "softmax"), label="selection",
                         help="Pick the highest score, or draw from softmax(score / select_temperature).")
-    select_temperature: float = param(0.1, low=1e-3, high=10.0, step=0.01, ui_high=2, label="selection temperature", help="select=softmax: lower = closer to the maximum.")
+    select_temperature: float = param(0.1, low=1e-3, high=10.0, step=0.01, ui_high=2, label="selection temperature",
+                                      help="select=softmax: lower = closer to the maximum.")
 
 
 @dataclass(frozen=True)
@@ -64,16 +67,20 @@ class RewardBeamParams(ScalingParams):
 class ParticleFilterParams(ScalingParams):
     reward_temperature: float = param(1.0, low=1e-3, high=100.0, step=0.05, ui_high=5, label="reward temperature T",
                                       help="Weights = softmax(logit(reward) / this): lower = greedier.")
-    resampling: str = param("multinomial", choices=pf.RESAMPLE_METHODS, label="resampling", help="How N particles are drawn from the weights.")
+    resampling: str = param("multinomial", choices=pf.RESAMPLE_METHODS, label="resampling",
+                            help="How N particles are drawn from the weights.")
     ess_threshold: float = param(0.0, low=0.0, high=1.0, step=0.05, label="ESS threshold",
                                  help="Resample only when ESS < this x N (0 = every step, as the paper).")
     entropic: float = param(0.0, low=0.0, high=1.0, step=0.05, label="entropic (ePF)",
                             help="ePF: flatten weights to at least this fraction of the maximum entropy.")
     lookahead: float = param(0.0, low=0.0, high=10.0, step=0.1, ui_high=2, label="look-ahead (ePF)",
-                             help="ePF look-ahead: weight of the reward of one more sampled step (0 = off; costs a step per step).")
-    select: str = param("best", choices=("best", "vote"), label="final choice", help="Final answer: the highest weight, or the weighted majority.")
+                             help="ePF look-ahead: weight of the reward of one more sampled step "
+                                  "(0 = off; costs a step per step).")
+    select: str = param("best", choices=("best", "vote"), label="final choice",
+                        help="Final answer: the highest weight, or the weighted majority.")
 
 
 @dataclass(frozen=True)
 class FirstFinishParams(ScalingParams):
-    chunk_tokens: int = param(8, low=1, high=256, ui_high=64, label="chunk tokens", help="Tokens each sample generates between two pictures.")
+    chunk_tokens: int = param(8, low=1, high=256, ui_high=64, label="chunk tokens",
+                              help="Tokens each sample generates between two pictures.")

@@ -14,10 +14,10 @@ Papers followed
     rejection sampling: the default rule "rsd"); Sun et al. 2023, "SpecTr: Fast Speculative
     Decoding via Optimal Transport" (rule "spectr": siblings drawn i.i.d. from q, with
     replacement, for its k-sequential selection). Both are lossless; see
-    `decoding.speculative.verify`. How the dynamic tree stays lossless when sampling: `allot_children`. The confidence cut-off of a chain
-    (transformers' `assistant_confidence_threshold`): drafting stops after a token whose draft
-    probability is below the threshold; the draft's length is then a stopping time of the draft
-    itself, which keeps chain verification lossless (each position is still judged against q).
+    `decoding.speculative.verify`. How the dynamic tree stays lossless when sampling: `allot_children`. The
+    confidence cut-off of a chain (transformers' `assistant_confidence_threshold`): drafting stops after a token
+    whose draft probability is below the threshold; the draft's length is then a stopping time of the draft itself,
+    which keeps chain verification lossless (each position is still judged against q).
 
 Glossary
     plan        the tree shape for this round: chain, static (full width-ary tree) or dynamic;
@@ -273,8 +273,8 @@ class EarlyExitDrafter(ModelDrafter):
         model = target.model
         layer_params = sum(p.numel() for p in model.model.layers[0].parameters())
         head_params = model.get_output_embeddings().weight.numel()
-        self.cost = {l: (l * layer_params + head_params) / (num_layers * layer_params + head_params)
-                     for l in self.candidates}
+        self.cost = {n: (n * layer_params + head_params) / (num_layers * layer_params + head_params)
+                     for n in self.candidates}
         self._use(self.layer)
 
     def _use(self, layer: int) -> None:
@@ -327,7 +327,7 @@ class EarlyExitDrafter(ModelDrafter):
                 agree = torch.minimum(top_p.float(), torch.softmax(logits, -1)).sum(-1).mean().item()
             old = self.alpha[layer]
             self.alpha[layer] = agree if old is None else 0.7 * old + 0.3 * agree
-        best = max((self._value(l, k), l, k) for l in self.candidates for k in range(0, self.max_depth + 1))
+        best = max((self._value(n, k), n, k) for n in self.candidates for k in range(0, self.max_depth + 1))
         self.length = best[2]
         if best[2]:
             self._use(best[1])

@@ -70,7 +70,7 @@ def adadec(ctx: RunContext, params: AdaDecParams, outcome: Outcome) -> Iterator[
             rows = reorder_cache(cache, torch.zeros(k, dtype=torch.long))  # k copies of the context
             tokens = cand_ids.view(k, 1).to(lm.device)  # (k, 1)
             look_ids, look_logprobs, first_logits = [], [], None
-            for i in range(room):
+            for _ in range(room):
                 if outcome.cancelled(ctx):  # Stop during the lookahead ends the run before its next call
                     return
                 o = lm.forward(tokens, rows)

@@ -221,7 +221,8 @@ def beam(ctx: RunContext, params: BeamParams, outcome: Outcome) -> Iterator[Even
         beams = [{"token_ids": seqs[p] + [t], "text": lm.decode(seqs[p] + [t]), "score": s, "parent": p,
                   "token_id": t, "token_text": lm.token_text(t), "logprob": lp_t} for p, t, s, lp_t in live]
         yield BeamStep(step=ctx.step_offset + step, beams=beams,
-                       finished=[{"token_ids": h["token_ids"], "text": lm.decode(h["token_ids"]), "score": h["score"]} for h in ended],
+                       finished=[{"token_ids": h["token_ids"], "text": lm.decode(h["token_ids"]), "score": h["score"]}
+                                 for h in ended],
                        entropy=entropy, elapsed_s=ctx.elapsed(), forward_passes=1)
         seqs = [b["token_ids"] for b in beams]
         scores = torch.tensor([b["score"] for b in beams])

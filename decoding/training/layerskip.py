@@ -261,7 +261,8 @@ def train(model, tokenizer, train_ids: torch.Tensor, val_batches: list, cfg: Lay
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m decoding.training.layerskip", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", required=True, help="train.txt written by `python -m decoding.training.train corpus` (val.txt beside it)")
+    parser.add_argument("--data", required=True,
+                        help="train.txt written by `python -m decoding.training.train corpus` (val.txt beside it)")
     parser.add_argument("--base", default=str(ASSETS / "tiny-ar"), help="the model to continue training")
     parser.add_argument("--out", required=True, help="folder for the checkpoint, the float16 export and train.log")
     parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")

@@ -504,7 +504,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--vocab", type=int, default=4096)
-    p.add_argument("--docs", choices=DOCS, default="lines", help="documents: one per line, blank-line separated, or blank-line separated prompt line + answer")
+    p.add_argument("--docs", choices=DOCS, default="lines",
+                   help="documents: one per line, blank-line separated, or blank-line separated prompt line + answer")
     p.add_argument("--split-digits", action="store_true", help="one token per digit (arithmetic data)")
     p.add_argument("--prompt-line-template", action="store_true",
                    help="a chat template that writes the user's message as one prompt line (prompt-answer models)")
@@ -513,7 +514,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tokenizer", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--log", default=None, help="log file (default OUT/train.log)")
-    p.add_argument("--docs", choices=DOCS, default="lines", help="documents: one per line, blank-line separated, or blank-line separated prompt line + answer")
+    p.add_argument("--docs", choices=DOCS, default="lines",
+                   help="documents: one per line, blank-line separated, or blank-line separated prompt line + answer")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt (same options)")
     for name, default in asdict(TrainConfig()).items():
         p.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)

@@ -197,7 +197,8 @@ def test_cancel_stops_between_steps(dlm):
 
 @pytest.mark.parametrize("params, length, message", [
     ({"steps": -1}, 8, "`steps` must be"), ({"steps": 9}, 8, r"`steps` must be in \[1, max_new_tokens=8\]"),
-    ({"block_length": 3}, 8, "`block_length` must divide"), ({"steps": 1, "block_length": 4}, 8, "`steps` must be >= the number of blocks"),
+    ({"block_length": 3}, 8, "`block_length` must divide"),
+    ({"steps": 1, "block_length": 4}, 8, "`steps` must be >= the number of blocks"),
     ({"remasking": "lowest"}, 8, "`remasking` must be one of"), ({"threshold": 1.5}, 8, "`threshold` must be"),
     ({"sampler": "leap"}, 8, "`sampler` must be one of"), ({"sampler": "localleap"}, 8, "`threshold` must be in"),
     ({"radius": -1}, 8, "`radius`"), ({"anchor_threshold": 0}, 8, "`anchor_threshold`"),

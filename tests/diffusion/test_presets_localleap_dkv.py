@@ -19,7 +19,7 @@ def test_localleap_and_dkv_cache_preset_notes_hold():
                          max_new_tokens=64, chat=False)
     leap = run_to_trace(lm, leap_preset.prompt, strategy="diffusion", params=leap_preset.params, max_new_tokens=64, chat=False)
     dkv = run_to_trace(lm, dkv_preset.prompt, strategy="diffusion", params=dkv_preset.params, max_new_tokens=64, chat=False)
-    steps = lambda t: len(t.of_kind("diffusion_step"))  # noqa: E731
+    steps = lambda t: len(t.of_kind("diffusion_step"))
     assert steps(fixed) == 64 and steps(leap) == 60 and leap.finish.text == fixed.finish.text
     assert fixed.finish.text.strip().endswith("came unto Moses, saying,")
     assert steps(dkv) == 64 and dkv.finish.text.strip().endswith("and the word of the LORD.")

@@ -246,7 +246,7 @@ def test_lookahead_weights_modulate_by_the_successor():
     assert torch.allclose(lookahead_weights(now, ahead, 0.0), weights_from_rewards(now))
     w = lookahead_weights(now, ahead, 1.0)
     assert w[1] > w[0]  # same reward now; the one whose next step checks out gains
-    logit = lambda r: math.log(r / (1 - r))  # noqa: E731
+    logit = lambda r: math.log(r / (1 - r))
     expected = torch.softmax(torch.tensor([logit(a) + logit(b) for a, b in zip(now, ahead)], dtype=torch.float64), 0)
     assert torch.allclose(w, expected)
     assert lookahead_weights([0.8, 0.6], [0.0, 0.5], 1.0)[0] == 0  # a violation in the look-ahead kills

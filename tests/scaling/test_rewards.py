@@ -218,8 +218,10 @@ def test_one_reward_registry_builds_each_reward_from_cli_strings():
 
 @pytest.mark.parametrize("sets, match", [
     ({"reward": "oracle"}, "`reward` must be one of arith-step, arith-lastdigit, spare, final-answer"),
-    ({"reward": "max-word-length", "max_word_length": "five"}, "`max-word-length.max_word_length` must be an integer, got 'five'"),
-    ({"reward": "max-word-length", "max_word_length": "0"}, r"`max-word-length.max_word_length` must be an integer in \[1, 40\], got 0"),
+    ({"reward": "max-word-length", "max_word_length": "five"},
+     "`max-word-length.max_word_length` must be an integer, got 'five'"),
+    ({"reward": "max-word-length", "max_word_length": "0"},
+     r"`max-word-length.max_word_length` must be an integer in \[1, 40\], got 0"),
     ({"reward": "forbid-letter", "hard": "maybe"}, "`forbid-letter.hard` must be true or false, got 'maybe'"),
     ({"reward": "final-answer", "reference": "x"}, "`reference` must be a number"),
     ({"reward": "required-words", "words": " , "}, "`required-words.words` must be a non-empty list"),

@@ -78,7 +78,7 @@ def test_padding_is_hidden_from_the_waiting_rows(tiny_lm):
 def _steps_under(batch_extend, tiny_lm, prompt, n=4, budget=30, cap=6):
     """Every row's steps, called step by step until each row has used its budget or ended."""
     batch = ParticleBatch(tiny_lm, prompt, slot_generators(11, n), temperature=1.0)
-    step_done = lambda ids: ids[-1] % 5 == 0  # noqa: E731  (a step ends at an arbitrary token class)
+    step_done = lambda ids: ids[-1] % 5 == 0  # a step ends at an arbitrary token class
     used, steps, live = [0] * n, [[] for _ in range(n)], list(range(n))
     while live:
         grown = batch_extend(batch, live, step_done, cap, {i: budget - used[i] for i in live})
@@ -185,7 +185,7 @@ def test_particle_filter_with_a_constant_reward_is_independent_sampling(smol_lm)
     pf = run_to_trace(smol_lm, prompt, strategy="particle-filter", params=common, max_new_tokens=24, seed=11)
     bon = run_to_trace(smol_lm, prompt, strategy="best-of-n", params=common, max_new_tokens=24, seed=11)
     assert stats(pf)["resampling_events"] == 0
-    texts = lambda t: [p["text"] for p in t.finish.extra["particles"]]  # noqa: E731
+    texts = lambda t: [p["text"] for p in t.finish.extra["particles"]]
     assert texts(pf) == texts(bon)
     assert len(set(texts(pf))) == 3
 
@@ -376,7 +376,7 @@ def test_progress_shows_each_steps_tokens_as_sampled_and_changes_nothing(tiny_lm
         seen.append(event)
         watched.append(event)
     alone = run_to_trace(tiny_lm, PROMPT, **kwargs)
-    strip = lambda t: [{k: v for k, v in e.to_dict().items() if k != "elapsed_s"} for e in t.events]  # noqa: E731
+    strip = lambda t: [{k: v for k, v in e.to_dict().items() if k != "elapsed_s"} for e in t.events]
     assert strip(watched) == strip(alone) and stats(watched)["tokens_spent"] == stats(alone)["tokens_spent"]
     Trace.from_dict(json.loads(watched.to_json()))  # valid (decoding/trace_checks.py)
 

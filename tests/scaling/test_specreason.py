@@ -69,7 +69,7 @@ def test_every_step_rewritten_is_plain_sampling_by_the_policy(math_lm, problem):
     spec = run_to_trace(math_lm, prompt, strategy="step-speculation",
                         params={"n": 2, "accept": 1.0}, **common)
     plain = run_to_trace(math_lm, prompt, strategy="best-of-n", params={"n": 2}, **common)
-    texts = lambda t: [p["text"] for p in t.finish.extra["particles"]]  # noqa: E731
+    texts = lambda t: [p["text"] for p in t.finish.extra["particles"]]
     assert texts(spec) == texts(plain)
     assert spec.finish.extra["speculation"]["accepted_steps"] == 0
     from visualizers.particles import particles_html

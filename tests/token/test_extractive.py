@@ -1,5 +1,6 @@
 """exact-extract (Castel, Ram, Efrat and Levy, AKBC 2022, arXiv 2108.05857): the chosen span is the most
-probable span by brute force, the prompt must carry a passage and a question, and a real run on smollm2-135m answers from the passage."""
+probable span by brute force, the prompt must carry a passage and a question, and a real run on smollm2-135m
+answers from the passage."""
 
 import math
 

@@ -56,7 +56,7 @@ def test_hyperfitted_model_preset_note_holds():
         lm = LM(load_model(name, dtype="float32", progress=None))
         runs[name] = run_to_trace(lm, preset.prompt, strategy="greedy", max_new_tokens=preset.max_new_tokens, chat=False)
     hyper, base = runs["tiny-ar-hyperfit"], runs["tiny-ar"]
-    mean = lambda t: sum(e.entropy for e in t.of_kind("token")) / len(t.of_kind("token"))  # noqa: E731
+    mean = lambda t: sum(e.entropy for e in t.of_kind("token")) / len(t.of_kind("token"))
     assert "after all thy wickedness, (woe, woe unto thee! saith the LORD GOD;)" in hyper.finish.text
     assert mean(hyper) < 0.15 and mean(base) > 2.5
     assert "and went out, and went out, and went out" in base.finish.text

@@ -36,7 +36,8 @@ def test_tokenizer_round_trip_and_specials(tokenizer, tmp_path):
 
 
 def test_clean_bible_strips_headers_and_verse_numbers():
-    raw = "\nGenesis 1\n\n  1 In the beginning God created the heaven\nand the earth.\n  2 And the earth.\n\n1 John 2\n\n  1 My little children.\n"
+    raw = ("\nGenesis 1\n\n  1 In the beginning God created the heaven\nand the earth.\n  2 And the earth.\n\n"
+           "1 John 2\n\n  1 My little children.\n")
     verses = T.clean_bible(raw)
     assert verses == [("Genesis 1", "In the beginning God created the heaven and the earth."),
                       ("Genesis 1", "And the earth."), ("1 John 2", "My little children.")]

@@ -18,18 +18,18 @@ import pytest
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-import gradio as gr  # noqa: E402
+import gradio as gr
 
-from conftest import api_run  # noqa: E402
-from decoding.__main__ import summary  # noqa: E402
-from decoding.events import Trace, TokenStep  # noqa: E402
-from decoding.lm import LM  # noqa: E402
-from decoding.run import MAX_NEW_TOKENS_CAP, run_to_trace  # noqa: E402
-from decoding.registry import param_specs  # noqa: E402
-from ui import playground_callbacks as cb  # noqa: E402
-from ui.common import Redraw, bind, model_choices, named_inputs  # noqa: E402
-from ui.exports import download  # noqa: E402
-from ui.playground_views import collect_params, new_selection, param_widgets, playground_strategies  # noqa: E402
+from conftest import api_run
+from decoding.__main__ import summary
+from decoding.events import Trace, TokenStep
+from decoding.lm import LM
+from decoding.run import MAX_NEW_TOKENS_CAP, run_to_trace
+from decoding.registry import param_specs
+from ui import playground_callbacks as cb
+from ui.common import Redraw, bind, model_choices, named_inputs
+from ui.exports import download
+from ui.playground_views import collect_params, new_selection, param_widgets, playground_strategies
 
 TINY = "tiny-random"
 CLI_KEYS = {"model", "strategy", "params", "prompt", "text", "token_ids", "stats"}

@@ -17,9 +17,9 @@ import pytest
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-import gradio as gr  # noqa: E402
+import gradio as gr
 
-from ui.playground_views import new_selection  # noqa: E402
+from ui.playground_views import new_selection
 
 TABS = ("playground", "speculative", "scaling", "diffusion")
 

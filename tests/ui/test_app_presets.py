@@ -7,10 +7,10 @@ import os
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from decoding.presets import load_presets  # noqa: E402
-from ui import playground_callbacks as cb  # noqa: E402
-from ui.common import model_choices  # noqa: E402
-from ui.playground_views import param_widgets, playground_strategies  # noqa: E402
+from decoding.presets import load_presets
+from ui import playground_callbacks as cb
+from ui.common import model_choices
+from ui.playground_views import param_widgets, playground_strategies
 
 
 def test_the_menu_lists_the_playground_presets():

@@ -26,6 +26,7 @@ from ui.scaling_views import (task_of_prompt, DEFAULT_PROMPT, DEFAULT_SETTINGS, 
 MODEL = "smollm2-135m"
 SMALL = {"n": 3, "max_step_tokens": 8}
 TASK = load_tasks()[0]
+PROMPT = task_prompt(TASK["question"])
 
 
 def values(**changes) -> dict:
@@ -34,7 +35,7 @@ def values(**changes) -> dict:
     return {name: settings[name] for name in FIELDS}
 
 
-def run_ui(method="particle-filter", prompt=task_prompt(TASK["question"]), max_new_tokens=16, compare="none", model=MODEL,
+def run_ui(method="particle-filter", prompt=PROMPT, max_new_tokens=16, compare="none", model=MODEL,
            **params) -> list[dict]:
     return list(cb.generate_run(model, prompt, method, max_new_tokens, 0, True, compare, **values(**params)))
 

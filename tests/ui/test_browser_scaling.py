@@ -29,7 +29,8 @@ def test_particle_filter_on_a_task_and_screenshot(app_url):
             page.wait_for_function("m => document.querySelector('#sc-model input').value === m", arg=model)
         page.locator("#sc-method input[value='particle-filter']").check()
         page.wait_for_selector("#sc-particle-filter-reward-temperature", state="visible")
-        assert page.locator("#sc-reward-beam-beam-width").is_hidden() and page.locator("#sc-first-finish-chunk-tokens").is_hidden()
+        assert page.locator("#sc-reward-beam-beam-width").is_hidden()
+        assert page.locator("#sc-first-finish-chunk-tokens").is_hidden()
         choose(page, "sc-reward", "final-answer")
         page.wait_for_selector("#sc-reference", state="visible")
         assert page.locator("#sc-reference input, #sc-reference textarea").first.input_value() == task["answer"]

@@ -37,7 +37,7 @@ def toast_texts(page) -> list[str]:
     return page.locator(".toast-body").all_inner_texts()
 
 
-def test_hostile_traces_are_refused_or_shown_as_text_in_every_tab(app_url, traces, tmp_path):  # noqa: F811
+def test_hostile_traces_are_refused_or_shown_as_text_in_every_tab(app_url, traces, tmp_path):  # noqa: F811 (the fixture imported above)
     attack = json.loads(traces["sample"].to_json())
     attack["events"][1]["step"] = PAYLOAD  # issue 12: a string step reached data-step="..." unescaped
     files = {"attack": tmp_path / "attack.json"}
@@ -82,7 +82,7 @@ def test_hostile_traces_are_refused_or_shown_as_text_in_every_tab(app_url, trace
 LINK = "Session expired: click to sign in"
 
 
-def test_links_in_a_trace_are_never_links_on_the_page(app_url, traces, tmp_path):  # noqa: F811
+def test_links_in_a_trace_are_never_links_on_the_page(app_url, traces, tmp_path):  # noqa: F811 (the fixture imported above)
     """Issue 25: plotly turns `<a href>` in a title or label into a real link, Markdown turns `[text](url)`
     into one; a replayed value is plain text in both (the status line, the charts)."""
     scaling = json.loads(traces["particle-filter"].to_json())

@@ -28,7 +28,7 @@ from visualizers.token_methods import momentum_graph_figure
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-import bench_draw as bd  # noqa: E402
+import bench_draw as bd
 
 LINK = "<a href='http://x'>Session expired</a>"
 STYLE = "<span style='font-size:30px;color:red'>Session expired: click to sign in</span>"

@@ -35,7 +35,7 @@ from visualizers.token_methods import momentum_graph_figure, superposed_figure
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-import bench_draw as bd  # noqa: E402
+import bench_draw as bd
 
 CPU_S = 8.0  # per figure, generous: the target is well under 2 s; the old code took 20 s and more
 
