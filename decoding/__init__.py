@@ -10,10 +10,13 @@ Public entry points::
 See ARCHITECTURE.md: strategies are generators of typed events; a Trace collects them;
 visualizers and statistics read traces, never models. Importing this package registers every
 shipped method: it imports every module of each family package (`discover`), and each module
-registers its own methods and plug-ins.
+registers its own methods and plug-ins. Then the packages named in `DECODING_LAB_PLUGINS` (comma-
+separated importable names; set by whoever runs the app or the CLI) are discovered the same way: a
+project's own methods and plug-ins, outside this repository (`load_plugins`).
 """
 
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -58,8 +61,27 @@ def _started_with_dash_m() -> str:
     return name.removeprefix("-m")
 
 
+PLUGINS_ENV = "DECODING_LAB_PLUGINS"  # packages (or modules) of methods and plug-ins from outside, comma-separated
+
+
+def load_plugins() -> list[str]:
+    """Import the packages (each of their modules, as `discover` does) or modules named in `DECODING_LAB_PLUGINS`,
+    so what they register joins the shipped methods everywhere (list, run, the API, the tabs). Returns the
+    names imported; a name that does not import is an ImportError saying which and why."""
+    names = [n.strip() for n in os.environ.get(PLUGINS_ENV, "").split(",") if n.strip()]
+    for name in names:
+        try:
+            module = importlib.import_module(name)
+        except ImportError as error:
+            raise ImportError(f"{PLUGINS_ENV} names {name!r}, which does not import: {error}") from error
+        if hasattr(module, "__path__"):
+            discover(name)
+    return names
+
+
 for _family in FAMILY_PACKAGES:
     discover(f"decoding.{_family}")
 del _family
+load_plugins()
 
-__all__ = ["Trace", "generate", "load_model", "run_to_trace"]
+__all__ = ["Trace", "generate", "load_model", "load_plugins", "run_to_trace"]

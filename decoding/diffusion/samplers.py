@@ -44,7 +44,6 @@ from typing import Callable, Iterator
 import torch
 
 from decoding.events import DiffusionStep, Event
-from decoding.diffusion.learn2pd import filter_for, position_features
 from decoding.diffusion.lm import DiffusionLM, KVState
 from decoding.params import Params, own_params, param
 from decoding.registry import Registry, family_check, register_strategy
@@ -121,13 +120,6 @@ class LocalLeapParams(Params):
               f"in (0, anchor_threshold={self.anchor_threshold}] for sampler=localleap (the relaxed threshold)")
         _must(family, family.remasking in ("low-confidence", "margin"), "remasking",
               "low-confidence or margin when a confidence threshold is used (threshold > 0 or sampler=localleap)")
-
-
-@dataclass(frozen=True)
-class Learn2PDParams(Params):
-    filter_threshold: float = param(0.9, low=0.0, high=1.0, low_inclusive=False,
-                                    help="Commit every masked position the filter says is final with at least this "
-                                         "probability.")
 
 
 @dataclass(frozen=True)
@@ -260,18 +252,6 @@ def _localleap(scores, candidates, params: DiffusionParams, scheduled: int) -> t
     chosen, anchors = select_localleap(scores, candidates, own.anchor_threshold, params.threshold, own.radius, own.decay)
     return chosen, {"anchors": torch.nonzero(anchors)[:, 0].tolist(), "threshold": params.threshold,
                     "anchor_threshold": own.anchor_threshold, "decay": own.decay}
-
-
-@SAMPLERS.register("learn2pd", help="commit every masked position a small learned filter predicts is already final "
-                                     "(Learn2PD; the filter ships with tiny-parallel)",
-                   params=Learn2PDParams, needs_view=True, check_model=filter_for)
-def _learn2pd(scores, candidates, params: DiffusionParams, scheduled: int, view) -> tuple[torch.Tensor, dict]:
-    lm = view.lm
-    final_p = filter_for(lm.loaded)(position_features(view.logits, view.canvas, lm.mask_id, lm.stop_ids))  # (L,)
-    final = candidates & (final_p >= params.own.filter_threshold)
-    chosen = final | select_top_k(scores, candidates, 1)
-    return chosen, {"filter_threshold": params.own.filter_threshold, "predicted_final": torch.nonzero(final)[:, 0].tolist(),
-                    "filter_p": [round(float(p), 4) if c else None for p, c in zip(final_p.tolist(), candidates.tolist())]}
 
 
 @dataclass
