@@ -30,7 +30,7 @@ import decoding  # noqa: F401  (switches telemetry and analytics off before grad
 import gradio as gr
 
 from ui.api import register_api
-from ui.common import queued, serve, startup_progress
+from ui.launch import queued, serve, startup_progress
 from ui.diffusion import build_diffusion
 from ui.classroom import present_button
 from ui.exports import gradio_cache_policy

@@ -131,7 +131,7 @@ def param(default, *, help: str, low: float = -math.inf, high: float = math.inf,
     chosen plug-in's own parameters (its `params` dataclass) travel with it, namespaced
     `"<plug-in>.<field>"` (see `Params` and `from_values`).
 
-    `label`, `step` and `ui_high` are hints for the widget a tab generates (`ui.common.spec_widget`); they
+    `label`, `step` and `ui_high` are hints for the widget a tab generates (`ui.widgets.spec_widget`); they
     change nothing the engine accepts."""
     spec = dict(default=default, help=help, low=low, high=high, low_inclusive=low_inclusive,
                 high_inclusive=high_inclusive, choices=choices, note=note, off=off, plugins=plugins,

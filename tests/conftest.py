@@ -111,7 +111,7 @@ def start_app_server() -> str:
     with _LOCK:
         if "url" not in _SERVER:
             import app
-            from ui.common import launch_kwargs
+            from ui.launch import launch_kwargs
 
             port = free_port()
             app.demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,

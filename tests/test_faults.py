@@ -32,7 +32,7 @@ from decoding import trace_checks
 from conftest import tab_replayers
 from ui import playground_callbacks, scaling_callbacks, speculative_callbacks
 from ui.api import api_generate
-from ui.common import launch_kwargs
+from ui.launch import launch_kwargs
 from ui.playground_views import new_selection, param_widgets
 from ui.scaling_views import DEFAULT_SETTINGS as SCALING_SETTINGS, FIELDS as SCALING_FIELDS
 from ui.speculative_views import DEFAULT_SETTINGS as SPEC_SETTINGS, SPEC_FIELDS

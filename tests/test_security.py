@@ -25,7 +25,7 @@ from decoding.training.tiny import build_tiny_model
 from decoding.presets import parse_preset
 from decoding.run import run_to_trace, validate_request
 from conftest import tab_replayers
-from ui.common import error_toast, user_error
+from ui.widgets import error_toast, user_error
 from visualizers import (acceptance_figure, ar_vs_diffusion_html, beams_figure, budget_figure, canvas_html, choice_html,
                          compare_samplers_figure, confidence_figure, diffusion_summary_html, distribution_figure,
                          draft_tree_figure, entropy_figure, lineage_figure, overlap_figure, particles_html,

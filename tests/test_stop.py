@@ -4,7 +4,7 @@ Three levels, each with the property the issue asks for:
 
 - the engine: every strategy asks the stop flag before each model call (drafts, verifications,
   particle batches, reward and judge calls), so Stop pressed during model call k means no call k + 1;
-- the pump (`ui.common.stream_in_thread`): closing a run waits for its worker, and a worker computes
+- the pump (`ui.worker.stream_in_thread`): closing a run waits for its worker, and a worker computes
   only while it holds one of the process's model slots;
 - each lab (Playground, Speculative, Scaling with N = 64, Diffusion), through its tab's callback and over
   HTTP: cancel mid-run; the cancelled run's worker is gone within 1 s of the cancel's answer, and the
@@ -26,14 +26,14 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-import ui.common
+import ui.worker
 from decoding.diffusion.lm import DiffusionLM
 from decoding.events import RunFinished
 from decoding.lm import LM
 from decoding.registry import STRATEGIES
 from decoding.run import MAX_NEW_TOKENS_CAP, as_lm, run_to_trace
 from decoding.scaling import scoring
-from ui.common import WORKER_NAME, Status, model_event, model_slot, stream_in_thread
+from ui.worker import Status, WORKER_NAME, model_event, model_slot, stream_in_thread
 
 TINY, TINY_DRAFT, TINY_DIFFUSION = "tiny-random", "tiny-random-draft", "tiny-random-diffusion"
 PROMPT = "Stop means stop: 2 + 3 = 5\n4 + 4 ="
@@ -53,7 +53,7 @@ def wait_until(condition, timeout: float, poll: float = 0.01) -> bool:
 
 @dataclass
 class Run:
-    """One decoding run as a worker iterated it (`generate` in ui.common)."""
+    """One decoding run as a worker iterated it (`generate` in ui.worker)."""
 
     thread: threading.Thread
     started: float
@@ -77,7 +77,7 @@ class Probe:
         self.active = self.max_active = 0
         for cls, name in ((LM, "forward"), (DiffusionLM, "_call")):
             monkeypatch.setattr(cls, name, self._counted(getattr(cls, name)))
-        monkeypatch.setattr(ui.common, "generate", self._tracked(ui.common.generate))
+        monkeypatch.setattr(ui.worker, "generate", self._tracked(ui.worker.generate))
 
     def reset(self, stop_at: int | None = None) -> None:
         self.calls, self.stop_at = 0, stop_at

@@ -19,7 +19,7 @@ The `compare` endpoint runs 2-4 settings side by side (Compare mode, `decoding/c
         ...
     job.result()                  # {"runs": [summary per run], "table": [one row per run]}
 `job.cancel()` (`POST /cancel`) answers once the run has stopped, within one model call
-(`ui.common.model_event`).
+(`ui.worker.model_event`).
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from decoding.events import Event, Trace
 from decoding.models import DEFAULT_MODEL
 from decoding.remote.source import is_remote
 from decoding.run import validate_request
-from ui.common import (MODEL_CONCURRENCY_ID, USER_ERRORS, check_model, runs_at_once, model_event, run_work,
-                       stream_in_thread)
+from ui.widgets import USER_ERRORS
+from ui.worker import MODEL_CONCURRENCY_ID, check_model, model_event, run_work, runs_at_once, stream_in_thread
 from ui.compare_callbacks import compare_work
 
 

@@ -13,7 +13,8 @@ import gradio as gr
 
 from decoding.compare import MAX_RUNS
 from ui import compare_callbacks as cb
-from ui.common import MODEL_CONCURRENCY_ID, bind, runs_at_once, model_event, named_inputs, session_state
+from ui.wiring import bind, named_inputs, session_state
+from ui.worker import MODEL_CONCURRENCY_ID, model_event, runs_at_once
 from ui.exports import wire_download
 from ui.playground_callbacks import preset_choices
 from ui.playground_views import COLOR_CHOICES, playground_strategies

@@ -20,8 +20,9 @@ import gradio as gr
 from ui import diffusion_callbacks as cb
 from ui.diffusion_tasks import FREE_PROMPT, benchmark_views, num_problems, shows_tasks, task_choices
 from ui.classroom import lesson_row
-from ui.common import (QUIET, bind, explain_clamping, lab_columns, model_choices, named_inputs, seed_box, serve,
-                       session_state, spec_widget, standalone, wire_lab)
+from ui.launch import serve, standalone
+from ui.widgets import QUIET, explain_clamping, model_choices, seed_box, spec_widget
+from ui.wiring import bind, lab_columns, named_inputs, session_state, wire_lab
 from ui.exports import NO_OTHER_RUN, download, wire_download
 from ui.plugin_fields import plugin_widgets
 from ui.diffusion_views import (CHOICES, COMPARISONS, CONTROLS, DEFAULT_LENGTH, DEFAULT_MODEL, DEFAULT_PROMPT,

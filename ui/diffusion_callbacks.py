@@ -23,8 +23,9 @@ from decoding.events import Trace, stats
 from decoding.models import REGISTRY
 from decoding.presets import find_preset, preset_menu
 from decoding.run import as_lm, validate_request
-from ui.common import (USER_ERRORS, md_esc, as_int, check_model, load_replay, run_work, stream_views, user_error,
-                       wait_for_finish)
+from ui.widgets import USER_ERRORS, md_esc, user_error
+from ui.wiring import as_int, load_replay
+from ui.worker import check_model, run_work, stream_views, wait_for_finish
 from ui.diffusion_tasks import (FREE_PROMPT, TASK_LENGTH, num_problems, problem, problem_number, shows_tasks,
                                 task_choices, verdict_mark)
 from ui.diffusion_views import (COMPARISONS, DEFAULT_SETTINGS, FIELDS, NO_COMPARISON, PLAYBACK,

@@ -22,7 +22,7 @@ from pathlib import Path
 from decoding.diffusion.parallel_tasks import MONTHS, SPLIT_SIZES, TASKS, Example, check, make_splits, task_of
 from decoding.events import Trace
 from decoding.models import ASSETS_DIR
-from ui.common import benchmark_file
+from ui.widgets import benchmark_file
 from visualizers._common import esc
 from visualizers.diffusion import accuracy_vs_tokens_per_step_figure
 

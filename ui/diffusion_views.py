@@ -19,7 +19,8 @@ import gradio as gr
 from decoding.events import Trace, stats
 from decoding.registry import param_specs
 from decoding.diffusion.samplers import CACHES, REMASKING, SAMPLERS
-from ui.common import EMPTY_STATS_HTML, check_names, fmt, stat_cards_html
+from ui.widgets import EMPTY_STATS_HTML, fmt, stat_cards_html
+from ui.wiring import check_names
 from ui.diffusion_tasks import verdict_html, verdict_mark
 from visualizers._common import esc
 from ui.plugin_fields import chosen_values, namespaced, own_values, plugin_rows

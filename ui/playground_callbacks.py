@@ -20,8 +20,9 @@ from decoding.run import validate_request
 from decoding.registry import STRATEGIES
 from decoding.remote.source import is_remote
 from decoding.remote.strategies import remote_menu
-from ui.common import (USER_ERRORS, md_esc, as_int, check_model, finished_status, load_replay, run_work, stream_views,
-                       user_error, wait_for_finish)
+from ui.widgets import USER_ERRORS, md_esc, user_error
+from ui.wiring import as_int, load_replay
+from ui.worker import check_model, finished_status, run_work, stream_views, wait_for_finish
 from ui.exports import download
 from ui.playground_views import (UI_MAX_NEW_TOKENS, collect_params, focused, is_beam_family, new_selection, param_widgets,
                                  playground_strategies, text_views, token_at, views)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import gradio as gr
 
 from decoding.registry import param_specs
-from ui.common import spec_widget
+from ui.widgets import spec_widget
 
 
 def plugin_rows(strategy: str) -> list[dict]:

@@ -20,8 +20,9 @@ from decoding.remote.source import model_field_hint
 from decoding.models import SUGGESTED_HUB_IDS
 from ui import scaling_callbacks as cb
 from ui.classroom import lesson_row
-from ui.common import (QUIET, bind, explain_clamping, lab_columns, model_choices, named_inputs, seed_box, serve,
-                       session_state, spec_widget, standalone, wire_lab)
+from ui.launch import serve, standalone
+from ui.widgets import QUIET, explain_clamping, model_choices, seed_box, spec_widget
+from ui.wiring import bind, lab_columns, named_inputs, session_state, wire_lab
 from ui.exports import NO_OTHER_RUN, download, wire_download
 from ui.plugin_fields import field_label
 from ui.scaling_views import (CONTROLS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_METHOD, DEFAULT_MODEL, DEFAULT_PROMPT,

@@ -15,8 +15,9 @@ import gradio as gr
 from decoding.events import Trace
 from decoding.presets import find_preset, preset_menu
 from decoding.run import validate_request
-from ui.common import (USER_ERRORS, md_esc, as_int, check_model, load_replay, run_work, stream_views, user_error,
-                       wait_for_finish)
+from ui.widgets import USER_ERRORS, md_esc, user_error
+from ui.wiring import as_int, load_replay
+from ui.worker import check_model, run_work, stream_views, wait_for_finish
 from ui.scaling_views import (defaults_on_switch, settings_of, FIELDS, FREE_PROMPT, METHODS, SPECIFIC, UI_MAX_NEW_TOKENS,
                               collect_params, fields_from_params, live_particles, method_info, reward_help, stats_line,
                               task_by_id, task_of_prompt, views, visible_fields)

@@ -24,7 +24,8 @@ from decoding.registry import get_strategy, param_specs, strategies_of
 from decoding.scaling.params import ScalingParams
 from decoding.models import ASSETS_DIR
 from ui.plugin_fields import namespaced, plugin_rows
-from ui.common import EMPTY_STATS_HTML, benchmark_file, check_names, fmt, md_esc, stat_cards_html
+from ui.widgets import EMPTY_STATS_HTML, benchmark_file, fmt, md_esc, stat_cards_html
+from ui.wiring import check_names
 from decoding.scaling.scoring import REWARDS, reward_help as _reward_help
 from decoding.scaling.tasks import menu_tasks
 from visualizers._common import esc

@@ -20,8 +20,9 @@ from decoding.registry import param_specs
 from decoding.speculative.strategy import DRAFTERS, TREES
 from ui import speculative_callbacks as cb
 from ui.classroom import lesson_row
-from ui.common import (QUIET, bind, explain_clamping, lab_columns, model_choices, named_inputs, seed_box, serve,
-                       session_state, spec_widget, standalone, wire_lab)
+from ui.launch import serve, standalone
+from ui.widgets import QUIET, explain_clamping, model_choices, seed_box, spec_widget
+from ui.wiring import bind, lab_columns, named_inputs, session_state, wire_lab
 from ui.plugin_fields import plugin_widgets, visibility
 from ui.exports import download, wire_download
 from ui.speculative_views import (CONTROLS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODEL,

@@ -16,8 +16,9 @@ from decoding.speculative.strategy import DRAFTERS
 from decoding.events import Event, Trace, stats
 from decoding.presets import find_preset, preset_menu
 from decoding.run import validate_request
-from ui.common import (USER_ERRORS, md_esc, as_int, check_model, finished_status, load_replay, run_work, stream_in_thread,
-                       stream_views, user_error, wait_for_finish)
+from ui.widgets import USER_ERRORS, md_esc, user_error
+from ui.wiring import as_int, load_replay
+from ui.worker import check_model, finished_status, run_work, stream_in_thread, stream_views, wait_for_finish
 from ui.plugin_fields import namespaced, visibility
 from ui.speculative_views import (DEFAULT_SETTINGS, SPEC_FIELDS, STRATEGY, UI_MAX_NEW_TOKENS, baseline_plan,
                                   collect_spec_params, stats_line, views)

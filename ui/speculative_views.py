@@ -18,7 +18,8 @@ from decoding.events import Trace, stats
 from decoding.registry import param_specs
 from decoding.speculative.strategy import DRAFTERS
 from ui.plugin_fields import chosen_values
-from ui.common import EMPTY_STATS_HTML, check_names, fmt, stat_cards_html
+from ui.widgets import EMPTY_STATS_HTML, fmt, stat_cards_html
+from ui.wiring import check_names
 from visualizers._common import visible
 from visualizers.speculative import (acceptance_figure, draft_tree_figure, overlap_figure, spec_rounds,
                                      spec_tokens_html, speculative_summary_html)

@@ -27,7 +27,9 @@ from decoding.lm import LM
 from decoding.run import MAX_NEW_TOKENS_CAP, run_to_trace
 from decoding.registry import param_specs
 from ui import playground_callbacks as cb
-from ui.common import Redraw, bind, model_choices, named_inputs
+from ui.widgets import model_choices
+from ui.wiring import bind, named_inputs
+from ui.worker import Redraw
 from ui.exports import download
 from ui.playground_views import collect_params, new_selection, param_widgets, playground_strategies
 
@@ -95,7 +97,7 @@ def test_redraws_are_throttled_by_wall_clock(monkeypatch):
     chips = [u for u in updates if "text" in u and "entropy" not in u]
     assert chips and all(u.keys() <= {"text", "branch_box", "status"} for u in chips)
     clock = [100.0]  # a clock the test moves: the spacing rule is checked exactly, whatever the machine's load
-    monkeypatch.setattr("ui.common.time.perf_counter", lambda: clock[0])
+    monkeypatch.setattr("ui.worker.time.perf_counter", lambda: clock[0])
 
     def draw(seconds):
         with throttle.timed():
@@ -138,7 +140,7 @@ def test_a_model_that_cannot_load_is_a_clear_error(monkeypatch):
     def too_big(name, **kwargs):
         raise ModelLoadError(f"{name} has 70.00B parameters: ~300.0 GiB in float32 does not fit in the 20.0 GiB free")
 
-    monkeypatch.setattr("ui.common.load_model", too_big)
+    monkeypatch.setattr("ui.worker.load_model", too_big)
     with pytest.raises(gr.Error, match="does not fit"):
         run_ui(model="meta-llama/Llama-3.1-70B")
 

@@ -9,7 +9,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 from decoding.presets import load_presets
 from ui import playground_callbacks as cb
-from ui.common import model_choices
+from ui.widgets import model_choices
 from ui.playground_views import param_widgets, playground_strategies
 
 

@@ -44,10 +44,10 @@ def timed_generate(real, decoded: dict):
 
 
 def test_tokens_reach_the_page_as_they_are_decoded(app_url, monkeypatch):
-    import ui.common
+    import ui.worker
 
     decoded: dict[int, float] = {}
-    monkeypatch.setattr(ui.common, "generate", timed_generate(ui.common.generate, decoded))
+    monkeypatch.setattr(ui.worker, "generate", timed_generate(ui.worker.generate, decoded))
     with open_page(app_url, "#dl-generate") as page:
         choose(page, "dl-strategy", "greedy")
         set_number(page, "dl-max-new-tokens", FIRST_N + 8)

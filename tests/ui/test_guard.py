@@ -170,7 +170,7 @@ def test_upload_sweep_keeps_the_export_folder(tmp_path, monkeypatch):
 
 
 def test_md_esc_shows_markdown_and_html_as_text():
-    from ui.common import md_esc
+    from ui.widgets import md_esc
 
     text = md_esc("[Session expired: click to sign in](https://evil.example/x) **big** <b>x</b> www.evil.example")
     assert "](" not in text and "**" not in text and "<b>" not in text and "https://" not in text
@@ -182,7 +182,7 @@ def test_md_esc_shows_markdown_and_html_as_text():
 
 
 def test_compute_slots_are_first_come_first_served():
-    from ui.common import ComputeSlots
+    from ui.worker import ComputeSlots
 
     slots, order = ComputeSlots(1), []
     assert slots.acquire(lambda: False, lambda ahead: None)
@@ -207,7 +207,7 @@ def test_compute_slots_are_first_come_first_served():
 
 
 def test_a_stopped_waiter_leaves_the_line():
-    from ui.common import ComputeSlots
+    from ui.worker import ComputeSlots
 
     slots = ComputeSlots(1)
     assert slots.acquire(lambda: False, lambda ahead: None)

@@ -11,7 +11,8 @@ import gradio as gr
 import pytest
 from gradio.state_holder import StateHolder
 
-from ui.common import launch_kwargs, session_cap, session_ttl_s
+from ui.launch import launch_kwargs
+from ui.wiring import session_cap, session_ttl_s
 
 
 def states(blocks: gr.Blocks) -> list[gr.State]:
