@@ -225,10 +225,10 @@ def test_hub_ids_off_leaves_the_registry(monkeypatch):
             list(generate(name, "hi", max_new_tokens=1))
     assert check_model_id("tiny-random") == "tiny-random"
     assert check_model_id("HuggingFaceTB/SmolLM2-135M-Instruct")  # a registry model asked for by its hub id
-    with pytest.raises(ValueError, match=f"`judge_model` 'someone/judge'.*{HUB_ENV}=1"):
+    with pytest.raises(ValueError, match=f"`lm-judge.judge_model` 'someone/judge'.*{HUB_ENV}=1"):
         list(generate("tiny-random", "hi", strategy="best-of-n",
                       params={"reward": "lm-judge", "judge_model": "someone/judge"}))
-    with pytest.raises(ValueError, match=f"`prm_model` 'Qwen/Qwen2.5-Math-PRM-7B'.*{HUB_ENV}=1"):
+    with pytest.raises(ValueError, match=f"`prm.prm_model` 'Qwen/Qwen2.5-Math-PRM-7B'.*{HUB_ENV}=1"):
         list(generate("tiny-random", "hi", strategy="best-of-n", params={"reward": "prm"}))
 
 

@@ -71,8 +71,9 @@ def test_malformed_sources_are_refused_with_the_form_to_use(name, match):
 
 @pytest.mark.parametrize("strategy, field", [("speculative", "draft_model"), ("best-of-n", "judge_model")])
 def test_a_remote_engine_is_never_a_helper_model(strategy, field):
-    params = {field: "openai:http://127.0.0.1:9/v1#m"} | ({"reward": "lm-judge"} if field == "judge_model" else {})
-    with pytest.raises(ValueError, match=f"`{field}` must be a local model or hub id"):
+    chooser = {"reward": "lm-judge"} if field == "judge_model" else {"drafter": "model"}
+    params = {field: "openai:http://127.0.0.1:9/v1#m"} | chooser
+    with pytest.raises(ValueError, match=rf"`[\w-]+\.{field}` must be a local model or hub id"):  # the plug-in's own
         list(generate("tiny-random", "hi", strategy=strategy, params=params))
 
 
