@@ -28,6 +28,7 @@ from typing import Iterator
 
 import torch
 
+from decoding import bibliography as bib
 from decoding.contracts import Cancelled, Outcome, RunContext
 from decoding.events import Event
 from decoding.params import param
@@ -65,7 +66,7 @@ def _drafter(ctx: RunContext, params: StepSpeculationParams):
 
 @register_strategy("step-speculation", params=StepSpeculationParams, family="scaling", uses_seed=True,
                    help="SpecReason: a cheap drafter writes each step; the reward keeps it (one policy pass) or "
-                        "the policy rewrites it")
+                        "the policy rewrites it", papers=(bib.PAN_2025, bib.MAHESWARAN_2025))
 def step_speculation(ctx: RunContext, params: StepSpeculationParams, outcome: Outcome) -> Iterator[Event]:
     draft_lm = _drafter(ctx, params)
     run = ScalingRun(ctx, params, "step-speculation", outcome)

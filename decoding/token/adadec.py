@@ -26,6 +26,7 @@ from typing import Iterator
 
 import torch
 
+from decoding import bibliography as bib
 from decoding import sampling
 from decoding.token.autoregressive import point_mass, token_event
 from decoding.contracts import Outcome, RunContext
@@ -51,7 +52,8 @@ def rerank(candidate_logprobs: torch.Tensor, lookahead_logprobs: torch.Tensor) -
 
 
 @register_strategy("adadec", params=AdaDecParams,
-                   help="AdaDec: greedy, but where entropy exceeds a threshold rerank the top-k by a short lookahead")
+                   help="AdaDec: greedy, but where entropy exceeds a threshold rerank the top-k by a short lookahead",
+                   papers=(bib.HE_2025,))
 def adadec(ctx: RunContext, params: AdaDecParams, outcome: Outcome) -> Iterator[Event]:
     lm = ctx.lm
     out = lm.prefill(ctx.prompt_ids)
