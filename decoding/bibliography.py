@@ -51,9 +51,10 @@ LEVIATHAN_2023 = Paper("Fast Inference from Transformers via Speculative Decodin
                        2023, arxiv="2211.17192", venue="ICML 2023")
 CHEN_2023 = Paper("Accelerating Large Language Model Decoding with Speculative Sampling", "Chen et al.", 2023,
                   arxiv="2302.01318")
-MIAO_2023 = Paper("SpecInfer: Accelerating Generative LLM Serving with Speculative Inference and Token Tree "
-                  "Verification", "Miao et al.", 2023, arxiv="2305.09781",
-                  note="multi-candidate verification of a token tree")
+MIAO_2024 = Paper("SpecInfer: Accelerating Large Language Model Serving with Tree-based Speculative Inference and "
+                  "Verification", "Miao et al.", 2024, arxiv="2305.09781", venue="ASPLOS 2024",
+                  note="multi-candidate verification of a token tree (arXiv v1 title: \"SpecInfer: Accelerating "
+                       "Generative LLM Serving with Speculative Inference and Token Tree Verification\", 2023)")
 CHEN_2024 = Paper("Sequoia: Scalable, Robust, and Hardware-aware Speculative Decoding", "Chen et al.", 2024,
                   arxiv="2402.12374", note="siblings drawn without replacement")
 JEON_2024 = Paper("Recursive Speculative Decoding: Accelerating LLM Inference via Sampling Without Replacement",

@@ -19,7 +19,7 @@ Papers followed
     beyond `radius` (`localleap_required`).
     dKV-Cache (Ma et al. 2025): delayed key / value caching, see `decoding.diffusion.lm`.
     FreeDave (Wu & Zhang 2025, "Free Draft-and-Verification: Toward Lossless Parallel Decoding
-    for Diffusion LLMs", arXiv 2510.00294; reference code github.com/cychomatica/FreeDave):
+    for Diffusion Large Language Models", arXiv 2510.00294; reference code github.com/cychomatica/FreeDave):
     from one prediction, draft the canvases of the next `draft_steps` scheduled steps; score
     all drafts in one batched call; keep the longest prefix of drafts that the sequential
     schedule would have produced from its predecessor. Same canvas as the sequential schedule,

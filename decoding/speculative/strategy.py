@@ -205,7 +205,7 @@ def make_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
 
 @register_strategy("speculative", params=SpeculativeParams, family="speculative", uses_seed=True,
                    help="speculative decoding: a drafter proposes a token tree, the target verifies it in one pass",
-                   papers=(bib.LEVIATHAN_2023, bib.CHEN_2023, bib.MIAO_2023, bib.CHEN_2024, bib.JEON_2024, bib.SUN_2023,
+                   papers=(bib.LEVIATHAN_2023, bib.CHEN_2023, bib.MIAO_2024, bib.CHEN_2024, bib.JEON_2024, bib.SUN_2023,
                            bib.LI_2024_EAGLE2, bib.XIONG_2024))
 def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) -> Iterator[Event]:
     lm, temperature = ctx.lm, params.temperature

@@ -7,7 +7,7 @@ Stop is asked before every model call (`outcome.add` asks it after each token).
 Papers followed
     Holtzman et al. 2020 (top-p), Fan et al. 2018 (top-k), Nguyen et al. 2024 (min-p),
     Meister et al. 2023 (typical), Hewitt et al. 2022 (epsilon / eta), Keskar et al. 2019
-    (repetition penalty), Top-H (Baghaei et al. 2025), Basu et al. 2021 (mirostat),
+    (repetition penalty), Top-H (Baghaei Potraghloo et al. 2025), Basu et al. 2021 (mirostat),
     Su et al. 2022 (contrastive search); beam search as in transformers' `generate`.
 
 Glossary
