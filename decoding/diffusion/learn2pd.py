@@ -34,6 +34,7 @@ from pathlib import Path
 
 import torch
 
+from decoding import bibliography as bib
 from decoding.diffusion.samplers import SAMPLERS, scheduled_step, select_top_k
 from decoding.params import Params, param
 
@@ -219,7 +220,7 @@ class Learn2PDParams(Params):
 
 @SAMPLERS.register("learn2pd", help="commit every masked position a small learned filter predicts is already final "
                                      "(Learn2PD; the filter ships with tiny-parallel)",
-                   params=Learn2PDParams, needs_view=True, check_model=filter_for)
+                   params=Learn2PDParams, needs_view=True, check_model=filter_for, papers=(bib.BAO_2025,))
 def _learn2pd(scores, candidates, params, scheduled: int, view) -> tuple[torch.Tensor, dict]:
     lm = view.lm
     final_p = filter_for(lm.loaded)(position_features(view.logits, view.canvas, lm.mask_id, lm.stop_ids))  # (L,)

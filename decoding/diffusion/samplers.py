@@ -19,7 +19,7 @@ Papers followed
     beyond `radius` (`localleap_required`).
     dKV-Cache (Ma et al. 2025): delayed key / value caching, see `decoding.diffusion.lm`.
     FreeDave (Wu & Zhang 2025, "Free Draft-and-Verification: Toward Lossless Parallel Decoding
-    for Diffusion LLMs", arXiv 2510.00294; reference code github.com/cychomatica/FreeDave):
+    for Diffusion Large Language Models", arXiv 2510.00294; reference code github.com/cychomatica/FreeDave):
     from one prediction, draft the canvases of the next `draft_steps` scheduled steps; score
     all drafts in one batched call; keep the longest prefix of drafts that the sequential
     schedule would have produced from its predecessor. Same canvas as the sequential schedule,
@@ -43,6 +43,7 @@ from typing import Callable, Iterator
 
 import torch
 
+from decoding import bibliography as bib
 from decoding.events import DiffusionStep, Event
 from decoding.diffusion.lm import DiffusionLM, KVState
 from decoding.params import Params, own_params, param
@@ -238,7 +239,8 @@ def select_localleap(scores: torch.Tensor, candidates: torch.Tensor, anchor_thre
 
 
 @SAMPLERS.register("fixed", help="commit the scheduled number of best positions per step, or (threshold > 0) "
-                                  "every position at least that confident (Fast-dLLM)")
+                                  "every position at least that confident (Fast-dLLM)",
+                   papers=(bib.NIE_2025, bib.WU_2025))
 def _fixed(scores, candidates, params: DiffusionParams, scheduled: int) -> tuple[torch.Tensor, dict]:
     if params.threshold > 0:
         return select_threshold(scores, candidates, params.threshold), {"threshold": params.threshold}
@@ -246,7 +248,7 @@ def _fixed(scores, candidates, params: DiffusionParams, scheduled: int) -> tuple
 
 
 @SAMPLERS.register("localleap", help="anchors plus the relaxed-threshold positions near them (LocalLeap)",
-                   params=LocalLeapParams)
+                   params=LocalLeapParams, papers=(bib.KONG_2025,))
 def _localleap(scores, candidates, params: DiffusionParams, scheduled: int) -> tuple[torch.Tensor, dict]:
     own = params.own
     chosen, anchors = select_localleap(scores, candidates, own.anchor_threshold, params.threshold, own.radius, own.decay)
@@ -265,7 +267,8 @@ class StepView:
 
 @SAMPLERS.register("freedave", help="draft several scheduled steps from one prediction, verify them in one batched "
                                      "call: the fixed schedule's canvas with fewer sequential calls (FreeDave)",
-                   params=FreeDaveParams, own_loop=lambda ctx, params, outcome: freedave(ctx, params, outcome))
+                   params=FreeDaveParams, own_loop=lambda ctx, params, outcome: freedave(ctx, params, outcome),
+                   papers=(bib.WU_ZHANG_2025,))
 def _freedave_step(scores, candidates, params: DiffusionParams, scheduled: int) -> tuple[torch.Tensor, dict]:
     """One scheduled step (FreeDave drafts and verifies whole runs of these, see `freedave`)."""
     return select_top_k(scores, candidates, scheduled), {"scheduled": scheduled}
@@ -299,7 +302,8 @@ def active_positions(masked: torch.Tensor, just_committed: torch.Tensor, cache: 
 
 # The sampler ----------------------------------------------------------------------------------
 @register_strategy("diffusion", params=DiffusionParams, family="diffusion", uses_seed=True,
-                   help="masked diffusion LM: unmask a canvas of masks over steps (LLaDA / Dream / Fast-dLLM / LocalLeap)")
+                   help="masked diffusion LM: unmask a canvas of masks over steps (LLaDA / Dream / Fast-dLLM / LocalLeap)",
+                   papers=(bib.SAHOO_2024, bib.NIE_2025, bib.YE_2025, bib.MA_2025))
 def diffusion(ctx, params: DiffusionParams, outcome) -> Iterator[Event]:
     """Unmask a canvas of `max_new_tokens` masks, yielding a DiffusionStep after every model call.
 

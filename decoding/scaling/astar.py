@@ -34,6 +34,7 @@ from typing import Callable, Generic, Iterable, Iterator, TypeVar
 
 import torch
 
+from decoding import bibliography as bib
 from decoding.contracts import Outcome, RunContext
 from decoding.events import Event
 from decoding.params import param
@@ -117,7 +118,8 @@ class _Node:
 
 @register_strategy("a-star", params=AStarParams, family="scaling", uses_seed=True,
                    help="A*-decoding: expand the most promising partial solution (f = g + h from the step reward) "
-                        "by n sampled steps; stop at the first complete solution")
+                        "by n sampled steps; stop at the first complete solution",
+                   papers=(bib.CHATZIVEROGLOU_2025,))
 def a_star(ctx: RunContext, params: AStarParams, outcome: Outcome) -> Iterator[Event]:
     run = ScalingRun(ctx, params, "a-star", outcome)  # the reward, the prompt's batch, events and the final choice
     seed = int(torch.randint(0, 2**62, (1,), generator=ctx.generator))

@@ -45,6 +45,7 @@ from typing import Generator, Iterator
 
 import torch
 
+from decoding import bibliography as bib
 from decoding.contracts import Outcome, RunContext
 from decoding.events import Event
 from decoding.token.autoregressive import check_causal_run
@@ -82,7 +83,7 @@ def independent_samples(ctx: RunContext, params: ScalingParams, outcome: Outcome
 
 
 @register_strategy("best-of-n", params=BestOfNParams, family="scaling", uses_seed=True,
-                   help="N samples as one batch; the one the reward scores highest wins")
+                   help="N samples as one batch; the one the reward scores highest wins", papers=(bib.BROWN_2024,))
 def best_of_n(ctx: RunContext, params: BestOfNParams, outcome: Outcome) -> Iterator[Event]:
     run = yield from independent_samples(ctx, params, outcome, "best-of-n")
     scores = torch.tensor([run.score_of(i) for i in range(params.n)], dtype=torch.float64)
@@ -119,7 +120,8 @@ def _vote_choice(run: ScalingRun, weights: list[float]) -> tuple[int, dict]:
 
 
 @register_strategy("majority-vote", params=VoteParams, family="scaling", uses_seed=True,
-                   help="self-consistency: N samples vote with their final answers (optionally reward-weighted)")
+                   help="self-consistency: N samples vote with their final answers (optionally reward-weighted)",
+                   papers=(bib.WANG_2023,))
 def majority_vote(ctx: RunContext, params: VoteParams, outcome: Outcome) -> Iterator[Event]:
     run = yield from independent_samples(ctx, params, outcome, "majority-vote")
     ballots = [run.score_of(i) if params.weighted else 1.0 for i in range(params.n)]
@@ -129,7 +131,8 @@ def majority_vote(ctx: RunContext, params: VoteParams, outcome: Outcome) -> Iter
 
 
 @register_strategy("first-finish", params=FirstFinishParams, family="scaling", uses_seed=True,
-                   help="First Finish Search: N samples in lockstep, the first to finish is the answer")
+                   help="First Finish Search: N samples in lockstep, the first to finish is the answer",
+                   papers=(bib.AGARWAL_2025,))
 def first_finish(ctx: RunContext, params: FirstFinishParams, outcome: Outcome) -> Iterator[Event]:
     run = yield from independent_samples(ctx, params, outcome, "first-finish", chunk_tokens=params.chunk_tokens,
                                          first_finish=True)
@@ -142,7 +145,8 @@ def first_finish(ctx: RunContext, params: FirstFinishParams, outcome: Outcome) -
 
 
 @register_strategy("reward-beam", params=RewardBeamParams, family="scaling", uses_seed=True,
-                   help="beam search over reasoning steps: keep the N/beam_width best by reward, copy, expand")
+                   help="beam search over reasoning steps: keep the N/beam_width best by reward, copy, expand",
+                   papers=(bib.SNELL_2024,))
 def reward_beam(ctx: RunContext, params: RewardBeamParams, outcome: Outcome) -> Iterator[Event]:
     run = ScalingRun(ctx, params, "reward-beam", outcome)
     while not run.all_finished:
@@ -169,7 +173,8 @@ def reward_beam(ctx: RunContext, params: RewardBeamParams, outcome: Outcome) -> 
 
 
 @register_strategy("particle-filter", params=ParticleFilterParams, family="scaling", uses_seed=True,
-                   help="particle filtering (Puri et al. 2025): weight steps by reward, resample, repeat")
+                   help="particle filtering (Puri et al. 2025): weight steps by reward, resample, repeat",
+                   papers=(bib.PURI_2025, bib.GIANNONE_2025, bib.LEW_2023))
 def particle_filter(ctx: RunContext, params: ParticleFilterParams, outcome: Outcome) -> Iterator[Event]:
     run = ScalingRun(ctx, params, "particle-filter", outcome)
     weights = torch.full((params.n,), 1.0 / params.n, dtype=torch.float64)

@@ -18,6 +18,7 @@ from typing import Iterator
 
 import torch
 
+from decoding import bibliography as bib
 from decoding.contracts import Outcome, RunContext
 from decoding.events import Event
 from decoding.params import param
@@ -41,7 +42,7 @@ def first_bad_step(p: Particle, accept: float) -> int | None:
 
 @register_strategy("refine", params=RefineParams, family="scaling", uses_seed=True,
                    help="review, refine, repeat: sample n, check each step, rewrite the best one from its first "
-                        "bad step, for a few rounds")
+                        "bad step, for a few rounds", papers=(bib.MADAAN_2023,))
 def refine(ctx: RunContext, params: RefineParams, outcome: Outcome) -> Iterator[Event]:
     run = ScalingRun(ctx, params, "refine", outcome)
     seed = int(torch.randint(0, 2**62, (1,), generator=ctx.generator))

@@ -23,6 +23,8 @@ from typing import Callable
 
 import torch
 
+from decoding import bibliography as bib
+from decoding.papers import Uncited
 from decoding.errors import short_repr
 from decoding.params import Params, param
 from decoding.registry import Registry
@@ -78,25 +80,27 @@ class PRMParams(Params):
                            help="A process reward model from the hub (needs internet).")
 
 
-@rule("arith-step", "process reward: 0.05 + 0.9 x the share of 'a op b = c' in the newest step that are right (0.5 if none)")
+@rule("arith-step", "process reward: 0.05 + 0.9 x the share of 'a op b = c' in the newest step that are right (0.5 if none)",
+      papers=(bib.PURI_2025,))
 def _arith_step(params: Params, policy=None):
     return rw.ArithmeticStepChecker(floor=0.05, ceiling=0.95, neutral=0.5), []
 
 
 @rule("arith-lastdigit", "misspecified on purpose: like arith-step but checks only each result's last digit "
-                         "(a slipped carry passes): shows reward hacking")
+                         "(a slipped carry passes): shows reward hacking",
+      papers=Uncited("a checker of ours, misspecified on purpose to show reward hacking"))
 def _arith_lastdigit(params: Params, policy=None):
     return rw.LastDigitChecker(floor=0.05, ceiling=0.95, neutral=0.5), []
 
 
 @rule("spare", "reference-guided process reward (SPARE): each step must match the reference solution's step in "
-               "the same place (tiny-math questions: read from the question)")
+               "the same place (tiny-math questions: read from the question)", papers=(bib.RIZVI_2025,))
 def _spare(params: Params, policy=None):
     return rw.ReferenceStepChecker(), []
 
 
 @rule("final-answer", "outcome reward: 1 if the final answer equals `reference` (an oracle), 0 otherwise",
-      reads_reference=True)
+      reads_reference=True, papers=(bib.COBBE_2021,))
 def _final_answer(params: Params, policy=None):
     if not params.reference.strip():
         raise ValueError("reward final-answer needs `reference`, the expected number (e.g. --set reference=42)")
@@ -104,18 +108,19 @@ def _final_answer(params: Params, policy=None):
 
 
 @rule("forbid-letter", "constraint: no word may contain `letter` (hard: masked while sampling; soft: share of clean words)",
-      ForbidLetterParams)
+      ForbidLetterParams, papers=(bib.LEW_2023,))
 def _forbid_letter(params: Params, policy=None):
     return rw.ForbiddenLetter(params.own.letter, params.own.hard), []
 
 
 @rule("max-word-length", "constraint: every word at most `max_word_length` letters (hard: weight 0 when broken)",
-      MaxWordLengthParams)
+      MaxWordLengthParams, papers=(bib.LEW_2023,))
 def _max_word_length(params: Params, policy=None):
     return rw.MaxWordLength(params.own.max_word_length, params.own.hard), []
 
 
-@rule("required-words", "constraint: the text must contain every word of `words`", RequiredWordsParams)
+@rule("required-words", "constraint: the text must contain every word of `words`", RequiredWordsParams,
+      papers=(bib.LEW_2023,))
 def _required_words(params: Params, policy=None):
     if not params.own.words.strip():
         raise ValueError("reward required-words needs `words`, comma-separated (e.g. --set words=sun,moon)")
@@ -132,7 +137,7 @@ def _lm_judge_check(params: Params) -> None:
 
 
 @REWARDS.register("lm-judge", help="LM as judge: P(Yes) / (P(Yes) + P(No)) of `judge_model` asked whether the step is correct",
-                  params=JudgeParams, precheck=_lm_judge_check)
+                  params=JudgeParams, precheck=_lm_judge_check, papers=(bib.PURI_2025,))
 def _lm_judge(params: Params, policy):
     from decoding.diffusion.lm import DiffusionLM
     from decoding.run import as_lm
@@ -149,7 +154,8 @@ def _lm_judge(params: Params, policy):
 
 
 @REWARDS.register("probe", help="self-evaluation: a linear probe on the policy's hidden state predicts whether the "
-                                 "solution will end right (trained per model; tiny-math ships one)")
+                                 "solution will end right (trained per model; tiny-math ships one)",
+                  papers=(bib.MANVI_2024,))
 def _probe(params: Params, policy):
     from decoding.remote.lm import RemoteLM
     from decoding.scaling.probe import ProbeReward
@@ -167,7 +173,7 @@ def _prm_check(params: Params) -> None:
 
 
 @REWARDS.register("prm", help="a hub process reward model (`prm_model`, e.g. Qwen2.5-Math-PRM-7B; needs internet and a GPU)",
-                  params=PRMParams, precheck=_prm_check)
+                  params=PRMParams, precheck=_prm_check, papers=(bib.ZHANG_2025, bib.PURI_2025))
 def _prm(params: Params, policy):
     from decoding.scaling.prm import HubPRM
 
@@ -175,7 +181,8 @@ def _prm(params: Params, policy):
     return prm, [prm]
 
 
-@rule("none", "a constant reward: weights stay uniform, every method becomes plain sampling")
+@rule("none", "a constant reward: weights stay uniform, every method becomes plain sampling",
+      papers=Uncited("a constant: the baseline of no reward"))
 def _none(params: Params, policy=None):
     return ConstantReward(), []
 

@@ -4,10 +4,14 @@ policy rewrites it.
 Papers followed
     Pan et al. 2025, "SpecReason: Fast and Accurate Inference-Time Compute via Speculative
     Reasoning" (a small model proposes each reasoning step; the large model judges the step and
-    regenerates it when the judgement is low) and Maheswaran et al. 2025, "Arbitrage" (route
-    each step to the drafter or the policy by an estimate of the step's quality). Here the
-    judgement is the run's step reward (the `arith-step` checker by default, a process reward),
-    compared with `accept`; SpecReason's judge is the large model scoring the step by a prompt.
+    regenerates it when the judgement is low). Here the judgement is the run's step reward (the
+    `arith-step` checker by default, a process reward), compared with a fixed `accept`;
+    SpecReason's judge is the large model scoring the step by a prompt.
+Cited for context, not implemented
+    Maheswaran et al. 2025, "Arbitrage: Efficient Reasoning via Advantage-Aware Speculation"
+    (arXiv 2512.05033) replaces exactly this fixed-threshold gate with a router trained to predict
+    when the policy would write a meaningfully better step (approximating an oracle that compares
+    both steps). Neither the router nor the oracle is implemented here.
 
 One step, for every unfinished particle at once (each model's rows are one batch):
     1. the drafter (`draft_model`, at `draft_temperature`) samples a step;
@@ -28,6 +32,7 @@ from typing import Iterator
 
 import torch
 
+from decoding import bibliography as bib
 from decoding.contracts import Cancelled, Outcome, RunContext
 from decoding.events import Event
 from decoding.params import param
@@ -65,7 +70,7 @@ def _drafter(ctx: RunContext, params: StepSpeculationParams):
 
 @register_strategy("step-speculation", params=StepSpeculationParams, family="scaling", uses_seed=True,
                    help="SpecReason: a cheap drafter writes each step; the reward keeps it (one policy pass) or "
-                        "the policy rewrites it")
+                        "the policy rewrites it", papers=(bib.PAN_2025, bib.MAHESWARAN_2025))
 def step_speculation(ctx: RunContext, params: StepSpeculationParams, outcome: Outcome) -> Iterator[Event]:
     draft_lm = _drafter(ctx, params)
     run = ScalingRun(ctx, params, "step-speculation", outcome)

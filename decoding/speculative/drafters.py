@@ -4,7 +4,7 @@ Papers followed
     Leviathan et al. 2023 / Chen et al. 2023 (a small draft model sharing the tokenizer);
     Elhoushi et al. 2024, "LayerSkip" (self-speculation: the first L layers of the target draft,
     their KV shared in spirit; here the exit model is a view on the same weights);
-    Zarch et al. 2025, "DEL: Context-Aware Dynamic Exit Layer for Efficient Self-Speculative
+    Entezari Zarch et al. 2025, "DEL: Context-Aware Dynamic Exit Layer for Efficient Self-Speculative
     Decoding" (pick the exit layer and draft length per round from the acceptance each layer
     would have had on the tokens just verified);
     Li et al. 2024, "EAGLE-2" and Xiong et al. 2024, "DySpec" (dynamic trees grown by the

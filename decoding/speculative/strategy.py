@@ -32,6 +32,7 @@ from typing import Callable, Iterator
 import torch
 from transformers import DynamicCache
 
+from decoding import bibliography as bib
 from decoding.contracts import Outcome, RunContext
 from decoding.speculative.base import Drafter, Feedback
 from decoding.errors import short_repr
@@ -131,7 +132,7 @@ class EarlyExitParams(Params):
 
 
 @DRAFTERS.register("model", help="a smaller model sharing the target's tokenizer (model.draft_model=NAME)",
-                   params=DraftModelParams, loads_draft_model=True)
+                   params=DraftModelParams, loads_draft_model=True, papers=(bib.LEVIATHAN_2023, bib.CHEN_2023))
 def _model_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
     from decoding.models import load_model, model_kind
 
@@ -147,7 +148,8 @@ def _model_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
 
 
 @DRAFTERS.register("rasd", help="RASD: a draft model's tree with prompt-lookup sequences fused in, pruned by the "
-                                "draft model (rasd.draft_model=NAME)", params=RASDParams, loads_draft_model=True)
+                                "draft model (rasd.draft_model=NAME)", params=RASDParams, loads_draft_model=True,
+                   papers=(bib.QUAN_2025,))
 def _rasd_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
     from decoding.speculative.rasd import RASDDrafter
 
@@ -156,7 +158,7 @@ def _rasd_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
 
 @DRAFTERS.register("diffusion", help="DEER: a masked diffusion model drafts the whole block in one pass "
                                      "(diffusion.draft_model; tiny-diffusion for tiny-ar, the default)",
-                   params=DiffusionDrafterParams)
+                   params=DiffusionDrafterParams, papers=(bib.CHENG_2025,))
 def _diffusion_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
     from decoding.speculative.deer import diffusion_drafter
 
@@ -164,23 +166,25 @@ def _diffusion_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
 
 
 @DRAFTERS.register("early-exit", help="the target's own first layers draft (LayerSkip; exit_layer=0 picks per round, DEL)",
-                   params=EarlyExitParams)
+                   params=EarlyExitParams, papers=(bib.ELHOUSHI_2024, bib.ENTEZARI_ZARCH_2025))
 def _early_exit_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
     return EarlyExitDrafter(lm, params.own.exit_layer, max_depth=params.draft_length)
 
 
 @DRAFTERS.register("prompt-lookup", help="continuations of earlier occurrences of the last n-gram",
-                   params=NgramParams, default_draft_length=10)
+                   params=NgramParams, default_draft_length=10, papers=(bib.SAXENA_2023,))
 def _prompt_lookup_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
     return PromptLookupDrafter(params.own.ngram)
 
 
-@DRAFTERS.register("token-recycling", help="the target's own top candidates after each token, from earlier passes")
+@DRAFTERS.register("token-recycling", help="the target's own top candidates after each token, from earlier passes",
+                   papers=(bib.LUO_2024,))
 def _token_recycling_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
     return TokenRecyclingDrafter(lm.vocab_size)
 
 
-@DRAFTERS.register("eagle", help="EAGLE: a one-layer head trained on the target's own features drafts (smollm2-135m)")
+@DRAFTERS.register("eagle", help="EAGLE: a one-layer head trained on the target's own features drafts (smollm2-135m)",
+                   papers=(bib.LI_2024_EAGLE, bib.LI_2024_EAGLE2, bib.ZHAO_2025, bib.LI_2025_EAGLE3))
 def _eagle_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
     from decoding.speculative.eagle import eagle_drafter
 
@@ -200,7 +204,9 @@ def make_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
 
 
 @register_strategy("speculative", params=SpeculativeParams, family="speculative", uses_seed=True,
-                   help="speculative decoding: a drafter proposes a token tree, the target verifies it in one pass")
+                   help="speculative decoding: a drafter proposes a token tree, the target verifies it in one pass",
+                   papers=(bib.LEVIATHAN_2023, bib.CHEN_2023, bib.MIAO_2024, bib.CHEN_2024, bib.JEON_2024, bib.SUN_2023,
+                           bib.LI_2024_EAGLE2, bib.XIONG_2024))
 def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) -> Iterator[Event]:
     lm, temperature = ctx.lm, params.temperature
     greedy = temperature == 0

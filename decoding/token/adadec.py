@@ -1,9 +1,9 @@
 """AdaDec: greedy decoding that pauses to look ahead where the model is unsure.
 
 Paper followed
-    "Adaptive Decoding with Uncertainty Guidance" (AdaDec, 2025; arXiv:2506.08980, for code
-    generation). At each step the entropy of the next-token distribution is compared with a
-    threshold. Below it the step is plain greedy. Above it decoding pauses: each of the top-k
+    He et al. 2025, "Towards Better Code Generation: Adaptive Decoding with Uncertainty Guidance"
+    (AdaDec; arXiv:2506.08980, for code generation). At each step the entropy of the next-token
+    distribution is compared with a threshold. Below it the step is plain greedy. Above it decoding pauses: each of the top-k
     candidates is extended by a few greedy lookahead tokens and the candidates are reranked by
     the log-probability of candidate + lookahead; the winner is written, the lookahead thrown away.
 
@@ -26,6 +26,7 @@ from typing import Iterator
 
 import torch
 
+from decoding import bibliography as bib
 from decoding import sampling
 from decoding.token.autoregressive import point_mass, token_event
 from decoding.contracts import Outcome, RunContext
@@ -51,7 +52,8 @@ def rerank(candidate_logprobs: torch.Tensor, lookahead_logprobs: torch.Tensor) -
 
 
 @register_strategy("adadec", params=AdaDecParams,
-                   help="AdaDec: greedy, but where entropy exceeds a threshold rerank the top-k by a short lookahead")
+                   help="AdaDec: greedy, but where entropy exceeds a threshold rerank the top-k by a short lookahead",
+                   papers=(bib.HE_2025,))
 def adadec(ctx: RunContext, params: AdaDecParams, outcome: Outcome) -> Iterator[Event]:
     lm = ctx.lm
     out = lm.prefill(ctx.prompt_ids)

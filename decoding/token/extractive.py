@@ -32,6 +32,7 @@ from typing import Iterator
 
 import torch
 
+from decoding import bibliography as bib
 from decoding import sampling
 from decoding.token.autoregressive import point_mass, token_event
 from decoding.contracts import Outcome, RunContext
@@ -106,7 +107,8 @@ def greedy_answer(ctx: RunContext, cache, first_logits: torch.Tensor, end_ids: l
 
 
 @register_strategy("exact-extract", params=ExactExtractParams,
-                   help="extractive QA: the passage span with the highest exact probability (prompt with Context: and Question:)")
+                   help="extractive QA: the passage span with the highest exact probability (prompt with Context: and Question:)",
+                   papers=(bib.CASTEL_2022,))
 def exact_extract(ctx: RunContext, params: ExactExtractParams, outcome: Outcome) -> Iterator[Event]:
     lm = ctx.lm
     passage = passage_of(ctx.prompt)
