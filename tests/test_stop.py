@@ -351,6 +351,7 @@ def test_stop_in_the_tab_ends_the_run_before_the_next_one_computes(lab, monkeypa
     assert wait_until(probe.idle, IDLE_S), "a decoding thread outlived Stop by more than 1 s"
 
 
+@pytest.mark.slow  # the HTTP server
 @pytest.mark.parametrize("lab", LABS)
 def test_cancel_over_http_answers_once_the_run_stopped_and_the_next_request_runs_alone(lab, client, monkeypatch):
     probe = Probe(monkeypatch, call_s=CALL_S)

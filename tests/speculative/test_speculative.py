@@ -263,6 +263,7 @@ def test_spectr_rounds_draw_siblings_with_replacement_and_record_rho(tiny_lm):
                 assert n["accept_prob"] == pytest.approx(min(1.0, n["p"] / (d["rho"] * n["q"])), rel=1e-4)
 
 
+@pytest.mark.slow  # SmolLM2
 @pytest.mark.parametrize("params", [
     {"drafter": "early-exit", "exit_layer": 24, "tree": "chain"},
     {"drafter": "early-exit", "tree": "dynamic"},
@@ -279,6 +280,7 @@ def test_greedy_speculative_equals_target_greedy_on_the_real_model(smol_lm, para
     assert s["mean_accepted_length"] >= 0
 
 
+@pytest.mark.slow  # the real models tiny-ar, tiny-ar-draft
 @pytest.mark.parametrize("tree", ["chain", "static"])
 def test_tiny_ar_draft_drafts_for_tiny_ar_losslessly_and_is_often_accepted(tree):
     """The offline trained pair: a 0.85M drafter for the 4.3M tiny-ar, same tokenizer and data."""
@@ -342,6 +344,7 @@ def test_bad_speculative_parameters(tiny_lm, params, message):
         list(generate(tiny_lm, PROMPT, strategy="speculative", params=params, max_new_tokens=4))
 
 
+@pytest.mark.slow  # SmolLM2
 def test_a_draft_model_with_another_tokenizer_is_refused(smol_lm):
     with pytest.raises(ValueError, match="does not share the target's tokenizer"):
         list(generate(smol_lm, PROMPT, strategy="speculative", max_new_tokens=4,
@@ -365,6 +368,7 @@ def test_tree_levels_fed_incrementally_equal_one_pass(tiny_lm):
         tiny_lm.forward_tree([1], parents, tokens, cache, cached_nodes=2)
 
 
+@pytest.mark.slow  # SmolLM2
 def test_dynamic_exit_declines_to_draft_when_early_exit_cannot_pay(smol_lm):
     """On SmolLM2 (not trained for early exit, LM head as heavy as 8 layers) DEL's estimates,
     seeded from the prompt, say no exit layer pays for itself: it decodes plainly."""
