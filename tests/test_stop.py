@@ -155,6 +155,9 @@ SETTINGS = {
     "diffusion": [{}, {"block_length": 4, "remasking": "margin"}, {"sampler": "freedave", "draft_steps": 3}],
     "exact-extract": [{"max_span_tokens": 4, "batch_rows": 2}],
     "step-speculation": [{"n": 2, "max_step_tokens": 3, "draft_model": TINY_DRAFT}],
+    # a Stop test costs calls**2 / 2: A* with its 16 expansions makes 101 calls (38 s) where 4 show every kind
+    # (expansions, batch and judge calls; 27 calls), and refine's 2 rounds show a rewrite as its 3 do
+    "a-star": [SCALING | {"max_expansions": 4}], "refine": [SCALING | {"rounds": 2}],
 }
 CASES = [(name, params) for name, info in STRATEGIES.items() if info.fn.__module__.startswith("decoding.")  # shipped
          for params in SETTINGS.get(name, [FAMILY_DEFAULTS.get(info.family, {})])]
