@@ -159,7 +159,8 @@ def api_run(client, *args):
 # - names a real model (a string constant of its code, nested functions and lambdas included, or one of its
 #   parameters; at collection): a test that names one but never loads it says so with
 #   `@pytest.mark.fast("why")`,
-# - loads a real model while it runs (however it got the name).
+# - loads a model from the hub or a GGUF (SmolLM2, Gemma) while it runs, however it got the name: loading
+#   the shipped tiny models (assets/, a tenth of a second) is allowed, running them much is what costs.
 SLOW_FIXTURES = {"smol_lm", "app_url", "client", "page", "run"}  # the real default model; the HTTP server;
 #                                                               Chromium; the lab tabs' module-wide real-model runs
 SLOW_MODULES = ("test_browser", "test_cli", "test_train")  # Chromium; CLI subprocesses (load SmolLM2); training
@@ -223,8 +224,9 @@ def pytest_collection_modifyitems(config, items):
                                 "pytest.mark.slow` for the module):\n  " + "\n  ".join(unmarked))
 
 
-# While a test that is not marked slow runs, loading a real model fails it (at the load, so no time is lost):
-# the check that a name in the code cannot be, when the name comes from a helper, a preset or a default.
+# While a test that is not marked slow runs, loading a model from the hub or a GGUF fails it (at the load, so
+# no time is lost): the check that a name in the code cannot be, when the name comes from a module constant,
+# a helper, a preset or a default.
 _RUNNING: dict = {}
 
 
@@ -240,13 +242,14 @@ def pytest_runtest_protocol(item, nextitem):
 def _guard_real_loads() -> None:
     from decoding import models
 
-    load_uncached, real = models._load_uncached, real_models()
+    load_uncached = models._load_uncached
 
     def guarded(spec, *args, **kwargs):
         item = _RUNNING.get("item")
-        if spec.name in real and item is not None and item.get_closest_marker("slow") is None:
-            pytest.fail(f"{item.nodeid} is not marked slow but loads the real model {spec.name!r}: mark it "
-                        "`@pytest.mark.slow  # why`, or use a tiny-random model", pytrace=False)
+        heavy = spec.tiny_config is None and spec.local_dir is None  # the hub or a GGUF, not a folder
+        if heavy and item is not None and item.get_closest_marker("slow") is None:
+            pytest.fail(f"{item.nodeid} is not marked slow but loads the model {spec.name!r} (the hub or a GGUF): "
+                        "mark it `@pytest.mark.slow  # why`, or use a tiny model", pytrace=False)
         return load_uncached(spec, *args, **kwargs)
 
     models._load_uncached = guarded

@@ -301,7 +301,8 @@ def _lab_callback(lab: str):
         from ui import speculative_views
 
         return cb.generate_run(TINY, PROMPT, MAX_NEW_TOKENS_CAP - 16, 0, False, False,
-                               **_fields(speculative_views, drafter="model", draft_model=TINY_DRAFT, tree="static"))
+                               **_fields(speculative_views, drafter="model", tree="static",
+                                          **{"model.draft_model": TINY_DRAFT}))
     if lab == "scaling":
         from ui import scaling_callbacks as cb
         from ui import scaling_views

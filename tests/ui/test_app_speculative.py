@@ -126,6 +126,7 @@ def test_fields_travel_by_name():
         next(cb.generate_run(MODEL, DEFAULT_PROMPT, 16, 0, True, True, **fields, widht=2))
 
 
+@pytest.mark.slow  # SmolLM2 (MODEL): 256 tokens with prompt lookup
 def test_closing_the_run_stops_compute(monkeypatch):
     """What Stop does: Gradio closes the callback's generator; the worker thread must stop decoding."""
     calls = count_forward_passes(monkeypatch)
