@@ -116,6 +116,7 @@ print(loaded.source, loaded.num_parameters, same, loaded.tokenizer.decode(loaded
 '''
 
 
+@pytest.mark.slow  # a Python subprocess that imports transformers and loads from a fresh hub cache (17 s)
 def test_hub_id_loads_from_the_local_hub_cache_offline(tmp_path):
     """The hub code path (AutoModel/AutoTokenizer.from_pretrained by id) on a model placed in a
     fresh hub cache, with the hub switched off: what a user gets after downloading once."""
