@@ -159,7 +159,7 @@ def api_run(client, *args):
 # - names a real model (a string constant of its code, nested functions and lambdas included, or one of its
 #   parameters; at collection): a test that names one but never loads it says so with
 #   `@pytest.mark.fast("why")`,
-# - loads a model from the hub or a GGUF (SmolLM2, Gemma) while it runs, however it got the name: loading
+# - loads a registry model from the hub or a GGUF (SmolLM2, Gemma) while it runs, however it got the name: loading
 #   the shipped tiny models (assets/, a tenth of a second) is allowed, running them much is what costs.
 SLOW_FIXTURES = {"smol_lm", "app_url", "client", "page", "run"}  # the real default model; the HTTP server;
 #                                                               Chromium; the lab tabs' module-wide real-model runs
@@ -246,7 +246,8 @@ def _guard_real_loads() -> None:
 
     def guarded(spec, *args, **kwargs):
         item = _RUNNING.get("item")
-        heavy = spec.tiny_config is None and spec.local_dir is None  # the hub or a GGUF, not a folder
+        # a registry model read from the hub or a GGUF, not a folder (an unknown hub id fails fast offline)
+        heavy = spec.name in models.REGISTRY and spec.tiny_config is None and spec.local_dir is None
         if heavy and item is not None and item.get_closest_marker("slow") is None:
             pytest.fail(f"{item.nodeid} is not marked slow but loads the model {spec.name!r} (the hub or a GGUF): "
                         "mark it `@pytest.mark.slow  # why`, or use a tiny model", pytrace=False)
