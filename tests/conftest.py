@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import types
 from pathlib import Path
 
 import pytest
@@ -151,21 +152,112 @@ def api_run(client, *args):
 
 # The fast loop (`python -m pytest -m "not slow"`) leaves out what needs a real model, a browser,
 # a server process, training or a long statistical run; CI and the README's command run all.
+# A slow test says so in its own file: `@pytest.mark.slow  # why`, or `pytestmark = pytest.mark.slow` for a
+# module. Nothing here marks a test; the checks below only refuse a test that is not marked and
+# - asks for a slow fixture (at collection),
+# - lives in a slow module (at collection),
+# - names a real model (a string constant of its code, nested functions and lambdas included, or one of its
+#   parameters; at collection): a test that names one but never loads it says so with
+#   `@pytest.mark.fast("why")`,
+# - loads a registry model from the hub or a GGUF (SmolLM2, Gemma) while it runs, however it got the name: loading
+#   the shipped tiny models (assets/, a tenth of a second) is allowed, running them much is what costs.
 SLOW_FIXTURES = {"smol_lm", "app_url", "client", "page", "run"}  # the real default model; the HTTP server;
 #                                                               Chromium; the lab tabs' module-wide real-model runs
 SLOW_MODULES = ("test_browser", "test_cli", "test_train")  # Chromium; CLI subprocesses (load SmolLM2); training
-REAL_MODELS = ("smollm2-135m", "gemma3-270m", "tiny-ar", "tiny-diffusion", "tiny-ar-draft", "tiny-parallel", "tiny-math",
-               "tiny-math-draft", "tiny-ar-layerskip")
+
+
+def real_models() -> frozenset[str]:
+    """The registry's models that are read from files or the hub (the tiny-random ones are built in memory)."""
+    from decoding.models import REGISTRY
+
+    return frozenset(name for name, spec in REGISTRY.items() if spec.tiny_config is None)
+
+
+def _strings(value, depth: int = 0):
+    """The strings in a code object's constants (nested code included) or in a parameter value."""
+    if depth > 8:
+        return
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, types.CodeType):
+        for const in value.co_consts:
+            yield from _strings(const, depth + 1)
+    elif isinstance(value, (tuple, list, set, frozenset)):
+        for element in value:
+            yield from _strings(element, depth + 1)
+    elif isinstance(value, dict):
+        for element in value.items():
+            yield from _strings(element, depth + 1)
+
+
+def _named_models(item, models: frozenset[str]) -> set[str]:
+    code = getattr(getattr(item, "function", None), "__code__", None)
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    found = set()
+    for text in [*_strings(code), *_strings(list(params.values()))]:
+        name = text.rsplit("/", 1)[-1] if text.startswith("assets/") else text
+        if name in models:
+            found.add(name)
+    return found
+
+
+def slow_reasons(item, models: frozenset[str]) -> list[str]:
+    """Why `item` must be marked slow ([] when nothing says so)."""
+    reasons = [f"uses the slow fixture {name!r}" for name in sorted(SLOW_FIXTURES & set(getattr(item, "fixturenames", ())))]
+    if item.path.stem.startswith(SLOW_MODULES):
+        reasons.append(f"is in a slow module ({item.path.name})")
+    if item.get_closest_marker("fast") is None:
+        reasons += [f"names the real model {name!r}" for name in sorted(_named_models(item, models))]
+    return reasons
 
 
 def pytest_collection_modifyitems(config, items):
+    models, unmarked = real_models(), []
     for item in items:
-        module = item.path.stem
-        source = getattr(getattr(item, "function", None), "__code__", None)
-        uses_real_model = source is not None and any(name in source.co_consts for name in REAL_MODELS)
-        if (SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or module.startswith(SLOW_MODULES)
-                or uses_real_model):
-            item.add_marker(pytest.mark.slow)
+        fast = item.get_closest_marker("fast")
+        if fast is not None and not (fast.args and isinstance(fast.args[0], str) and fast.args[0].strip()):
+            unmarked.append(f"{item.nodeid}: @pytest.mark.fast needs its reason (\"names X, loads no model\")")
+        if item.get_closest_marker("slow") is None:
+            unmarked += [f"{item.nodeid} {reason}" for reason in slow_reasons(item, models)]
+    if unmarked:
+        raise pytest.UsageError("slow tests not marked slow (add `@pytest.mark.slow  # why`, or `pytestmark = "
+                                "pytest.mark.slow` for the module):\n  " + "\n  ".join(unmarked))
+
+
+# While a test that is not marked slow runs, loading a model from the hub or a GGUF fails it (at the load, so
+# no time is lost): the check that a name in the code cannot be, when the name comes from a module constant,
+# a helper, a preset or a default.
+_RUNNING: dict = {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _RUNNING["item"] = item
+    try:
+        yield
+    finally:
+        _RUNNING.pop("item", None)
+
+
+def _guard_real_loads() -> None:
+    from decoding import models
+
+    load_uncached = models._load_uncached
+
+    def guarded(spec, *args, **kwargs):
+        item = _RUNNING.get("item")
+        # a registry model read from the hub or a GGUF, not a folder (an unknown hub id fails fast offline)
+        heavy = spec.name in models.REGISTRY and spec.tiny_config is None and spec.local_dir is None
+        if heavy and item is not None and item.get_closest_marker("slow") is None:
+            pytest.fail(f"{item.nodeid} is not marked slow but loads the model {spec.name!r} (the hub or a GGUF): "
+                        "mark it `@pytest.mark.slow  # why`, or use a tiny model", pytrace=False)
+        return load_uncached(spec, *args, **kwargs)
+
+    models._load_uncached = guarded
+
+
+def pytest_sessionstart(session):
+    _guard_real_loads()
 
 
 def screenshot_path(name: str) -> Path:

@@ -220,6 +220,7 @@ def test_a_diffusion_model_as_judge_is_refused():
     assert "the judge must be a causal" in api_error(strategy="best-of-n", prompt="1+1=", params=json.dumps(params))
 
 
+@pytest.mark.slow  # the real models tiny-ar, tiny-diffusion
 def test_the_real_diffusion_model_as_draft_model_is_refused():
     """tiny-ar and tiny-diffusion share a tokenizer: before the check this was an AttributeError mid-run."""
     params = {"drafter": "model", "draft_model": "tiny-diffusion"}
@@ -254,6 +255,7 @@ def test_the_longest_run_fits_the_tiny_model():
     LM(load_model(TINY, progress=None)).check_fits(100, MAX_NEW_TOKENS_CAP)
 
 
+@pytest.mark.slow  # the real model tiny-ar
 def test_a_long_prompt_on_tiny_ar_is_refused(capsys):
     """The issue's case: 20,000 characters on tiny-ar (256 positions) were accepted and produced garbage."""
     prompt = "word " * 4000
@@ -264,6 +266,7 @@ def test_a_long_prompt_on_tiny_ar_is_refused(capsys):
     assert code == 2 and "exceed tiny-ar's context of 256 positions" in err
 
 
+@pytest.mark.slow  # the real model tiny-ar
 def test_too_many_new_tokens_for_tiny_ar_say_how_many_fit():
     message = api_error(model="tiny-ar", prompt="Once", max_new_tokens=300)
     assert "plus `max_new_tokens` 300 exceed tiny-ar's context of 256 positions; ask for at most" in message
@@ -410,6 +413,7 @@ def test_the_upload_limit_has_a_default_and_an_override(monkeypatch):
         trace_checks.upload_bytes()
 
 
+@pytest.mark.slow  # the HTTP server
 def test_the_app_server_refuses_an_upload_over_the_limit(app_url):
     """Over real HTTP: Gradio's upload route refuses the file before any callback sees it."""
     import requests

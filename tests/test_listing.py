@@ -52,6 +52,7 @@ def test_strategies_rewards_drafters_and_samplers_line_up(listing):
         assert len({len(line) - len(line[2:].split(None, 1)[1]) for line in names}) == 1, title
 
 
+@pytest.mark.slow  # the real models smollm2-135m, tiny-diffusion
 @pytest.mark.parametrize("name", ["", "no-such-model"])
 def test_model_messages_offer_only_the_menus_models(name):
     with pytest.raises(ValueError) as refused:

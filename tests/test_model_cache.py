@@ -202,6 +202,7 @@ def test_estimates_scale_with_the_stored_and_the_running_dtype(monkeypatch):
     assert model_budget.estimate_hub_bytes("x/y", torch.bfloat16) == int(5e8 * 2 * model_budget.OVERHEAD)
 
 
+@pytest.mark.slow  # the real model tiny-ar
 def test_a_shipped_model_folder_is_estimated_from_its_files():
     need = model_budget.estimate_folder_bytes(models.ASSETS_DIR / "tiny-ar", torch.float32)
     loaded = load_model("tiny-ar", dtype="float32", progress=None)

@@ -54,6 +54,7 @@ def test_shipped_presets_have_unique_numbers_in_their_labs_ranges():
     assert {strategy_lab(p) for p in shipped} == set(LAB_NUMBERS)  # every lab has presets, and every range is used
 
 
+@pytest.mark.slow  # the real models smollm2-135m, tiny-diffusion
 def test_a_shared_number_or_a_number_out_of_range_is_named(tmp_path):
     (tmp_path / "07-first.yaml").write_text(GOOD)
     (tmp_path / "07-second.yaml").write_text(GOOD)

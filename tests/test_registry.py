@@ -84,6 +84,7 @@ def test_a_token_strategy_shows_in_list_cli_api_and_the_playground(echo_register
     assert (widget.name, widget.kind, widget.low, widget.high) == ("beta", "float", 0.0, 1.0)
 
 
+@pytest.mark.slow  # the HTTP server
 def test_a_token_strategy_runs_over_real_http(client, echo_registered):
     """The running app's `/generate` endpoint (gradio_client over HTTP; the server lives in this test
     process, started before the registration) serves the strategy registered here."""

@@ -150,6 +150,7 @@ TABS = {"sample": "playground", "beam": "playground", "speculative": "speculativ
 # ---------------------------------------------------------------- hostile traces
 
 
+@pytest.mark.slow  # the module's real-model run
 @pytest.mark.parametrize("run", list(TABS))
 def test_a_payload_in_any_field_is_refused_or_shown_escaped(traces, replay, run):
     """PAYLOAD in every field (and one element / every key below it) of the first event of each kind:
@@ -331,6 +332,7 @@ def test_the_escaping_helpers():
 # ---------------------------------------------------------------- model ids
 
 
+@pytest.mark.fast("checks model ids by name; loads no model")
 @pytest.mark.parametrize("name", ["assets/tiny-ar", "assets/tiny-diffusion", "/etc", "/tmp/model", "../assets/tiny-ar",
                                   "./assets/tiny-ar", "~/models/x", "a..b/c", "tests/data"])
 def test_local_paths_are_not_model_ids(name, monkeypatch):
@@ -339,12 +341,14 @@ def test_local_paths_are_not_model_ids(name, monkeypatch):
         resolve_spec(name)
 
 
+@pytest.mark.fast("checks model ids by name; loads no model")
 @pytest.mark.parametrize("name", ["tiny-ar", "tiny-diffusion", "smollm2-135m", "HuggingFaceTB/SmolLM2-135M-Instruct",
                                   "Qwen/Qwen2.5-0.5B-Instruct", "  tiny-ar  "])
 def test_registry_names_and_hub_ids_are_model_ids(name):
     assert check_model_id(name) == name.strip()
 
 
+@pytest.mark.fast("checks model ids by name; loads no model")
 @pytest.mark.parametrize("param, value", [("draft_model", "assets/tiny-ar-draft"), ("judge_model", "assets/tiny-ar"),
                                           ("prm_model", "/tmp"), ("prm_model", ["Qwen/x"])])
 def test_model_parameters_are_checked_by_name(param, value):

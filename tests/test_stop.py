@@ -155,6 +155,9 @@ SETTINGS = {
     "diffusion": [{}, {"block_length": 4, "remasking": "margin"}, {"sampler": "freedave", "draft_steps": 3}],
     "exact-extract": [{"max_span_tokens": 4, "batch_rows": 2}],
     "step-speculation": [{"n": 2, "max_step_tokens": 3, "draft_model": TINY_DRAFT}],
+    # a Stop test costs calls**2 / 2: A* with its 16 expansions makes 101 calls (38 s) where 4 show every kind
+    # (expansions, batch and judge calls; 27 calls), and refine's 2 rounds show a rewrite as its 3 do
+    "a-star": [SCALING | {"max_expansions": 4}], "refine": [SCALING | {"rounds": 2}],
 }
 CASES = [(name, params) for name, info in STRATEGIES.items() if info.fn.__module__.startswith("decoding.")  # shipped
          for params in SETTINGS.get(name, [FAMILY_DEFAULTS.get(info.family, {})])]
@@ -298,7 +301,8 @@ def _lab_callback(lab: str):
         from ui import speculative_views
 
         return cb.generate_run(TINY, PROMPT, MAX_NEW_TOKENS_CAP - 16, 0, False, False,
-                               **_fields(speculative_views, drafter="model", tree="static", **{"model.draft_model": TINY_DRAFT}))
+                               **_fields(speculative_views, drafter="model", tree="static",
+                                          **{"model.draft_model": TINY_DRAFT}))
     if lab == "scaling":
         from ui import scaling_callbacks as cb
         from ui import scaling_views
@@ -351,6 +355,7 @@ def test_stop_in_the_tab_ends_the_run_before_the_next_one_computes(lab, monkeypa
     assert wait_until(probe.idle, IDLE_S), "a decoding thread outlived Stop by more than 1 s"
 
 
+@pytest.mark.slow  # the HTTP server
 @pytest.mark.parametrize("lab", LABS)
 def test_cancel_over_http_answers_once_the_run_stopped_and_the_next_request_runs_alone(lab, client, monkeypatch):
     probe = Probe(monkeypatch, call_s=CALL_S)

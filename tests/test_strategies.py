@@ -124,6 +124,7 @@ def test_greedy_matches_generate_on_tiny_model(tiny_lm):
     assert trace.finish.token_ids == out[0, len(ids):].tolist()
 
 
+@pytest.mark.slow  # SmolLM2
 def test_greedy_matches_generate_on_the_real_model(smol_lm):
     """The engine is faithful: token for token equal to transformers' generate (float32)."""
     prompt = "Explain in two sentences why the sky is blue."
@@ -135,6 +136,7 @@ def test_greedy_matches_generate_on_the_real_model(smol_lm):
     assert len(trace.finish.token_ids) == len(expected)
 
 
+@pytest.mark.slow  # SmolLM2
 def test_real_model_answers_and_stops_at_eos(smol_lm):
     trace = run_to_trace(smol_lm, "What is the capital of France?", strategy="greedy", max_new_tokens=40)
     assert "Paris" in trace.finish.text
@@ -142,6 +144,7 @@ def test_real_model_answers_and_stops_at_eos(smol_lm):
     assert trace.finish.token_ids[-1] in smol_lm.stop_ids
 
 
+@pytest.mark.slow  # SmolLM2
 def test_plain_text_prompt_skips_the_chat_template(smol_lm):
     chat = run_to_trace(smol_lm, "Hello", max_new_tokens=2)
     plain = run_to_trace(smol_lm, "Hello", max_new_tokens=2, chat=False)

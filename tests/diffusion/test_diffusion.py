@@ -210,6 +210,7 @@ def test_bad_params_name_the_parameter(dlm, params, length, message):
         run_to_trace(dlm, PROMPT, strategy="diffusion", params=params, max_new_tokens=length)
 
 
+@pytest.mark.slow  # the real model tiny-ar
 def test_model_kinds_are_checked(dlm, tiny_lm):
     with pytest.raises(ValueError, match="masked diffusion model: it decodes with strategy 'diffusion' only, not 'greedy'"):
         run_to_trace(dlm, PROMPT, strategy="greedy", max_new_tokens=4)
@@ -269,6 +270,7 @@ def test_mask_id_comes_from_tokenizer_then_config_then_model_type():
         find_mask_id(ns(), ns(model_type="llama"))
 
 
+@pytest.mark.slow  # the real models tiny-ar, tiny-diffusion
 def test_a_saved_model_folder_loads_as_a_diffusion_model(tmp_path, monkeypatch):
     built = tiny.build_tiny_diffusion_model(seed=3)
     built.model.save_pretrained(tmp_path / "tiny-diffusion")

@@ -148,6 +148,7 @@ def test_learn2pd_needs_a_filter_then_commits_what_it_predicts_final(folder_mode
     assert learn2pd.precision_recall(f, x, y, 0.5)["examples"] == len(y)
 
 
+@pytest.mark.slow  # the real model tiny-parallel
 def test_on_tiny_parallel_freedave_equals_one_per_step_with_fewer_counted_calls():
     """The real task model: FreeDave's answer is the sequential one on held-out problems of every
     task, with NFE equal to the model calls made and fewer of them; Learn2PD (its shipped filter)

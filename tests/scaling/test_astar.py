@@ -88,6 +88,7 @@ def test_a_star_reports_the_tokens_it_spent_over_all_expansions(trace):
     assert Trace.from_json(trace.to_json()).to_dict() == json.loads(trace.to_json())  # a valid, replayable trace
 
 
+@pytest.mark.slow  # the real model tiny-math
 def test_a_star_stops_within_one_expansion(problem):
     stop, events = [], []
     for event in generate("tiny-math", prompt(problem.question), strategy="a-star",
@@ -99,6 +100,7 @@ def test_a_star_stops_within_one_expansion(problem):
     assert events[-1].stop_reason == "cancelled" and len([e for e in events if e.kind == "particles"]) == 1
 
 
+@pytest.mark.slow  # the real model tiny-math
 def test_max_expansions_is_checked():
     with pytest.raises(ValueError, match="max_expansions"):
         run_to_trace("tiny-math", "Leo has 3 apples.\n", strategy="a-star", params={"max_expansions": 0})

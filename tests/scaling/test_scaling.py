@@ -54,6 +54,7 @@ def test_batched_particles_get_the_tokens_they_get_alone(tiny_lm):
     assert second[0][0] != second[2][0]  # two copies of one particle continue differently
 
 
+@pytest.mark.slow  # SmolLM2
 def test_batched_particles_match_alone_on_the_real_model(smol_lm):
     prompt, _, _ = smol_lm.encode_prompt("Name three fruits.")
     batch = ParticleBatch(smol_lm, prompt, slot_generators(1, 3), temperature=1.0)
@@ -131,6 +132,7 @@ def runs(smol_lm):
                             max_new_tokens=40, seed=3) for m in METHODS}
 
 
+@pytest.mark.slow  # SmolLM2
 @pytest.mark.parametrize("method", METHODS)
 def test_every_method_streams_particles_and_reports_its_budget(runs, method):
     trace = runs[method]
@@ -148,6 +150,7 @@ def test_every_method_streams_particles_and_reports_its_budget(runs, method):
     assert Trace.from_json(trace.to_json()).to_dict() == json.loads(trace.to_json())
 
 
+@pytest.mark.slow  # SmolLM2
 @pytest.mark.parametrize("method", METHODS)
 def test_lineage_is_consistent_with_the_resampling_indices(runs, method):
     """Slot j at step s + 1 continues slot ancestors_s[j]: its parent says so and its text extends
@@ -163,6 +166,7 @@ def test_lineage_is_consistent_with_the_resampling_indices(runs, method):
                 assert particle["text"] == before.particles[a]["text"] and particle["step_text"] == ""
 
 
+@pytest.mark.slow  # SmolLM2
 def test_weights_are_normalised_and_ess_matches(runs):
     for method in METHODS:
         for step in particle_steps(runs[method]):
@@ -171,6 +175,7 @@ def test_weights_are_normalised_and_ess_matches(runs):
             assert step.ess == pytest.approx(1 / sum(w * w for w in weights))
 
 
+@pytest.mark.slow  # SmolLM2
 def test_best_of_n_spends_exactly_its_samples_tokens(runs):
     trace = runs["best-of-n"]
     extra = trace.finish.extra
@@ -179,6 +184,7 @@ def test_best_of_n_spends_exactly_its_samples_tokens(runs):
     assert extra["particles"][extra["chosen"]]["score"] == max(p["score"] for p in complete)
 
 
+@pytest.mark.slow  # SmolLM2
 def test_particle_filter_with_a_constant_reward_is_independent_sampling(smol_lm):
     prompt = task_prompt(load_tasks()[1]["question"])
     common = {"n": 3, "reward": "none", "max_step_tokens": 12}
@@ -190,6 +196,7 @@ def test_particle_filter_with_a_constant_reward_is_independent_sampling(smol_lm)
     assert len(set(texts(pf))) == 3
 
 
+@pytest.mark.slow  # SmolLM2
 def test_reward_beam_keeps_the_best_live_beams(runs):
     for step in particle_steps(runs["reward-beam"]):
         live = [p for p in step.particles if not p["finished"]]
@@ -201,6 +208,7 @@ def test_reward_beam_keeps_the_best_live_beams(runs):
         assert kept == {p["id"] for p in best}
 
 
+@pytest.mark.slow  # SmolLM2
 def test_first_finish_returns_the_shortest_finished_sample(runs):
     trace = runs["first-finish"]
     extra = trace.finish.extra
@@ -215,6 +223,7 @@ def test_majority_vote_picks_the_most_common_answer():
     assert scaling.vote([None, None], [1, 1]) == {}
 
 
+@pytest.mark.slow  # SmolLM2
 def test_hard_zero_particles_are_never_resampled(smol_lm):
     """max-word-length as a hard constraint: a particle with a long word has weight 0, and no
     slot of the next step descends from it (unless every particle is at 0)."""
@@ -231,6 +240,7 @@ def test_hard_zero_particles_are_never_resampled(smol_lm):
     assert zero_seen
 
 
+@pytest.mark.slow  # SmolLM2
 def test_forbidden_letter_is_never_written(smol_lm):
     trace = run_to_trace(smol_lm, "Write a sentence about the sea.", strategy="particle-filter",
                          params={"n": 3, "reward": "forbid-letter", "letter": "e", "max_step_tokens": 10},
@@ -241,6 +251,7 @@ def test_forbidden_letter_is_never_written(smol_lm):
     assert all(0 < r < 1 for r in rewards)  # the mass the model kept on allowed tokens
 
 
+@pytest.mark.slow  # SmolLM2
 def test_ess_threshold_resamples_only_below_it(smol_lm):
     prompt = task_prompt(load_tasks()[2]["question"])
     trace = run_to_trace(smol_lm, prompt, strategy="particle-filter",
@@ -252,6 +263,7 @@ def test_ess_threshold_resamples_only_below_it(smol_lm):
             assert step.ancestors == [0, 1, 2, 3]
 
 
+@pytest.mark.slow  # SmolLM2
 def test_entropic_resampling_records_its_flattening(smol_lm):
     trace = run_to_trace(smol_lm, "Describe a cat.", strategy="particle-filter",
                          params={"n": 4, "reward": "max-word-length", "hard": False, "entropic": 0.9,
@@ -260,6 +272,7 @@ def test_entropic_resampling_records_its_flattening(smol_lm):
     assert betas and all(0 <= b <= 1 for b in betas)
 
 
+@pytest.mark.slow  # SmolLM2
 def test_cancelling_after_a_step_ends_the_run_before_the_next_model_call(smol_lm):
     stop, passes = [], smol_lm.forward_passes
     events = []
@@ -272,6 +285,7 @@ def test_cancelling_after_a_step_ends_the_run_before_the_next_model_call(smol_lm
     assert smol_lm.forward_passes == stop[0] > passes  # no model call after Stop
 
 
+@pytest.mark.slow  # SmolLM2
 def test_lm_judge_is_p_yes_over_yes_and_no(smol_lm):
     from decoding.scaling.scoring import lm_judge
 
@@ -286,6 +300,7 @@ def test_lm_judge_is_p_yes_over_yes_and_no(smol_lm):
     assert value == pytest.approx(float(expected), rel=1e-5)
 
 
+@pytest.mark.slow  # SmolLM2
 def test_lm_judge_reward_runs_and_counts_its_calls(smol_lm):
     trace = run_to_trace(smol_lm, PROMPT, strategy="reward-beam",
                          params={"n": 2, "reward": "lm-judge", "max_step_tokens": 8}, max_new_tokens=16, seed=0)
@@ -317,6 +332,7 @@ def test_cli_strings_convert():
     assert params.n == 8 and params.own.hard is True and params.own.letter == "e"
 
 
+@pytest.mark.slow  # SmolLM2
 def test_prm_reads_the_probability_at_each_step_separator(smol_lm):
     logits = torch.tensor([[0.0, 0.0], [0.0, 2.0], [5.0, 5.0], [1.0, -1.0]])  # (T, 2)
     ids = torch.tensor([1, 9, 2, 9])
@@ -352,6 +368,7 @@ def test_malformed_task_file_is_named(tmp_path):
         load_tasks(path)
 
 
+@pytest.mark.slow  # SmolLM2
 def test_tokens_per_particle_step_counts_each_extension(runs):
     trace = runs["best-of-n"]  # no copies: every particle's tokens were generated by itself
     steps = particle_steps(trace)

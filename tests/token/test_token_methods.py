@@ -42,6 +42,7 @@ def test_momentum_penalises_closing_a_loop():
     assert pushed["candidates"][pushed["chosen"]] == 1
 
 
+@pytest.mark.slow  # the real model tiny-ar
 def test_momentum_breaks_greedy_loops_on_tiny_ar():
     g = run_to_trace("tiny-ar", "the cat", strategy="greedy", max_new_tokens=40, chat=False)
     m = run_to_trace("tiny-ar", "the cat", strategy="momentum", params={"alpha": 0.5}, max_new_tokens=40, chat=False)

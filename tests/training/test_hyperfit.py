@@ -5,6 +5,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 import torch
 
 from decoding import run_to_trace
@@ -23,6 +24,7 @@ def test_the_logged_training_loss_is_near_zero():
     assert info["train_loss"] == epochs[-1] or abs(info["train_loss"] - epochs[-1]) < 1e-4
 
 
+@pytest.mark.slow  # the real models tiny-ar and tiny-ar-hyperfit
 def test_hyperfit_model_loads_generates_and_is_sharper():
     prompt = "And the king said"
     entropies = {}
@@ -46,6 +48,7 @@ def test_pick_windows_is_seeded_and_refuses_too_little_data():
         raise AssertionError("expected a ValueError")
 
 
+@pytest.mark.slow  # the real models tiny-ar and tiny-ar-hyperfit
 def test_hyperfitted_model_preset_note_holds():
     """What the hyperfitting preset's note says: the hyperfitted model's greedy line and entropy, the base model's loop."""
     from decoding.presets import find_preset

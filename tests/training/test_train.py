@@ -10,6 +10,8 @@ import torch.nn.functional as F
 
 from decoding.training import train as T
 
+pytestmark = pytest.mark.slow  # training runs, and the shipped tiny models
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "data" / "genesis1.txt"
 ASSETS = {"diffusion": ROOT / "assets" / "tiny-diffusion", "ar": ROOT / "assets" / "tiny-ar"}

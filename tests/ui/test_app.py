@@ -55,6 +55,7 @@ def run_ui(strategy="sample", prompt="Hello", max_new_tokens=24, values=None, mo
 
 
 # Callbacks as plain functions ------------------------------------------------------------------
+@pytest.mark.slow  # the real models gemma3-270m, smollm2-135m
 def test_model_menu_hides_test_models_unless_asked(monkeypatch):
     monkeypatch.delenv("DECODING_LAB_SHOW_TEST_MODELS", raising=False)
     assert model_choices()[0] == "smollm2-135m" and "gemma3-270m" in model_choices()
@@ -237,6 +238,7 @@ def assert_closing_stops_compute(run, calls: dict, limit: float):
     assert Trace.load(download(trace)).finish.stop_reason == "cancelled"
 
 
+@pytest.mark.slow  # SmolLM2; the real model smollm2-135m
 def test_the_real_model_through_the_callback(smol_lm):
     updates, trace, _ = run_ui(model="smollm2-135m", strategy="greedy", prompt="What is 2+2?", max_new_tokens=8,
                              chat=True)
@@ -322,6 +324,7 @@ async def first_update(updates):
 
 
 # The real app over HTTP ------------------------------------------------------------------------
+@pytest.mark.slow  # the HTTP server
 def test_api_streams_events_then_the_cli_summary(client):
     outputs, result = api_run(client, TINY, "sample", "Hello", 16, 3, json.dumps({"top_k": 20}), False)
     kinds = [o.get("kind") for o in outputs[:-1]]
@@ -334,6 +337,7 @@ def test_api_streams_events_then_the_cli_summary(client):
     assert result["stats"]["forward_passes"] == expected["stats"]["forward_passes"]
 
 
+@pytest.mark.slow  # the HTTP server
 @pytest.mark.parametrize("args, message", [
     ((TINY, "greedy", "", 8, 0, "{}"), "`prompt` is empty"),
     ((TINY, "greedy", "hi", MAX_NEW_TOKENS_CAP + 1, 0, "{}"), "`max_new_tokens` must be an integer"),
@@ -350,6 +354,7 @@ def test_api_bad_input_is_a_clear_error_and_the_app_keeps_serving(client, args, 
     assert client.predict(TINY, "greedy", "hi", 3, api_name="/generate")["stats"]["num_tokens"] == 3
 
 
+@pytest.mark.slow  # the HTTP server
 def test_malformed_trace_upload_over_http_names_the_problem(client, tmp_path):
     from gradio_client import handle_file
     from gradio_client.exceptions import AppError
@@ -361,6 +366,7 @@ def test_malformed_trace_upload_over_http_names_the_problem(client, tmp_path):
     assert client.predict(TINY, "greedy", "hi", 2, api_name="/generate")["stats"]["num_tokens"] == 2
 
 
+@pytest.mark.slow  # the HTTP server
 def test_cancel_stops_compute_on_the_server(client, monkeypatch):
     calls = count_forward_passes(monkeypatch)  # the server runs in this process
     job = client.submit(TINY, "greedy", "Hello", MAX_NEW_TOKENS_CAP, 0, "{}", False, api_name="/generate")
@@ -376,6 +382,7 @@ def test_cancel_stops_compute_on_the_server(client, monkeypatch):
     assert client.predict(TINY, "greedy", "hi", 2, api_name="/generate")["stats"]["num_tokens"] == 2
 
 
+@pytest.mark.slow  # the HTTP server
 def test_api_compare_streams_every_run_then_runs_and_table(client):
     settings = [{"strategy": "greedy"}, {"strategy": "sample", "params": {"top_k": 20}},
                 {"strategy": "beam", "params": {"num_beams": 2}}]
@@ -393,6 +400,7 @@ def test_api_compare_streams_every_run_then_runs_and_table(client):
     assert all(row["logprob"] is not None and row["tokens"] >= 1 for row in result["table"])
 
 
+@pytest.mark.slow  # the HTTP server
 @pytest.mark.parametrize("settings, message", [
     ('[{"strategy": "greedy"}]', "compare needs 2 to 4 settings, got 1"),
     ('[{"strategy": "greedy"}, {"strategy": "sample", "params": {"top_p": 1.5}}]', "setting 2 \\(sample\\)"),

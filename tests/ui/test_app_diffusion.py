@@ -58,6 +58,7 @@ def run() -> tuple[list[dict], Trace, Trace]:
     return updates, final["trace"], final["other"]
 
 
+@pytest.mark.slow  # the module's real-model run
 def test_generate_streams_steps_and_ends_unmasked(run):
     updates, trace, _ = run
     steps = trace.of_kind("diffusion_step")
@@ -83,6 +84,7 @@ def test_generate_streams_steps_and_ends_unmasked(run):
     assert "dl_json" not in final and Trace.load(download(final["trace"])).to_dict() == trace.to_dict()
 
 
+@pytest.mark.slow  # the module's real-model run; the real model tiny-ar
 def test_compare_with_the_autoregressive_model(run):
     updates, trace, other = run
     assert other.start.model == "tiny-ar" and other.start.strategy == "greedy" and other.finish is not None
@@ -104,6 +106,7 @@ def test_compare_samplers_draws_one_line_each():
     assert "fixed, 4 steps): 16 tokens with 4 model calls" in final["status"]
 
 
+@pytest.mark.slow  # the module's real-model run
 def test_step_slider_shows_an_earlier_canvas(run):
     _, trace, other = run
     first = cb.choose_step(0.0, trace, other)
@@ -185,6 +188,7 @@ def test_presets_set_every_control(tmp_path, monkeypatch):
     assert cb.preset_chosen("no-such-preset") == {"note": ""}
 
 
+@pytest.mark.slow  # the module's real-model run
 def test_replay_restores_views_and_settings(run):
     updates, trace, _ = run
     out = cb.replay(download(trace), None, None)
@@ -221,7 +225,8 @@ def test_a_bad_or_non_diffusion_upload_is_refused(tmp_path, content, message):
     ({"threshold": 1.5}, r"`threshold` must be 0 \(off\) or in \(0, 1\]"),
     ({"threshold": 0.5, "remasking": "random"}, "`remasking` must be low-confidence or margin"),
     ({"sampler": "localleap", "threshold": 0.0}, r"`threshold` must be in \(0, anchor_threshold"),
-    ({"model": "tiny-ar"}, "`model` 'tiny-ar' is a causal"),
+    pytest.param({"model": "tiny-ar"}, "`model` 'tiny-ar' is a causal",
+                 marks=pytest.mark.fast("refused by its registered kind; loads no model")),
     ({"model": "no-such-model"}, "unknown model 'no-such-model'"),
     ({"length": 0}, "`max_new_tokens`"),
     ({"compare": "no-such-run"}, "`compare` must be one of"),
@@ -274,6 +279,7 @@ def test_views_before_any_run_and_the_tab_alone():
 
 
 # Over real HTTP ----------------------------------------------------------------------------------
+@pytest.mark.slow  # the HTTP server
 def test_diffusion_over_the_generate_api(client):
     outputs, result = api_run(client, MODEL, "diffusion", DEFAULT_PROMPT, 16, 0, json.dumps({"steps": 4}), False)
     kinds = [o.get("kind") for o in outputs[:-1]]
@@ -282,6 +288,7 @@ def test_diffusion_over_the_generate_api(client):
     assert result["stats"]["nfe"] == 4 and result["stats"]["tokens_per_step"] == 4.0
 
 
+@pytest.mark.slow  # the HTTP server; the real model tiny-parallel
 def test_the_generate_api_applies_tiny_parallels_chat_template_like_the_tab(client):
     prompt = tasks.problem("copy", 4).prompt
     outputs, result = api_run(client, "tiny-parallel", "diffusion", prompt, 8, 0, json.dumps({"steps": 4}), True)
@@ -460,6 +467,7 @@ def test_learn2pd_without_a_filter_says_how_to_train_one():
         list(cb.generate_run("tiny-random-diffusion", "abc", 8, 0, "none", **values(sampler="learn2pd")))
 
 
+@pytest.mark.slow  # the real model tiny-parallel
 def test_the_benchmark_accordion_reads_the_file_or_says_how_to_make_it(tmp_path):
     text, figure = tasks.benchmark_views(tmp_path / "bench.json")
     assert figure is None and "python bench/bench_diffusion.py --model tiny-parallel --quick --json" in text
@@ -491,6 +499,7 @@ def test_the_threshold_preset_continues_a_verse_as_its_note_says():
     assert "55 model" in preset["note"] and "up to 2 tokens" in preset["note"] and "(20 tokens" in preset["note"]
 
 
+@pytest.mark.slow  # the real model tiny-parallel
 def test_tiny_parallel_compares_with_its_causal_twin_and_both_get_a_verdict():
     compare = "tiny-parallel-ar, greedy (tiny-parallel's causal twin)"
     final = merged(run_ui(prompt="copy: owl cat dog", length=32, model="tiny-parallel", compare=compare,

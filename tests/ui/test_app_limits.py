@@ -138,6 +138,7 @@ def test_the_api_refuses_values_beyond_the_allowed_range_with_that_range(params,
 
 
 # Diffusion: the canvas length beside the prompt, said before the run ------------------------------
+@pytest.mark.fast("reads llada-8b-instruct's declared context length; loads no model")
 def test_the_length_note_says_what_fits_beside_the_prompt_before_the_run():
     from decoding.run import as_lm
     from ui import diffusion_callbacks as cb

@@ -7,6 +7,8 @@ import os
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
+import pytest
+
 from decoding.presets import load_presets
 from ui import playground_callbacks as cb
 from ui.widgets import model_choices
@@ -19,6 +21,7 @@ def test_the_menu_lists_the_playground_presets():
     assert cb.preset_choices() == [(p.title, p.name) for p in shipped]
 
 
+@pytest.mark.fast("a preset names smollm2-135m; choosing it loads no model")
 def test_a_preset_sets_strategy_parameters_model_prompt_and_the_note():
     out = cb.preset_chosen("03-min-p-at-high-temperature")
     assert (out["model"], out["strategy"], out["seed"], out["max_new_tokens"]) == ("smollm2-135m", "sample", 1, 80)

@@ -55,6 +55,7 @@ def run() -> tuple[list[dict], Trace, Trace]:
     return updates, final["trace"], final["other"]
 
 
+@pytest.mark.slow  # the module's real-model run
 def test_generate_streams_particle_steps_then_chooses(run):
     updates, trace, _ = run
     steps = trace.of_kind("particles")
@@ -76,6 +77,7 @@ def test_generate_streams_particle_steps_then_chooses(run):
     assert "dl_json" not in final and Trace.load(download(final["trace"])).to_dict() == trace.to_dict()
 
 
+@pytest.mark.slow  # the module's real-model run
 def test_compare_runs_the_second_method_at_the_same_budget(run):
     updates, trace, other = run
     assert other.start.strategy == "best-of-n" and other.finish is not None
@@ -92,6 +94,7 @@ def test_compare_runs_the_second_method_at_the_same_budget(run):
     assert any({"particles", "summary"} <= u.keys() for u in during)  # the comparison streams too
 
 
+@pytest.mark.slow  # the module's real-model run
 def test_step_slider_shows_an_earlier_step(run):
     _, trace, other = run
     steps = trace.of_kind("particles")
@@ -120,6 +123,7 @@ def test_only_the_rewards_controls_are_shown(reward):
     assert f"**{reward}**" in out["reward_help"]
 
 
+@pytest.mark.slow  # the real model smollm2-135m
 def test_the_task_menu_fills_the_prompt_and_the_reference():
     choices = task_choices()
     assert choices[0] == ("(free prompt)", "") and len(choices) == MATH_MENU + len(load_tasks()) + 1
@@ -132,6 +136,7 @@ def test_the_task_menu_fills_the_prompt_and_the_reference():
     assert cb.prompt_edited("What is 6 times 7?", "") == {}
 
 
+@pytest.mark.slow  # the real models smollm2-135m, tiny-math
 def test_a_tiny_math_problem_picks_tiny_math_and_a_word_problem_moves_off_it():
     problem = make_splits(sizes={"val": 3})["val"][2]  # the menu lists the validation problems
     out = cb.task_chosen("m2", "smollm2-135m")
@@ -141,6 +146,7 @@ def test_a_tiny_math_problem_picks_tiny_math_and_a_word_problem_moves_off_it():
     assert task_of_prompt(out["prompt"])["answer"] == str(problem.answer)  # a replayed trace is graded
 
 
+@pytest.mark.slow  # the module's real-model run
 def test_a_trace_on_a_shipped_task_is_graded_without_a_reference_parameter(run):
     _, trace, _ = run
     data = trace.to_dict()
@@ -170,6 +176,7 @@ def test_presets_set_every_control(tmp_path, monkeypatch):
     assert cb.preset_chosen("no-such-preset") == {"note": ""}
 
 
+@pytest.mark.slow  # the module's real-model run
 def test_replay_restores_views_and_settings(run):
     updates, trace, _ = run
     out = cb.replay(download(trace), None, None)
@@ -293,6 +300,7 @@ def test_views_before_any_run():
 
 
 # Over real HTTP ----------------------------------------------------------------------------------
+@pytest.mark.slow  # the HTTP server
 def test_particle_filter_over_the_generate_api(client):
     params = {"n": 2, "max_step_tokens": 8, "reward": "final-answer", "reference": TASK["answer"]}
     outputs, result = api_run(client, MODEL, "particle-filter", DEFAULT_PROMPT, 16, 0, json.dumps(params), True)
@@ -304,6 +312,7 @@ def test_particle_filter_over_the_generate_api(client):
     assert result["params"]["reference"] == TASK["answer"] and result["strategy"] == "particle-filter"
 
 
+@pytest.mark.slow  # the real model tiny-math
 @pytest.mark.parametrize("name, answer, resamplings, compared", [
     ("30-particle-filter-vs-best-of-n", "220", 5, "137"),  # the note: right after five resamplings; best-of-N wrong
     ("34-a-star-search", "439", 0, "431"),  # the note: A* right (439), best-of-N not
@@ -320,6 +329,7 @@ def test_the_tiny_math_presets_do_what_their_notes_say(name, answer, resamplings
     assert other.start.strategy == "best-of-n" and other.finish.extra["answer"] == compared and verdict(other) is False
 
 
+@pytest.mark.slow  # the real model tiny-math
 @pytest.mark.parametrize("name, answer, compared", [
     ("36-review-refine-repeat", "91", "81"),  # the note: the rewrite reaches 91, one sample ends at 81
     ("37-reward-hacking", "128", "210"),  # the note: the hacked filter ends at 128 (the honest one: 220)
@@ -362,6 +372,7 @@ def test_the_refine_and_reward_hacking_presets_do_what_their_notes_say(name, ans
         assert "63 - 13 = 40" in final["trace"].finish.text and "89 + 158 = 147" in final["trace"].finish.text
 
 
+@pytest.mark.slow  # the real model tiny-math
 def test_a_remote_model_offers_only_the_methods_an_engine_can_run():
     out = cb.model_changed("openai:http://127.0.0.1:9/v1#m", "a-star")["method"]
     assert "a-star" not in out["choices"] and "particle-filter" in out["choices"] and out["value"] in out["choices"]

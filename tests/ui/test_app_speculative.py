@@ -38,6 +38,7 @@ def run() -> tuple[list[dict], Trace]:
     return updates, updates[0]["trace"]
 
 
+@pytest.mark.slow  # the module's real-model run
 def test_generate_streams_rounds_then_compares_with_plain_decoding(run):
     updates, trace = run
     final = {}
@@ -59,6 +60,7 @@ def test_generate_streams_rounds_then_compares_with_plain_decoding(run):
     assert Trace.load(download(plain)).to_dict() == plain.to_dict()
 
 
+@pytest.mark.slow  # the module's real-model run
 def test_round_and_position_pick_the_tree_and_the_overlap_view(run):
     _, trace = run
     first = trace.of_kind("spec_round")[0]
@@ -70,6 +72,7 @@ def test_round_and_position_pick_the_tree_and_the_overlap_view(run):
     assert cb.choose_round(3, None, None) == {}
 
 
+@pytest.mark.slow  # the module's real-model run
 def test_replay_restores_views_and_settings(run):
     updates, trace = run
     out = cb.replay(download(trace), None, None)
@@ -123,6 +126,7 @@ def test_fields_travel_by_name():
         next(cb.generate_run(MODEL, DEFAULT_PROMPT, 16, 0, True, True, **fields, widht=2))
 
 
+@pytest.mark.slow  # SmolLM2 (MODEL): 256 tokens with prompt lookup
 def test_closing_the_run_stops_compute(monkeypatch):
     """What Stop does: Gradio closes the callback's generator; the worker thread must stop decoding."""
     calls = count_forward_passes(monkeypatch)
@@ -163,6 +167,7 @@ def test_presets_set_every_control_and_show_the_note():
 
 
 # In a real browser -------------------------------------------------------------------------------
+@pytest.mark.slow  # the HTTP server
 def test_browser_generates_with_prompt_lookup_and_saves_a_screenshot(app_url):
     from test_browser import TIMEOUT_MS, error_toasts, open_page
 

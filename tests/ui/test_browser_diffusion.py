@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import html
 
+import pytest
+
 from conftest import screenshot_path
 from decoding.diffusion.parallel_tasks import check
 from test_browser import TIMEOUT_MS, choose, error_toasts, open_page, set_number
 from ui.diffusion_tasks import problem, reference_answer
+
+pytestmark = pytest.mark.slow  # Chromium driving the app server
 
 SCREENSHOT = screenshot_path("screenshot-diffusion.png")  # a temp folder; DECODING_LAB_SCREENSHOTS=1 retakes assets/
 TASK_SCREENSHOT = screenshot_path("screenshot-diffusion-task.png")

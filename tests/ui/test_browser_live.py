@@ -11,9 +11,13 @@ from __future__ import annotations
 import statistics
 import time
 
+import pytest
+
 from decoding.events import TokenStep
 from decoding.lm import LM
 from test_browser import choose, error_toasts, open_page, set_number, wait_for_status
+
+pytestmark = pytest.mark.slow  # Chromium driving the app server
 
 FIRST_N = 16  # tokens whose delay is measured
 FIRST_TOKEN_BOUND_S = 1.5  # asserted; the goal (and what an idle machine shows) is well under 0.3 s

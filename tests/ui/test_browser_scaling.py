@@ -5,10 +5,13 @@ and save the screenshot the README shows (assets/screenshot-scaling.png, 1400 px
 
 from __future__ import annotations
 
+import pytest
 
 from decoding.scaling.tasks import load_tasks, menu_tasks
 from conftest import screenshot_path
 from test_browser import TIMEOUT_MS, choose, error_toasts, open_page, set_number
+
+pytestmark = pytest.mark.slow  # Chromium driving the app server
 
 SCREENSHOT = screenshot_path("screenshot-scaling.png")  # a temp folder; DECODING_LAB_SCREENSHOTS=1 retakes assets/
 WIDTH = 1400

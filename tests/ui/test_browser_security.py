@@ -10,8 +10,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from test_browser import TIMEOUT_MS, open_page
 from test_security import PAYLOAD, hostile_copy, traces  # noqa: F401  (traces: real traces of every lab)
+
+pytestmark = pytest.mark.slow  # Chromium driving the app server
 
 SHOWN = "<img"  # the payload as the page shows it: as text (the canvas shows its spaces as ␣)
 PWNED = "() => [window.__pwned, document.title]"

@@ -1,7 +1,11 @@
 """The Scaling tab says when a typed prompt is outside the one question form tiny-math reads (issue 27)."""
 
+import pytest
+
 from ui import scaling_callbacks as cb
 from ui.scaling_views import DEFAULT_PROMPT
+
+pytestmark = pytest.mark.fast("names tiny-math and smollm2-135m; the note reads the prompt, loads no model")
 
 OUTSIDE = "Mary Ann has 37 shells. She gets 45 more, gives away 18, then multiplies them by 3. How many shells now?"
 
