@@ -101,8 +101,9 @@ PURI_2025 = Paper("A Probabilistic Inference Approach to Inference-Time Scaling 
                   note="particle filtering with softmax(logit(r)) weights; a rule or an LM judge stands in for the PRM")
 GIANNONE_2025 = Paper("Mitigating Premature Exploitation in Particle-based Monte Carlo for Inference-Time Scaling",
                       "Giannone et al.", 2025, arxiv="2510.05825",
-                      note="ePF: `entropic` is our budget-free variant of Entropic Annealing, `lookahead` our reading "
-                           "of Look-ahead Modulation")
+                      note="ePF: `annealing` is Entropic Annealing as the authors' its_hub code writes it; `entropic` "
+                           "(budget-free) and `lookahead` (Look-ahead Modulation, whose formula was not read and which "
+                           "its_hub leaves unimplemented) are the project's own variants")
 LEW_2023 = Paper("Sequential Monte Carlo Steering of Large Language Models using Probabilistic Programs", "Lew et al.",
                  2023, arxiv="2306.03081", note="hard constraints (weight 0, tokens masked); ESS-triggered resampling")
 AGARWAL_2025 = Paper("First Finish Search: Efficient Test-Time Scaling in Large Language Models",
