@@ -109,8 +109,9 @@ LEW_2023 = Paper("Sequential Monte Carlo Steering of Large Language Models using
 AGARWAL_2025 = Paper("First Finish Search: Efficient Test-Time Scaling in Large Language Models",
                      "Agarwal, Sengupta and Chakraborty", 2025, arxiv="2505.18149")
 CHATZIVEROGLOU_2025 = Paper("A*-Decoding: Token-Efficient Inference Scaling", "Chatziveroglou", 2025,
-                            arxiv="2505.13672", note="h = 1 - r as in the paper; the path cost g (worst earlier step) "
-                                                     "is the project's own")
+                            arxiv="2505.13672", note="h = 1 - r as in the paper; the priority f = max(1 - r) over checked "
+                                                     "steps is the project's own variant (the paper's path cost g "
+                                                     "could not be read)")
 MADAAN_2023 = Paper("Self-Refine: Iterative Refinement with Self-Feedback", "Madaan et al.", 2023, arxiv="2303.17651",
                     note="in its spirit: the critique is replaced by the step reward")
 PAN_2025 = Paper("SpecReason: Fast and Accurate Inference-Time Compute via Speculative Reasoning", "Pan et al.", 2025,
