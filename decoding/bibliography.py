@@ -143,7 +143,8 @@ YE_2025 = Paper("Dream 7B: Diffusion Large Language Models", "Ye et al.", 2025, 
 WU_2025 = Paper("Fast-dLLM: Training-free Acceleration of Diffusion LLM by Enabling KV Cache and Parallel Decoding",
                 "Wu et al.", 2025, arxiv="2505.22618", note="confidence-threshold parallel decoding")
 KONG_2025 = Paper("Accelerating Diffusion LLM Inference via Local Determinism Propagation", "Kong et al.", 2025,
-                  arxiv="2510.07081", note="LocalLeap; decay=linear is our reading of its second principle")
+                  arxiv="2510.07081", note="LocalLeap; decay=none is the rule of its reference code (flat window "
+                                                    "of radius positions); decay=linear is the project's own variant")
 WU_ZHANG_2025 = Paper("Free Draft-and-Verification: Toward Lossless Parallel Decoding for Diffusion Large Language "
                       "Models", "Wu and Zhang", 2025, arxiv="2510.00294", note="FreeDave")
 MA_2025 = Paper("dKV-Cache: The Cache for Diffusion Language Models", "Ma et al.", 2025, arxiv="2505.15781",
