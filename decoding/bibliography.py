@@ -101,15 +101,17 @@ PURI_2025 = Paper("A Probabilistic Inference Approach to Inference-Time Scaling 
                   note="particle filtering with softmax(logit(r)) weights; a rule or an LM judge stands in for the PRM")
 GIANNONE_2025 = Paper("Mitigating Premature Exploitation in Particle-based Monte Carlo for Inference-Time Scaling",
                       "Giannone et al.", 2025, arxiv="2510.05825",
-                      note="ePF: `entropic` is our budget-free variant of Entropic Annealing, `lookahead` our reading "
-                           "of Look-ahead Modulation")
+                      note="ePF: `annealing` is Entropic Annealing as the authors' its_hub code writes it; `entropic` "
+                           "(budget-free) and `lookahead` (Look-ahead Modulation, whose formula was not read and which "
+                           "its_hub leaves unimplemented) are the project's own variants")
 LEW_2023 = Paper("Sequential Monte Carlo Steering of Large Language Models using Probabilistic Programs", "Lew et al.",
                  2023, arxiv="2306.03081", note="hard constraints (weight 0, tokens masked); ESS-triggered resampling")
 AGARWAL_2025 = Paper("First Finish Search: Efficient Test-Time Scaling in Large Language Models",
                      "Agarwal, Sengupta and Chakraborty", 2025, arxiv="2505.18149")
 CHATZIVEROGLOU_2025 = Paper("A*-Decoding: Token-Efficient Inference Scaling", "Chatziveroglou", 2025,
-                            arxiv="2505.13672", note="h = 1 - r as in the paper; the path cost g (worst earlier step) "
-                                                     "is the project's own")
+                            arxiv="2505.13672", note="h = 1 - r as in the paper; the priority f = max(1 - r) over checked "
+                                                     "steps is the project's own variant (the paper's path cost g "
+                                                     "could not be read)")
 MADAAN_2023 = Paper("Self-Refine: Iterative Refinement with Self-Feedback", "Madaan et al.", 2023, arxiv="2303.17651",
                     note="in its spirit: the critique is replaced by the step reward")
 PAN_2025 = Paper("SpecReason: Fast and Accurate Inference-Time Compute via Speculative Reasoning", "Pan et al.", 2025,
@@ -141,7 +143,8 @@ YE_2025 = Paper("Dream 7B: Diffusion Large Language Models", "Ye et al.", 2025, 
 WU_2025 = Paper("Fast-dLLM: Training-free Acceleration of Diffusion LLM by Enabling KV Cache and Parallel Decoding",
                 "Wu et al.", 2025, arxiv="2505.22618", note="confidence-threshold parallel decoding")
 KONG_2025 = Paper("Accelerating Diffusion LLM Inference via Local Determinism Propagation", "Kong et al.", 2025,
-                  arxiv="2510.07081", note="LocalLeap; decay=linear is our reading of its second principle")
+                  arxiv="2510.07081", note="LocalLeap; decay=none is the rule of its reference code (flat window "
+                                                    "of radius positions); decay=linear is the project's own variant")
 WU_ZHANG_2025 = Paper("Free Draft-and-Verification: Toward Lossless Parallel Decoding for Diffusion Large Language "
                       "Models", "Wu and Zhang", 2025, arxiv="2510.00294", note="FreeDave")
 MA_2025 = Paper("dKV-Cache: The Cache for Diffusion Language Models", "Ma et al.", 2025, arxiv="2505.15781",

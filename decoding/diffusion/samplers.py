@@ -12,11 +12,14 @@ Papers followed
     `radius` of an anchor (the paper's bounded neighbourhood) a position needs only the relaxed
     `threshold`; at least one position per step. The paper's second principle, "progressive
     spatial consistency decay" (agreement with the final answer falls with the distance from an
-    anchor), is why the relaxation is bounded at all: `decay=none` is that bounded, flat window.
-    Its text and code could not be read here, so whether it also grades the threshold inside
-    the window is not known; `decay=linear` is our reading of the principle made explicit: the
-    required confidence climbs from `threshold` next to the anchor to `anchor_threshold` just
-    beyond `radius` (`localleap_required`).
+    anchor), is why the relaxation is bounded at all: `decay=none` (the default) is that bounded,
+    flat window, and it is the rule of the LocalLeap `generate.py` found with the search tool (a
+    Fast-dLLM-derived file in a public mirror of the method's code: every masked position within
+    `radius` positions of an anchor, both sides inclusive, needs the relaxed threshold, every
+    other one the anchor threshold, and the most confident one is always committed; its defaults
+    are 0.9 / 0.75 / radius 4). The paper's own text could not be read. `decay=linear` is the
+    project's own variant, in neither: the required confidence climbs from `threshold` next to
+    the anchor to `anchor_threshold` just beyond `radius` (`localleap_required`).
     dKV-Cache (Ma et al. 2025): delayed key / value caching, see `decoding.diffusion.lm`.
     FreeDave (Wu & Zhang 2025, "Free Draft-and-Verification: Toward Lossless Parallel Decoding
     for Diffusion Large Language Models", arXiv 2510.00294; reference code github.com/cychomatica/FreeDave):
@@ -113,8 +116,9 @@ class LocalLeapParams(Params):
     anchor_threshold: float = param(0.95, low=0.0, high=1.0, low_inclusive=False,
                                     help="Confidence that makes a masked position an anchor.")
     decay: str = param("none", choices=DECAYS,
-                       help="none = the relaxed threshold holds across the radius; linear = it climbs toward the "
-                            "anchor threshold with the distance from the anchor.")
+                       help="none = the relaxed threshold holds across the radius (LocalLeap's reference code); "
+                            "linear = the project's own variant: it climbs toward the anchor threshold with the "
+                            "distance from the anchor.")
 
     def check_with(self, family: DiffusionParams) -> None:
         _must(family, 0.0 < family.threshold <= self.anchor_threshold, "threshold",
@@ -212,9 +216,10 @@ def select_threshold(scores: torch.Tensor, candidates: torch.Tensor, threshold: 
 
 def localleap_required(anchors: torch.Tensor, anchor_threshold: float, threshold: float, radius: int,
                        decay: str = "none") -> torch.Tensor:
-    """The confidence each position needs to leap: `threshold` within `radius` of an anchor (with
-    decay="linear", threshold + (anchor_threshold - threshold) * (d - 1) / radius at distance d,
-    so the relaxation fades toward the border of the window), `anchor_threshold` elsewhere."""
+    """The confidence each position needs to leap: `threshold` within `radius` of an anchor (as the
+    LocalLeap reference code; with decay="linear", the project's own variant, threshold +
+    (anchor_threshold - threshold) * (d - 1) / radius at distance d, so the relaxation fades toward
+    the border of the window), `anchor_threshold` elsewhere."""
     n = len(anchors)
     distance = torch.full((n,), radius + 1, dtype=torch.long, device=anchors.device)
     for offset in range(-radius, radius + 1):  # distance to the nearest anchor, up to `radius`

@@ -16,9 +16,13 @@ Methods (each a strategy; all decode their N particles as one batch, `decoding.s
   ess_threshold * N, as options). The weight is always the current step's potential, as in
   the paper; with an ESS threshold a step without resampling simply keeps every particle
   (weights are not accumulated as importance ratios across steps). Finished particles keep their last reward and take part in
-  resampling, but are not extended. With `entropic` > 0 the resampling weights are flattened
-  until their entropy is at least that fraction of log N (entropic particle filtering, ePF,
-  Giannone et al. 2025; see `decoding.scaling.particles.entropic_weights`). When all weights are equal
+  resampling, but are not extended. Entropic particle filtering (ePF, Giannone et al. 2025):
+  `annealing=ess|entropy` is its Entropic Annealing as the authors' its_hub code writes it (the
+  particles are drawn from softmax(log w / tau), `decoding.scaling.particles.annealing_temperature`;
+  t counts the steps taken, T_max is `annealing_steps`); `entropic` > 0 is the project's own
+  variant (weights flattened until their entropy is at least that fraction of log N,
+  `entropic_weights`); `lookahead` is the project's own variant of its Look-ahead Modulation
+  (`lookahead_weights`). When all weights are equal
   there is nothing to select and the particles are kept (so a constant reward gives exactly
   independent sampling).
 - first-finish: First Finish Search (Agarwal et al. 2025): N samples in lockstep, `chunk_tokens`
@@ -191,6 +195,10 @@ def particle_filter(ctx: RunContext, params: ParticleFilterParams, outcome: Outc
                 weights = pf.lookahead_weights(run.current_rewards(), ahead, params.lookahead, params.reward_temperature)
                 extra["lookahead_rewards"] = [round(float(a), 4) for a in ahead]
         draw_from = weights
+        if params.annealing != "none" and not unscored:
+            tau = pf.annealing_temperature(weights, run.step + 1, params.annealing_steps, params.annealing)
+            draw_from = pf.annealed_weights(weights, tau)
+            extra["annealing_temperature"] = tau
         if params.entropic > 0:
             beta = pf.entropic_exponent(weights, params.entropic)
             draw_from = pf.entropic_weights(weights, params.entropic)

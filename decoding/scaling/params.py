@@ -71,13 +71,28 @@ class ParticleFilterParams(ScalingParams):
                             help="How N particles are drawn from the weights.")
     ess_threshold: float = param(0.0, low=0.0, high=1.0, step=0.05, label="ESS threshold",
                                  help="Resample only when ESS < this x N (0 = every step, as the paper).")
-    entropic: float = param(0.0, low=0.0, high=1.0, step=0.05, label="entropic (ePF)",
-                            help="ePF: flatten weights to at least this fraction of the maximum entropy.")
-    lookahead: float = param(0.0, low=0.0, high=10.0, step=0.1, ui_high=2, label="look-ahead (ePF)",
-                             help="ePF look-ahead: weight of the reward of one more sampled step "
-                                  "(0 = off; costs a step per step).")
+    entropic: float = param(0.0, low=0.0, high=1.0, step=0.05, label="entropic (our ePF variant)",
+                            help="The project's own budget-free variant of ePF's annealing (not the paper's rule, "
+                                 "that is `annealing`): flatten weights to at least this fraction of the maximum "
+                                 "entropy (0 = off).")
+    annealing: str = param("none", choices=pf.ANNEALING_METHODS, label="entropic annealing (ePF)",
+                           help="ePF's Entropic Annealing as the authors' code (its_hub) writes it: while ESS < 0.5 N "
+                                "and t < annealing_steps / 2, resample from softmax(logit(r) / (T tau)), "
+                                "tau = max(1, (1 - t/T_max) N / ESS) (ess) or max(1, 1 / (H + (1 - H) t/T_max)) "
+                                "(entropy, H = weight entropy / log N).")
+    annealing_steps: int = param(8, low=1, high=256, ui_high=32, label="annealing T_max",
+                                 help="annealing: T_max of the progress t / T_max (its_hub: its step cap).")
+    lookahead: float = param(0.0, low=0.0, high=10.0, step=0.1, ui_high=2, label="look-ahead (our ePF variant)",
+                             help="The project's own variant of ePF's look-ahead (the paper's formula was not read): "
+                                  "weight of the reward of one more sampled step (0 = off; costs a step per step).")
     select: str = param("best", choices=("best", "vote"), label="final choice",
                         help="Final answer: the highest weight, or the weighted majority.")
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.entropic > 0 and self.annealing != "none":
+            raise ValueError(f"`annealing` must be none when `entropic` > 0 (choose the paper's annealing or the "
+                             f"project's variant), got {self.annealing!r} with entropic={self.entropic}")
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,20 @@ def test_localleap_linear_decay_raises_the_relaxed_threshold_with_the_distance_f
     assert chosen.nonzero()[:, 0].tolist() == [0, 3, 6, 7]
 
 
+def test_localleap_decay_none_is_the_reference_codes_window_and_linear_is_labelled_our_own():
+    # the reference rule (0.9 / 0.75 / radius 4): masked positions within 4 of an anchor, both sides, need 0.75;
+    # the others 0.9; the most confident is always committed
+    scores = torch.tensor([0.8, 0.1, 0.8, 0.1, 0.1, 0.1, 0.95, 0.1, 0.1, 0.1, 0.76, 0.8, 0.1], dtype=torch.float64)
+    candidates = torch.ones(13, dtype=torch.bool)
+    candidates[0] = False  # already committed: never chosen again
+    chosen, anchors = dd.select_localleap(scores, candidates, 0.9, 0.75, 4)
+    assert anchors.nonzero()[:, 0].tolist() == [6]
+    assert chosen.nonzero()[:, 0].tolist() == [2, 6, 10]  # 2 and 10 at distance 4; 11 (distance 5) needs 0.9
+    from decoding.params import specs
+    helps = {s.name: s.help for s in specs(dd.LocalLeapParams)}
+    assert "reference code" in helps["decay"] and "project's own variant" in helps["decay"]
+
+
 def test_helpers_do_not_modify_their_inputs():
     scores, candidates = torch.rand(6, dtype=torch.float64), torch.ones(6, dtype=torch.bool)
     before = scores.clone(), candidates.clone()

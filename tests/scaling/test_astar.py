@@ -52,6 +52,14 @@ def test_priority_is_the_doubt_of_the_worst_checked_step():
     assert astar.priority([]) == astar.priority([neutral]) == pytest.approx(0.5)
 
 
+def test_the_priority_is_labelled_as_the_projects_own_where_a_user_reads_it():
+    from decoding.params import specs
+    from decoding.registry import STRATEGIES
+
+    assert "project's own" in STRATEGIES["a-star"].help and "f = g + h" not in STRATEGIES["a-star"].help
+    assert "project's own" in {s.name: s.help for s in specs(astar.AStarParams)}["max_expansions"]
+
+
 # ---------------------------------------------------------------- the strategy on tiny-math
 
 @pytest.fixture(scope="module")

@@ -272,6 +272,23 @@ def test_entropic_resampling_records_its_flattening(smol_lm):
     assert betas and all(0 <= b <= 1 for b in betas)
 
 
+def test_entropic_annealing_tempers_each_steps_weights_by_its_hub_rule(tiny_lm, monkeypatch):
+    from decoding.scaling import particles as pf
+
+    skewed = torch.tensor([0.7, 0.1, 0.1, 0.1], dtype=torch.float64)  # ESS / N = 0.4808: every step anneals early
+    monkeypatch.setattr(scaling.pf, "weights_from_rewards", lambda rewards, temperature: skewed.clone())
+    drawn = []
+    real_resample = pf.resample
+    monkeypatch.setattr(scaling.pf, "resample", lambda w, *a: drawn.append(w.clone()) or real_resample(w, *a))
+    trace = run_to_trace(tiny_lm, "Describe a cat.", strategy="particle-filter",
+                         params={"n": 4, "reward": "max-word-length", "annealing": "ess", "annealing_steps": 6,
+                                 "max_step_tokens": 4}, max_new_tokens=16, seed=1)
+    taus = [s.extra["annealing_temperature"] for s in particle_steps(trace)]
+    # t = 1, 2 (t counts the steps taken): (1 - t/6) * 4 * 0.52; from t = 3 on, t / 6 >= 0.5: no annealing
+    assert taus[:3] == pytest.approx([5 / 6 * 2.08, 4 / 6 * 2.08, 1.0])
+    assert torch.allclose(drawn[0], torch.softmax(torch.log(skewed) / taus[0], 0))
+
+
 @pytest.mark.slow  # SmolLM2
 def test_cancelling_after_a_step_ends_the_run_before_the_next_model_call(smol_lm):
     stop, passes = [], smol_lm.forward_passes
@@ -319,6 +336,8 @@ def test_lm_judge_reward_runs_and_counts_its_calls(smol_lm):
     ("reward-beam", {"n": 6, "beam_width": 4}, "must be a multiple of `beam_width`"),
     ("particle-filter", {"ess_threshold": 2}, "`ess_threshold` must be in [0, 1], got 2"),
     ("particle-filter", {"reward": "final-answer"}, "reward final-answer needs `reference`"),
+    ("particle-filter", {"entropic": 0.7, "annealing": "ess"}, "`annealing` must be none when `entropic` > 0"),
+    ("particle-filter", {"annealing": "linear"}, "`annealing` must be one of none, ess, entropy"),
     ("particle-filter", {"reward": "forbid-letter", "letter": "ee"}, "`forbid-letter.letter` must be a single letter"),
     ("majority-vote", {"step_delimiter": "comma"}, "`step_delimiter` must be one of newline, blank-line"),
 ])
