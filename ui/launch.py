@@ -7,9 +7,11 @@ import os
 import threading
 import time
 from typing import Callable
+
 import decoding  # noqa: F401  (switches telemetry off before gradio is imported)
 import gradio as gr
-from decoding.models import (DEFAULT_MODEL, load_model)
+
+from decoding.models import DEFAULT_MODEL, load_model
 from decoding.run import generate
 from decoding.trace_checks import upload_bytes
 from ui.exports import export_dir, gradio_cache_policy, sweep

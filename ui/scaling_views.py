@@ -134,7 +134,7 @@ def collect_params(method: str, fields: dict) -> dict:
     check_names(fields, FIELDS, "scaling")
     params = {}
     reward = fields["reward"] if fields["reward"] in REWARDS else None
-    for field in COMMON + METHOD_FIELDS[method] + REWARD_FIELDS.get(reward, ()):
+    for field in dict.fromkeys(COMMON + METHOD_FIELDS[method] + REWARD_FIELDS.get(reward, ())):  # `reference` once
         value = fields[field]
         kind = spec_of(field)["type"]
         if value is None:

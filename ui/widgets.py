@@ -9,10 +9,12 @@ import math
 import os
 from pathlib import Path
 from typing import Callable
+
 import decoding  # noqa: F401  (switches telemetry off before gradio is imported)
 import gradio as gr
+
 from decoding.embedded import EmbeddedModelError
-from decoding.models import (REGISTRY, TINY_MODEL, ModelLoadError, pick_device, pick_dtype)
+from decoding.models import REGISTRY, TINY_MODEL, ModelLoadError, pick_device, pick_dtype
 from decoding.run import MAX_NEW_TOKENS_CAP
 from visualizers._common import esc
 
@@ -156,7 +158,7 @@ QUIET = dict(show_progress="hidden", api_visibility="undocumented")  # quick vie
 RENDER_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError, ArithmeticError, RecursionError)
 
 
-# The tabs' shared skeleton: number formatting, stat cards, streaming a run into views --------------
+# Statistics cards: number formatting and the cards every lab shows ---------------------------------------
 EMPTY_STATS_HTML = '<div class="dl-stats dl-stats-empty">Statistics appear here once a run starts.</div>'
 
 

@@ -9,8 +9,10 @@ import functools
 import inspect
 from pathlib import Path
 from typing import Callable
+
 import decoding  # noqa: F401  (switches telemetry off before gradio is imported)
 import gradio as gr
+
 from decoding.env import env_int
 from decoding.errors import short_repr
 from ui.classroom import lesson_line, lesson_step

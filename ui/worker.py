@@ -41,25 +41,21 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Iterator
+
 import decoding  # noqa: F401  (switches telemetry off before gradio is imported)
+
 from decoding.contracts import StepProgress
 from decoding.env import env_int
 from decoding.events import BeamStep, DiffusionStep, Event, ParticleStep, TokenStep, Trace, stats
-from decoding.models import (load_model, resolve_spec)
+from decoding.models import load_model, resolve_spec
 from decoding.run import generate
 from ui.widgets import USER_ERRORS, fmt, md_esc, user_error
 
 
 REDRAWS_PER_S = 5.0  # upper bound on live redraws
-
-
 REDRAW_BUDGET = 0.08  # share of wall time redraws may take (slow redraws are spaced out further): drawing
-
-
 # shares the GIL with the decoding thread, so this is roughly what live views cost in speed
 MODEL_CONCURRENCY_ID = "model"  # every model-bound event shares this queue slot
-
-
 STOP_WAIT_S = 30.0  # closing a run waits at most this long for its worker (which stops within one model call)
 
 
