@@ -224,7 +224,7 @@ def test_a_diffusion_model_as_judge_is_refused():
 def test_the_real_diffusion_model_as_draft_model_is_refused():
     """tiny-ar and tiny-diffusion share a tokenizer: before the check this was an AttributeError mid-run."""
     params = {"drafter": "model", "draft_model": "tiny-diffusion"}
-    assert "`draft_model` 'tiny-diffusion' is a masked diffusion model" in api_error(
+    assert "`model.draft_model` 'tiny-diffusion' is a masked diffusion model" in api_error(
         model="tiny-ar", strategy="speculative", params=json.dumps(params))
 
 
