@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -17,7 +18,7 @@ from decoding.env import env_int
 from decoding.errors import short_repr
 from ui.classroom import lesson_line, lesson_step
 from ui.guard import BudgetExceeded, replay_budget_s, within_budget
-from ui.widgets import QUIET, RENDER_ERRORS, error_toast
+from ui.widgets import QUIET, RENDER_ERRORS, error_toast, md_esc
 from ui.worker import MODEL_CONCURRENCY_ID, model_event, runs_at_once
 
 
@@ -200,6 +201,44 @@ def load_replay(path, lab: str, what: str, accepts: Callable, render: Callable,
         raise error_toast(f"Cannot replay {name}: malformed {what} ({type(err).__name__}: {str(err)[:300]})",
                           "Not a Decoding Lab trace") from None
     return loaded, shown, name
+
+
+@dataclass(frozen=True)
+class RunControls:
+    """How a lab tab restores a run's settings: from a preset (the menu) or a replayed trace's start.
+
+    Both carry the same settings (model, strategy, prompt, max_new_tokens, seed, chat, params), so one
+    `controls(settings)` per tab ({output name: value}, the tab's defaults for what the settings leave
+    out) serves both, and `preset_chosen` and `replay` are written once for every tab."""
+
+    lab: str  # the presets' lab ("playground", "speculative", ...)
+    title: str  # how a message names the tab's traces ("a Playground trace")
+    runs: Callable[[str], bool]  # whether the tab runs this strategy (a preset or run it can restore)
+    controls: Callable[[object], dict]  # a Preset or RunStarted -> {output name: value}
+
+    def preset_chosen(self, name) -> dict:
+        """Every control from the preset (the tab's defaults for what it leaves out) and its teaching note;
+        nothing but an empty note for a name that is not one of this tab's presets."""
+        from decoding.presets import find_preset
+
+        preset = find_preset(self.lab, name)
+        if preset is None or not self.runs(preset.strategy):
+            return {"note": ""}
+        return self.controls(preset) | {"note": f"**{preset.title}.** {preset.note.strip()}"}
+
+    def replay(self, path, what: str, accepts: Callable, render: Callable, line: Callable, reset: dict,
+               hint: str = "replay it in the tab it came from.") -> dict:
+        """An uploaded trace's views (`render`), its settings in the controls where the tab runs its strategy,
+        the tab's state (`reset`, plus the trace) and a status line (`line(trace)`); {} without a file, a
+        gr.Error naming the problem for a file the tab cannot show (see `load_replay`)."""
+        got = load_replay(path, self.title, what, accepts, render, hint)
+        if got is None:
+            return {}
+        loaded, shown, name = got
+        controls = self.controls(loaded.start) if self.runs(loaded.start.strategy) else {}
+        status = (f"**Replaying** {md_esc(name)}: {line(loaded)}."
+                  + (" Its settings are back in the controls." if controls else ""))
+        return shown | controls | reset | {"trace": loaded, "status": status}
 
 
 def as_int(value):

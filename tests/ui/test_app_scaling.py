@@ -13,6 +13,7 @@ import pytest
 import gradio as gr
 
 from decoding.events import Trace
+from decoding.presets import find_preset
 from decoding.run import run_to_trace
 from decoding.scaling.math_tasks import make_splits
 from decoding.scaling.tasks import MATH_MENU, load_tasks, task_prompt
@@ -20,8 +21,8 @@ from conftest import api_run
 from test_app import count_forward_passes
 from ui import scaling_callbacks as cb
 from ui.exports import download
-from ui.scaling_views import (task_of_prompt, DEFAULT_PROMPT, DEFAULT_SETTINGS, FIELDS, METHOD_FIELDS, METHODS, REWARD_FIELDS,
-                              SPECIFIC, task_choices, verdict, views)
+from ui.scaling_views import (task_of_prompt, DEFAULT_PROMPT, DEFAULT_SETTINGS, FIELDS, METHOD_DEFAULTS, METHOD_FIELDS,
+                              METHODS, REWARD_FIELDS, SPECIFIC, task_choices, verdict, views)
 
 MODEL = "smollm2-135m"
 SMALL = {"n": 3, "max_step_tokens": 8}
@@ -182,7 +183,8 @@ def test_replay_restores_views_and_settings(run):
     out = cb.replay(download(trace), None, None)
     assert out["trace"].to_dict() == trace.to_dict() and out["other"] is None
     assert out["method"] == "particle-filter" and out["sc:n"] == 3 and out["sc:max_step_tokens"] == 8
-    assert out["sc:particle-filter.select"] == "best" and "sc:best-of-n.select" not in out and out["sc:reward"] == "final-answer"
+    assert out["sc:particle-filter.select"] == "best" and out["sc:reward"] == "final-answer"
+    assert out["sc:best-of-n.select"] == METHOD_DEFAULTS["best-of-n"]["best-of-n.select"]  # its own default, not pf's
     assert out["task"] == str(TASK["id"]) and out["sc:reference"] == TASK["answer"] and out["model"] == MODEL
     assert "Replaying" in out["status"] and "data-slot=" in out["particles"] and out["lineage"].data
 
@@ -361,7 +363,7 @@ def test_the_refine_and_reward_hacking_presets_do_what_their_notes_say(name, ans
         from decoding.lm import LM
         from decoding.models import load_model
 
-        params = cb.find_preset("scaling", name).params | {"select_temperature": 0.1}
+        params = find_preset("scaling", name).params | {"select_temperature": 0.1}
         cool = run_to_trace(LM(load_model("tiny-math", progress=None)), preset["prompt"], strategy="best-of-n",
                             params=params, max_new_tokens=160, chat=False, seed=0)
         assert cool.finish.extra["answer"] == "451"
