@@ -17,6 +17,11 @@ Environment
     DECODING_LAB_EXPORT_MAX_AGE_S / _MAX_MB   export retention (default 3600 s, 200 MB; ui/exports.py)
     DECODING_LAB_SESSION_TTL_S                a session's state kept after its last update (default 3600)
     DECODING_LAB_SESSION_CAP                  sessions kept at most (default 200)
+    DECODING_LAB_SESSIONS_PER_CLIENT / _SESSION_MEMORY_MB / _QUEUED_PER_CLIENT / _UPLOADS_PER_MIN /
+    _UPLOAD_CACHE_MB / _REPLAY_BUDGET_S / _RUNS_AT_ONCE / _TRUST_PROXY   what one visitor may take (ui/guard.py)
+    DECODING_LAB_MODEL_CACHE_MODELS / _MODEL_CACHE_MB / _ALLOW_HUB      the model cache (decoding/model_cache.py)
+    DECODING_LAB_ALLOW_REMOTE=1, DECODING_LAB_REMOTE_ENGINES, DECODING_LAB_OPENAI_API_KEY   remote engines
+                                              (the key goes only to the listed engines; README, hosting)
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import decoding  # noqa: F401  (switches telemetry and analytics off before grad
 import gradio as gr
 
 from ui.api import register_api
-from ui.common import queued, serve, startup_progress
+from ui.launch import queued, serve, startup_progress
 from ui.diffusion import build_diffusion
 from ui.classroom import present_button
 from ui.exports import gradio_cache_policy

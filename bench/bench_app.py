@@ -19,13 +19,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from decoding import run_to_trace  # noqa: E402
-from decoding.events import stats  # noqa: E402
-from decoding.models import load_model  # noqa: E402
-from ui import playground_callbacks as cb  # noqa: E402
-from ui.playground_views import new_selection, param_widgets  # noqa: E402
+from decoding import run_to_trace
+from decoding.events import stats
+from decoding.models import load_model
+from ui import playground_callbacks as cb
+from ui.playground_views import new_selection, param_widgets
 
 PROMPT = "Explain why the sky is blue in two sentences."
 

@@ -19,7 +19,7 @@ Settings (the registry's parameter names; `python -m decoding list`):
     momentum (alpha 0.2, top_k 5, max_ngram 5); adadec (threshold 1.5 nats, top_k 3, lookahead 3).
 All three samplers run at temperature 1 (`--temperature`), so they differ only in their truncation
 rule. That is min-p's ordinary setting, not the high-temperature regime (T 1.5-3) where the min-p
-paper (Nguyen et al. 2024) and Top-H (Potraghloo et al. 2025) claim their advantage over top-p; this
+paper (Nguyen et al. 2024) and Top-H (Baghaei Potraghloo et al. 2025) claim their advantage over top-p; this
 bench does not test that claim (presets 02-04 show it on single prompts). Top-H's default is 0 (off);
 0.4 is the alpha of the project's Top-H preset, inside the 0.3-0.6 range transformers' docs call typical.
 Mirostat, momentum and AdaDec keep their registered defaults.
@@ -51,13 +51,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from decoding.compare import (MAX_RUNS, RunScore, Setting, compare_runs, parse_settings, table_rows,  # noqa: E402
+from decoding.compare import (MAX_RUNS, RunScore, Setting, compare_runs, parse_settings, table_rows,
                               validate_settings)
-from decoding.events import Trace  # noqa: E402
-from decoding.lm import LM  # noqa: E402
-from decoding.models import load_model  # noqa: E402
+from decoding.events import Trace
+from decoding.lm import LM
+from decoding.models import load_model
 
 PROMPTS = (
     "Once upon a time, in a small village by the sea, there lived",

@@ -27,13 +27,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from decoding import run_to_trace  # noqa: E402
-from decoding.events import stats  # noqa: E402
-from decoding.lm import LM  # noqa: E402
-from decoding.models import load_model  # noqa: E402
-from decoding.scaling import rewards as rw  # noqa: E402
+from decoding import run_to_trace
+from decoding.events import stats
+from decoding.lm import LM
+from decoding.models import load_model
+from decoding.scaling import rewards as rw
 
 PROMPTS = (
     "Write one sentence about a dog in the park.",

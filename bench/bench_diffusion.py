@@ -37,11 +37,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from decoding import run_to_trace  # noqa: E402
-from decoding.events import DiffusionStep, stats  # noqa: E402
-from decoding.run import as_lm  # noqa: E402
+from decoding import run_to_trace
+from decoding.events import DiffusionStep, stats
+from decoding.run import as_lm
 
 PROMPTS = [
     "In the beginning",

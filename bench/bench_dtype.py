@@ -19,11 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from decoding import run_to_trace  # noqa: E402
-from decoding.lm import LM  # noqa: E402
-from decoding.models import cpu_native_bf16, load_model, pick_dtype, pick_device  # noqa: E402
+from decoding import run_to_trace
+from decoding.lm import LM
+from decoding.models import cpu_native_bf16, load_model, pick_dtype, pick_device
 
 PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
 DTYPES = ("float32", "bfloat16")

@@ -21,12 +21,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from decoding import run_to_trace  # noqa: E402
-from decoding.lm import LM  # noqa: E402
-from decoding.models import load_model  # noqa: E402
-from decoding.training.eagle_prompts import HELD_OUT  # noqa: E402
+from decoding import run_to_trace
+from decoding.lm import LM
+from decoding.models import load_model
+from decoding.training.eagle_prompts import HELD_OUT
 
 PROMPTS = list(HELD_OUT) + ["What makes a good friend?", "Write a haiku about autumn rain and explain it."]
 CONFIGS = {
@@ -67,10 +67,10 @@ def main() -> None:
             results = {}
             for name in order:
                 if name == "plain":
-                    results[name] = timed(lambda: run_to_trace(lm, prompt, max_new_tokens=args.tokens))
+                    results[name] = timed(lambda prompt=prompt: run_to_trace(lm, prompt, max_new_tokens=args.tokens))
                 else:
-                    results[name] = timed(lambda: run_to_trace(lm, prompt, strategy="speculative",
-                                                               params=configs[name], max_new_tokens=args.tokens))
+                    results[name] = timed(lambda prompt=prompt, name=name: run_to_trace(
+                        lm, prompt, strategy="speculative", params=configs[name], max_new_tokens=args.tokens))
             plain, plain_cpu, plain_wall = results["plain"]
             for name in configs:
                 trace, cpu, wall = results[name]

@@ -20,11 +20,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from decoding import run_to_trace  # noqa: E402
-from decoding.lm import LM  # noqa: E402
-from decoding.models import load_model  # noqa: E402
+from decoding import run_to_trace
+from decoding.lm import LM
+from decoding.models import load_model
 
 MODELS = ("tiny-ar", "tiny-ar-hyperfit")
 PROMPTS = ("In the beginning", "The LORD is my shepherd", "And it came to pass", "Blessed are they",

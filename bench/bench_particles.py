@@ -30,14 +30,14 @@ from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from decoding import run_to_trace  # noqa: E402
-from decoding.events import stats  # noqa: E402
-from decoding.lm import LM  # noqa: E402
-from decoding.models import load_model  # noqa: E402
-from decoding.scaling import run as scaling_run  # noqa: E402
-from decoding.scaling.particle_batch import ParticleBatch  # noqa: E402
+from decoding import run_to_trace
+from decoding.events import stats
+from decoding.lm import LM
+from decoding.models import load_model
+from decoding.scaling import run as scaling_run
+from decoding.scaling.particle_batch import ParticleBatch
 
 PROMPTS = {
     "paragraph": "Explain in one paragraph why the sky is blue.",

@@ -22,16 +22,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from decoding import run_to_trace  # noqa: E402
-from decoding.events import stats  # noqa: E402
-from decoding.lm import LM  # noqa: E402
-from decoding.models import load_model  # noqa: E402
-from decoding.remote.client import Client  # noqa: E402
-from decoding.remote.llama_server import ALIAS, running  # noqa: E402
-from decoding.remote.source import ALLOW_ENV  # noqa: E402
-from decoding.remote.strategies import NEUTRAL  # noqa: E402
+from decoding import run_to_trace
+from decoding.events import stats
+from decoding.lm import LM
+from decoding.models import load_model
+from decoding.remote.client import Client
+from decoding.remote.llama_server import ALIAS, running
+from decoding.remote.source import ALLOW_ENV, ENGINES_ENV
+from decoding.remote.strategies import NEUTRAL
 
 PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
 
@@ -63,6 +63,7 @@ def main() -> None:
     _, templated, _ = lm.encode_prompt(PROMPT)  # the remote side gets the same text, template included
     rows = []
     with running(threads=args.threads) as base_url:
+        os.environ[ENGINES_ENV] = base_url  # the one engine this process may reach
         source = f"openai:{base_url}#{ALIAS}"
         tokens_per_s(lm, PROMPT, 4, True), tokens_per_s(source, templated, 4, False)  # warm-up
         for r in range(args.rounds):

@@ -35,13 +35,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from decoding import run_to_trace  # noqa: E402
-from decoding.events import stats  # noqa: E402
-from decoding.lm import LM  # noqa: E402
-from decoding.models import LoadedModel, load_model  # noqa: E402
-from decoding.speculative.drafters import shallow_view  # noqa: E402
+from decoding import run_to_trace
+from decoding.events import stats
+from decoding.lm import LM
+from decoding.models import LoadedModel, load_model
+from decoding.speculative.drafters import shallow_view
 
 MODELS = ("tiny-ar", "tiny-ar-layerskip")
 PROMPTS = ("In the beginning", "The LORD is my shepherd", "And it came to pass", "Blessed are they",
@@ -176,8 +176,10 @@ def main(argv: list[str] | None = None) -> int:
             row = summarise(last[model][name], plain, ratios)
             row["speedup_cpu"] = round(statistics.median(p / s for p, s in zip(cpu[model]["greedy"], cpu[model][name])), 3)
             row["cpu_s_median"] = round(statistics.median(cpu[model][name]), 4)
-            row["cpu_ms_per_round"] = round(1000 * row["cpu_s_median"] / sum(len(t.of_kind("spec_round")) for t in last[model][name]), 3)
-            row["cpu_ms_per_token"] = round(1000 * row["cpu_s_median"] / sum(len(t.finish.token_ids) for t in last[model][name]), 3)
+            rounds = sum(len(t.of_kind("spec_round")) for t in last[model][name])
+            tokens = sum(len(t.finish.token_ids) for t in last[model][name])
+            row["cpu_ms_per_round"] = round(1000 * row["cpu_s_median"] / rounds, 3)
+            row["cpu_ms_per_token"] = round(1000 * row["cpu_s_median"] / tokens, 3)
             if name == "DEL":
                 row["by_layer"] = per_layer(last[model][name])
             rows[name] = row

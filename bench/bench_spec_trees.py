@@ -21,12 +21,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from decoding import run_to_trace  # noqa: E402
-from decoding.events import stats  # noqa: E402
-from decoding.lm import LM  # noqa: E402
-from decoding.models import load_model  # noqa: E402
+from decoding import run_to_trace
+from decoding.events import stats
+from decoding.lm import LM
+from decoding.models import load_model
 
 PROMPT = "And it came to pass, when the king"
 TREES = {

@@ -1,9 +1,10 @@
-"""Command line: `python -m decoding run|list|show`.
+"""Command line: `python -m decoding run|list|papers|presets|show`.
 
     python -m decoding run --prompt "Why is the sky blue?" --strategy sample --set top_p=0.9
     python -m decoding run --model gemma3-270m --no-chat --prompt "Once upon a time" --json
     python -m decoding run --strategy particle-filter --set n=8 --set reward=arith-step --prompt "..."
     python -m decoding list
+    python -m decoding papers [--json]
     python -m decoding show trace.json
 
 Bad arguments exit with status 2 and a one-line message on stderr.
@@ -21,10 +22,12 @@ from decoding.errors import short_repr
 from decoding.events import ParticleStep, RunFinished, TokenStep, Trace, stats
 from decoding.models import DEFAULT_MODEL, QUANTIZATIONS, REGISTRY, SUGGESTED_HUB_IDS, ModelLoadError, load_model
 from decoding.run import MAX_NEW_TOKENS_CAP, generate, validate_request
+from decoding.papers import collect, render
+from decoding.params import describe
 from decoding.registry import STRATEGIES, param_specs
-from decoding.remote.source import ALLOW_ENV, EXAMPLE
+from decoding.remote.source import ALLOW_ENV, ANY_ENGINE, ENGINES_ENV, EXAMPLE
 from decoding.diffusion.samplers import SAMPLERS
-from decoding.scaling.scoring import reward_help
+from decoding.scaling.scoring import REWARDS, reward_help
 from decoding.speculative.strategy import DRAFTERS
 
 
@@ -156,14 +159,32 @@ def cmd_list(args) -> int:
     print("\nStrategies and parameters (set with --set name=value):")
     for name, s in info["strategies"].items():
         print_columns([(name, s["help"])], "  ", widths=[max(map(len, info["strategies"]))])
-        print_columns([(p["name"], f"default {p['default']!s}", f"range {p['range']}", p["help"]) for p in s["params"]],
-                      "      ")
-    for title, key in (("Rewards for the scaling strategies (--set reward=NAME)", "rewards"),
-                       ("Drafters for speculative (--set drafter=NAME)", "drafters"),
-                       ("Samplers for diffusion (--set sampler=NAME)", "diffusion_samplers")):
-        print(f"\n{title}:")
-        print_columns(info[key].items(), "  ")
+        print_columns([_param_row(p) for p in s["params"] if p["plugin"] is None], "      ")
+        selectors = sorted({p["selector"] for p in s["params"] if p["plugin"]})
+        if selectors:
+            print(f"      and the chosen {', '.join(selectors)}'s own parameters, listed with it below")
+    for title, registry in (("Rewards for the scaling strategies (--set reward=NAME)", REWARDS),
+                            ("Drafters for speculative (--set drafter=NAME)", DRAFTERS),
+                            ("Samplers for diffusion (--set sampler=NAME)", SAMPLERS)):
+        print(f"\n{title}; its own parameters: --set <{registry.kind}>.<parameter>=value, e.g. "
+              f"--set {_example(registry)}:")
+        for entry in registry.entries.values():
+            print_columns([(entry.name, entry.help)], "  ", widths=[max(map(len, registry.names()))])
+            print_columns([_param_row(p, f"{entry.name}.") for p in describe(entry.params_cls)], "      ")
     return 0
+
+
+def _param_row(p: dict, prefix: str = "") -> tuple:
+    return prefix + p["name"], f"default {p['default']!s}", f"range {p['range']}", p["help"]
+
+
+def _example(registry) -> str:
+    """`--set` text for the first plug-in of `registry` with a parameter of its own."""
+    for entry in registry.entries.values():
+        rows = [row for row in describe(entry.params_cls) if row["default"] not in ("", None)]
+        if rows:
+            return f"{entry.name}.{rows[0]['name']}={rows[0]['default']}"
+    return f"{registry.kind}=NAME"
 
 
 def print_columns(rows, indent: str, widths: list[int] | None = None, max_width: int = 24) -> None:
@@ -184,6 +205,20 @@ def print_columns(rows, indent: str, widths: list[int] | None = None, max_width:
                 line = " " * start
             line = line.ljust(start + width + 2)
         print(line + row[-1])
+
+
+def paper_users() -> list[tuple]:
+    """(kind, name, papers declaration) of every registered strategy, drafter, sampler, reward and model."""
+    users = [("strategy", name, info.papers) for name, info in STRATEGIES.items()]
+    for kind, registry in (("drafter", DRAFTERS), ("sampler", SAMPLERS), ("reward", REWARDS)):
+        users += [(kind, entry.name, entry.papers) for entry in registry.entries.values()]
+    return users + [("model", name, spec.papers) for name, spec in REGISTRY.items()]
+
+
+def cmd_papers(args) -> int:
+    listing = collect(paper_users())
+    print(json.dumps(listing, indent=2, ensure_ascii=False) if args.json else render(listing))
+    return 0
 
 
 def cmd_presets(args) -> int:
@@ -236,6 +271,10 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("file")
     show.add_argument("--json", action="store_true")
     show.set_defaults(fn=cmd_show)
+    papers = sub.add_parser("papers", help="the bibliography: every paper a method, plug-in or model declares, "
+                                           "and who uses it")
+    papers.add_argument("--json", action="store_true", help='one JSON object {"papers": [...], "uncited": [...]}')
+    papers.set_defaults(fn=cmd_papers)
     presets = sub.add_parser("presets", help="the named classroom demos: name, lab, title")
     presets.add_argument("--json", action="store_true")
     presets.set_defaults(fn=cmd_presets)
@@ -243,7 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ[ALLOW_ENV] = "1"  # the command line is its user's own: remote engines are always allowed
+    os.environ[ALLOW_ENV] = "1"  # the command line is its user's own: remote engines are always allowed,
+    if not os.environ.get(ENGINES_ENV, "").strip():  # at any URL unless the user lists some
+        os.environ[ENGINES_ENV] = ANY_ENGINE
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)

@@ -1,4 +1,4 @@
-"""The contracts every method is written against: run context, outcome, strategy, drafter.
+"""The contracts every method is written against: run context, outcome, strategy.
 
 A strategy is a generator function  fn(ctx: RunContext, params, outcome: Outcome) -> events.
 It reads the model, prompt, limits, randomness and stop check from `ctx`, fills `outcome` with
@@ -9,22 +9,20 @@ particle steps, reward and judge calls included), so a cancelled run ends within
 call. Where the call sits deep inside a step (a particle batch), the helper raises `Cancelled`
 and the strategy, or `decoding.run.generate`, ends the run there with stop reason "cancelled".
 
-A drafter (speculative decoding) subclasses `Drafter`: `propose` a draft tree for a context,
-then `observe` the target's verification pass as a typed `Feedback` record. What a drafter
-needs from that pass is declared as class attributes, not probed with getattr.
+The core never imports a family: a family's own plug-in contracts live in the family (the
+speculative drafter's base and feedback record: `decoding.speculative.base`).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, ClassVar, Iterator, Protocol
+from typing import TYPE_CHECKING, Callable, Iterator, Protocol
 
 import torch
 
-if TYPE_CHECKING:  # imported for annotations only: the core must not import a family
+if TYPE_CHECKING:  # imported for annotations only
     from decoding.events import Event
-    from decoding.speculative.drafters import Draft, TreePlan
 
 
 class Cancelled(Exception):
@@ -107,39 +105,3 @@ class Strategy(Protocol):
     """The signature every registered strategy has."""
 
     def __call__(self, ctx: RunContext, params, outcome: Outcome) -> Iterator[Event]: ...
-
-
-@dataclass(frozen=True)
-class Feedback:
-    """What the target's pass over some rows tells a drafter (a verification, or the prefill).
-
-    rows index the pass's positions; row_tokens are the tokens fed at those positions and
-    row_logits / target_probs the target's next-token logits / probabilities after them.
-    """
-
-    row_tokens: list[int]  # tokens whose next-token rows are given, in order
-    row_logits: torch.Tensor  # (R, V) target logits after each of them
-    target_probs: torch.Tensor  # (R', V) target probabilities (temperature applied) at the judged rows
-    greedy: bool  # temperature 0 verification
-    rows: list[int]  # positions of the judged rows in the pass (hidden_states index)
-    hidden_states: tuple | None = None  # all layers of the pass, when the drafter asked for them
-
-
-class Drafter:
-    """Base of speculative drafters (as transformers' CandidateGenerator): propose, then observe.
-
-    Subclasses set `name` and implement `propose`; `observe` is optional (a drafter that learns
-    nothing between rounds keeps the default).
-    """
-
-    name: str = "drafter"
-    needs_hidden_states: ClassVar[bool] = False  # the verification pass must return every layer
-    prefill_rows: ClassVar[int] = 0  # trailing prompt rows to observe after the prefill (-1 = all)
-
-    def propose(self, context: list[int], plan: TreePlan, temperature: float, generator: torch.Generator) -> Draft:
-        """A draft tree for `context`. A drafter that calls a model asks `plan.should_stop()` before each
-        call and, once it is True, returns the draft it has (the strategy then ends the run)."""
-        raise NotImplementedError
-
-    def observe(self, feedback: Feedback) -> None:
-        """Learn from the target's pass (default: nothing)."""

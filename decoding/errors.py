@@ -2,7 +2,8 @@
 
 An error message names the bad value, but the value may be hostile or huge: a 10 MB string, a
 list nested 10^5 deep, a YAML alias expanded into millions of items. `short_repr` quotes a
-bounded prefix of it, in time that does not depend on its size.
+bounded prefix of it, in time that does not depend on its size. `ModelLoadError` is the error of a
+model that cannot be loaded (here, so that the loaders and the remote client share it without a circle).
 """
 
 from __future__ import annotations
@@ -10,6 +11,11 @@ from __future__ import annotations
 import reprlib
 
 QUOTE_CHARS = 200  # the most an error message quotes of one value
+
+
+class ModelLoadError(RuntimeError):
+    """A model could not be loaded; the message says why and what to do."""
+
 
 _repr = reprlib.Repr()
 _repr.maxlevel = 3  # nested containers below this show as [...] / {...}

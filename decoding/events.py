@@ -228,7 +228,8 @@ class ParticleStep(Event):
     (number of steps so far), "reward" (this step's reward in [0, 1]), "detail" (the reward's
     explanation), "score" (the solution score: step rewards aggregated), "weight" (normalised
     weight before resampling), "finished" (ended with a stop token or its token cap), "cut_off"
-    (finished at its token cap, so no answer was written), "num_tokens" (generated tokens), "answer" (the final answer extracted, or None)}.
+    (finished at its token cap, so no answer was written), "num_tokens" (generated tokens), "answer" (the final
+    answer extracted, or None)}.
     After the event, new slot j continues old slot `ancestors[j]` with weight `weights_after[j]`.
     """
 
@@ -281,11 +282,14 @@ class RunFinished(Event):
     token_ids: list[Count]  # the generated ids (prompt excluded, a branch's prefix included, stop token included)
     stop_reason: str  # "eos", "max_new_tokens" or "cancelled"
     elapsed_s: Seconds
-    forward_passes: Count = 0
+    forward_passes: Count = 0  # every model call of the run, as its events counted them: the target's or
+    # policy's, a judge's, and a drafter's (stats()' forward_passes leaves a drafter's out: the headline counts
+    # what the decoded model spends)
     extra: dict = field(default_factory=dict)
 
 
-EVENT_TYPES: dict[str, type[Event]] = {cls.kind: cls for cls in (RunStarted, TokenStep, BeamStep, SpecRound, ParticleStep, DiffusionStep, RunFinished)}
+EVENT_TYPES: dict[str, type[Event]] = {cls.kind: cls for cls in (RunStarted, TokenStep, BeamStep, SpecRound, ParticleStep,
+                                                                 DiffusionStep, RunFinished)}
 
 
 def event_from_dict(data: dict) -> Event:
@@ -344,7 +348,8 @@ class Trace:
         if not isinstance(data, dict) or data.get("format") != TRACE_FORMAT:
             raise ValueError(f"not a Decoding Lab trace: expected an object with \"format\": \"{TRACE_FORMAT}\"")
         if data.get("version") != TRACE_VERSION:
-            raise ValueError(f"unsupported trace version {short_repr(data.get('version'), 80)}; this build reads version {TRACE_VERSION}")
+            raise ValueError(f"unsupported trace version {short_repr(data.get('version'), 80)}; "
+                             f"this build reads version {TRACE_VERSION}")
         events = data.get("events")
         if not isinstance(events, list) or not events:
             raise ValueError("malformed trace: 'events' must be a non-empty list")
@@ -406,7 +411,7 @@ def stats(trace: Trace) -> dict:
     num_tokens = len(finish.token_ids) - prefix if finish else len(tokens) or len(beams)
     timed = tokens + beams + trace.of_kind("spec_round") + trace.of_kind("particles") + trace.of_kind("diffusion_step")
     elapsed = finish.elapsed_s if finish else max((e.elapsed_s for e in timed), default=0.0)
-    forward_passes = sum(getattr(e, "forward_passes", 0) for e in trace.events)
+    forward_passes = sum(getattr(e, "forward_passes", 0) for e in trace.events if e is not finish)  # finish: the total
     first = (tokens or beams)[0].elapsed_s if (tokens or beams) else None
     entropies = [e.entropy for e in tokens] if tokens else [e.entropy for e in beams]
     out = {

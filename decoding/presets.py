@@ -13,6 +13,10 @@ A preset file in `presets/` holds one mapping:
     note: >
       What to look for, in two or three sentences.
 
+A shipped preset's file name starts with its own two-digit number, unique across `presets/`, in
+its lab's range (`LAB_NUMBERS`): the number is the order a lab's lesson walks them, and code and
+tests pick a preset by its full name, never by the number alone.
+
 Loading validates everything a run would (strategy, parameters, prompt, limits, model name), so
 a malformed preset fails with a message naming the file and the problem, before any model work.
 YAML anchors and aliases (`&a`, `*a`) are refused before anything is built: a "billion laughs"
@@ -34,6 +38,8 @@ from decoding.run import validate_request
 PRESETS_DIR = Path(__file__).resolve().parents[1] / "presets"
 REQUIRED = ("title", "model", "strategy", "prompt", "note")
 OPTIONAL = {"params": dict, "chat": bool, "max_new_tokens": int, "seed": int, "lab": str}
+LAB_NUMBERS = {"playground": range(1, 20), "speculative": range(20, 30), "scaling": range(30, 50),
+               "diffusion": range(50, 100)}  # lab -> the file-name numbers its shipped presets use
 
 
 class _AliasRefused(yaml.YAMLError):

@@ -9,6 +9,9 @@ parameter widgets are all generated from `STRATEGIES` and the parameter dataclas
 scaling rewards) live in a `Registry` of their own; its names are the choices of the method's
 parameter (`drafter`, `sampler`, `reward`).
 
+Each registration declares the papers it follows where it is written (`papers=`, `decoding.papers`):
+`python -m decoding papers` lists them.
+
 A registration that misses a piece (no help, a parameter without range or help, an unknown
 family) fails at import with a sentence saying what is missing.
 
@@ -20,10 +23,11 @@ Glossary
 
 from __future__ import annotations
 
-from dataclasses import dataclass, is_dataclass
+from dataclasses import dataclass, field, is_dataclass
 from typing import Callable, Generic, TypeVar
 
-from decoding.params import describe, specs
+from decoding.papers import Declaration, check_declaration
+from decoding.params import NoParams, Params, describe, selector_of, specs
 
 FAMILIES = ("token", "beam", "speculative", "scaling", "diffusion")
 
@@ -36,6 +40,7 @@ class StrategyInfo:
     help: str  # one line for `list` and the UI
     family: str = "token"  # which lab / view shows it
     uses_seed: bool = False  # whether the seed changes the result
+    papers: Declaration = None  # its papers (decoding.papers): a tuple of Paper, Uncited(reason), None = undeclared
 
 
 STRATEGIES: dict[str, StrategyInfo] = {}
@@ -43,7 +48,7 @@ FAMILY_CHECKS: dict[str, Callable] = {}  # family -> check(lm, config, prompt_id
 
 
 def register_strategy(name: str, *, params: type, help: str, family: str = "token", uses_seed: bool = False,
-                      replace: bool = False) -> Callable:
+                      replace: bool = False, papers: Declaration = None) -> Callable:
     """Decorator registering a strategy function under `name` (see the module docstring)."""
 
     def decorate(fn: Callable) -> Callable:
@@ -60,9 +65,11 @@ def register_strategy(name: str, *, params: type, help: str, family: str = "toke
             raise TypeError(f"{where}: params must be a dataclass of its parameters, got {params!r}")
         try:
             specs(params)  # every field declared with param(...): type, range or choices, help
+            selector_of(params)  # a plug-in selector comes with its `own` field
         except TypeError as error:
             raise TypeError(f"{where}: {error}") from None
-        STRATEGIES[name] = StrategyInfo(name, fn, params, help, family, uses_seed)
+        declared = check_declaration(papers, where)
+        STRATEGIES[name] = StrategyInfo(name, fn, params, help, family, uses_seed, declared)
         return fn
 
     return decorate
@@ -113,24 +120,48 @@ class Entry(Generic[T]):
     name: str
     item: T  # the plug-in: a class or a factory
     help: str
+    params_cls: type = NoParams  # its own parameters: a Params dataclass (namespaced "<name>.<field>" outside)
+    capabilities: dict = field(default_factory=dict)  # what the family asks of it, with the registry's defaults
+    papers: Declaration = None  # its papers (decoding.papers), not a capability; None = undeclared
 
 
 class Registry(Generic[T]):
-    """Named plug-ins of one kind (drafters, diffusion samplers, rewards), in registration order."""
+    """Named plug-ins of one kind (drafters, diffusion samplers, rewards), in registration order.
 
-    def __init__(self, kind: str):
+    A plug-in declares its own parameters (`params=`, a frozen `Params` dataclass whose fields are declared
+    with `param(...)`) and its capabilities (keyword arguments among the registry's `capabilities`, e.g. a
+    drafter's `default_draft_length`); the family reads them from here, never from a side table.
+
+        @DRAFTERS.register("prompt-lookup", help="...", params=PromptLookupParams, default_draft_length=10)
+        def _prompt_lookup(lm, params): return PromptLookupDrafter(params.own.ngram)
+    """
+
+    def __init__(self, kind: str, capabilities: dict | None = None):
         self.kind = kind  # e.g. "drafter": names the parameter whose choices these are
+        self.defaults = dict(capabilities or {})  # capability -> its value for a plug-in that does not say
         self.entries: dict[str, Entry[T]] = {}
 
-    def register(self, name: str, *, help: str, replace: bool = False) -> Callable[[T], T]:
+    def register(self, name: str, *, help: str, params: type = NoParams, replace: bool = False,
+                 papers: Declaration = None, **capabilities) -> Callable[[T], T]:
         def decorate(item: T) -> T:
-            if not isinstance(name, str) or not name.strip():
-                raise TypeError(f"a {self.kind} name must be a non-empty string, got {name!r}")
+            if not isinstance(name, str) or not name.strip() or "." in name:
+                raise TypeError(f"a {self.kind} name must be a non-empty string without '.', got {name!r}")
             if name in self.entries and not replace:
                 raise TypeError(f"{self.kind} {name!r} is already registered")
             if not help or not help.strip():
                 raise TypeError(f"{self.kind} {name!r}: give help='one line saying what it does'")
-            self.entries[name] = Entry(name, item, help)
+            if not (isinstance(params, type) and is_dataclass(params) and issubclass(params, Params)):
+                raise TypeError(f"{self.kind} {name!r}: params must be a Params dataclass of its own knobs, got {params!r}")
+            try:
+                specs(params)
+            except TypeError as error:
+                raise TypeError(f"{self.kind} {name!r}: {error}") from None
+            unknown = sorted(set(capabilities) - set(self.defaults))
+            if unknown:
+                raise TypeError(f"{self.kind} {name!r}: unknown capability {', '.join(unknown)}; "
+                                f"a {self.kind} may declare {', '.join(self.defaults) or 'none'}")
+            declared = check_declaration(papers, f"{self.kind} {name!r}")
+            self.entries[name] = Entry(name, item, help, params, self.defaults | capabilities, declared)
             return item
 
         return decorate
@@ -141,10 +172,25 @@ class Registry(Generic[T]):
     def names(self) -> tuple[str, ...]:
         return tuple(self.entries)
 
-    def get(self, name: str) -> T:
+    def entry(self, name: str) -> Entry[T]:
         if name not in self.entries:
             raise ValueError(f"`{self.kind}` must be one of {', '.join(self.entries)}, got {name!r}")
-        return self.entries[name].item
+        return self.entries[name]
+
+    def get(self, name: str) -> T:
+        return self.entry(name).item
+
+    def params_of(self, name: str) -> type:
+        """The plug-in's own parameter dataclass."""
+        return self.entry(name).params_cls
+
+    def capability(self, name: str, key: str):
+        """What plug-in `name` declared for `key`, or the registry's default."""
+        return self.entry(name).capabilities[key]
+
+    def with_capability(self, key: str, value=True) -> tuple[str, ...]:
+        """Names of the plug-ins whose `key` is `value`."""
+        return tuple(n for n, e in self.entries.items() if e.capabilities[key] == value)
 
     def __contains__(self, name) -> bool:
         return name in self.entries

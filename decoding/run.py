@@ -7,19 +7,17 @@ validated and recorded the same way.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import time
-import typing
 from typing import Callable, Iterator
 
 import torch
 
-from decoding.diffusion.lm import DiffusionLM
 from decoding.events import Event, RunFinished, RunStarted, Trace
-from decoding.lm import LM
+from decoding.lm import WRAPPERS, LM
 from decoding.errors import short_repr
 from decoding.models import LoadedModel, check_kind, check_model_id, load_model, model_kind
 from decoding.contracts import Cancelled, Outcome, RunContext, StepProgress, ignore, never
+from decoding.params import flat, from_values
 from decoding.registry import FAMILY_CHECKS, get_strategy
 from decoding.remote.lm import RemoteLM
 from decoding.remote.source import is_remote
@@ -30,54 +28,27 @@ MAX_PROMPT_CHARS = 20_000
 MAX_STEP_S = 10.0  # the slowest pace a run may be given (seconds per step)
 
 
-def make_params(strategy: str, params: dict | None):
-    """The strategy's parameter dataclass from a dict; strings (CLI `--set`) are converted.
-
-    Unknown names and bad values raise ValueError naming the parameter.
-    """
+def make_params(strategy: str, params: dict | None, *, lenient: bool = False):
+    """The strategy's parameter dataclass from a dict (`decoding.params.from_values`: strings from the CLI's
+    `--set` are converted; a plug-in's own knobs come as "<plug-in>.<field>"). Unknown names and bad values
+    raise ValueError naming the parameter."""
     info = get_strategy(strategy)
-    params = dict(params or {})
-    fields = {f.name: f for f in dataclasses.fields(info.params_cls)}
-    unknown = sorted(set(params) - set(fields))
-    if unknown:
-        allowed = ", ".join(fields) or "none"
-        names = ", ".join(short_repr(name, 80) for name in unknown[:5]) + (", …" if len(unknown) > 5 else "")
-        raise ValueError(f"unknown parameter(s) {names} for strategy {short_repr(strategy, 80)}; allowed: {allowed}")
-    hints = typing.get_type_hints(info.params_cls)
-    values = {name: _convert(name, value, hints[name]) for name, value in params.items()}
-    return info.params_cls(**values)
+    return from_values(info.params_cls, params, where=f"strategy {short_repr(strategy, 80)}", lenient=lenient)
 
 
-def _convert(name: str, value, kind):
-    if kind is bool:
-        if isinstance(value, str):
-            if value.lower() in {"1", "true", "yes", "on"}:
-                return True
-            if value.lower() in {"0", "false", "no", "off"}:
-                return False
-            raise ValueError(f"`{name}` must be true or false, got {short_repr(value)}")
-        return bool(value)
-    try:
-        if kind is int:
-            if isinstance(value, float) and not value.is_integer():
-                raise ValueError
-            return int(value) if not isinstance(value, str) else int(value.strip())
-        if kind is float:
-            return float(value)
-    except (TypeError, ValueError, OverflowError):  # OverflowError: float(10**400)
-        raise ValueError(f"`{name}` must be {'an integer' if kind is int else 'a number'}, got {short_repr(value)}") from None
-    return value
-
-
-def as_lm(model: str | LoadedModel | LM | DiffusionLM | RemoteLM, **load_kwargs) -> LM | DiffusionLM | RemoteLM:
-    """The model's wrapper: `DiffusionLM` for a masked diffusion model, `LM` for a causal one, the `RemoteLM`
-    itself for a model on a remote engine."""
-    if isinstance(model, (LM, DiffusionLM, RemoteLM)):
+def as_lm(model: str | LoadedModel | object, **load_kwargs) -> object:
+    """The model's wrapper, the one its kind registered in `decoding.lm.WRAPPERS`: `LM` for a causal model,
+    `DiffusionLM` for a masked diffusion one (registered by the diffusion family); the `RemoteLM` itself for a
+    model on a remote engine. A wrapper given is returned as it is."""
+    if isinstance(model, (RemoteLM, *WRAPPERS.values())):
         return model
     loaded = model if isinstance(model, LoadedModel) else load_model(model, **load_kwargs)
     if isinstance(loaded, RemoteLM):
         return loaded
-    return DiffusionLM(loaded) if model_kind(loaded) == "diffusion" else LM(loaded)
+    kind = model_kind(loaded)
+    if kind not in WRAPPERS:  # a kind whose family was not imported
+        raise ValueError(f"no wrapper for {loaded.name!r}, a {kind} model; known kinds: {', '.join(WRAPPERS)}")
+    return WRAPPERS[kind](loaded)
 
 
 def check_prompt(prompt) -> None:
@@ -104,13 +75,12 @@ def validate_request(prompt, strategy, params, max_new_tokens, seed):
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
         raise ValueError(f"`seed` must be an integer in [0, 2**63), got {short_repr(seed)}")
     config = make_params(strategy, params)
-    for f in dataclasses.fields(config):  # draft_model, judge_model, prm_model: ids, never local paths
-        value = getattr(config, f.name)
-        if f.name.endswith("_model") and not (isinstance(value, str) and not value.strip()):
-            check_model_id(value, f.name)
-            if is_remote(value):
-                raise ValueError(f"`{f.name}` must be a local model or hub id: a draft model, judge or PRM reads the full "
+    for name, value in flat(config).items():  # draft_model, judge_model, prm_model (a plug-in's too): ids, never paths
+        if name.endswith("_model") and not (isinstance(value, str) and not value.strip()):
+            if is_remote(value):  # said first: no engine list makes a remote helper possible
+                raise ValueError(f"`{name}` must be a local model or hub id: a draft model, judge or PRM reads the full "
                                  "distribution, which a remote engine does not send (it can be the run's own model)")
+            check_model_id(value, name)
     if hasattr(config, "check_length"):  # checks that need the generation length (diffusion steps, blocks)
         config.check_length(max_new_tokens)
     return get_strategy(strategy), config
@@ -167,20 +137,24 @@ def generate(
                      should_stop=should_stop or never, started=time.perf_counter(),
                      step_offset=len(prefix_ids), prompt=prompt, progress=progress or ignore)
     yield RunStarted(
-        model=lm.name, strategy=info.name, params=dataclasses.asdict(config), prompt=prompt,
+        model=lm.name, strategy=info.name, params=flat(config), prompt=prompt,
         prompt_text=prompt_text, prompt_ids=prompt_ids, chat=chat_applied, seed=seed,
         max_new_tokens=max_new_tokens, device=str(lm.device), dtype=str(lm.loaded.dtype).removeprefix("torch."),
         vocab_size=lm.vocab_size, prefix_ids=prefix_ids, source=lm.source() if remote else {},
     )
     outcome = Outcome()
+    calls = 0  # every model call the run's events counted (a drafter's too), carried by RunFinished
     try:
         if not outcome.cancelled(ctx):  # Stop during loading: no model call at all
-            yield from paced(run_fn(ctx, config, outcome), ctx, min_step_s)
+            with contextlib.closing(paced(run_fn(ctx, config, outcome), ctx, min_step_s)) as events:
+                for event in events:  # closing this generator closes the strategy's at once, as `yield from` did
+                    calls += getattr(event, "forward_passes", 0) + getattr(event, "draft_forward_passes", 0)
+                    yield event
     except Cancelled:  # a helper found the flag set before a model call, inside a step
         outcome.stop_reason = "cancelled"
     token_ids = prefix_ids + outcome.token_ids
     yield RunFinished(text=lm.decode(token_ids), token_ids=token_ids, stop_reason=outcome.stop_reason,
-                      elapsed_s=ctx.elapsed(), extra=outcome.extra)
+                      elapsed_s=ctx.elapsed(), forward_passes=calls, extra=outcome.extra)
 
 
 def paced(events: Iterator[Event], ctx: RunContext, min_step_s: float) -> Iterator[Event]:

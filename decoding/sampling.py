@@ -10,7 +10,7 @@ authors' repository ErfanBaghaei/Top-H-Decoding):
 - typical-p: Meister et al. 2023, "Locally Typical Sampling" (TACL).
 - epsilon / eta cutoff: Hewitt et al. 2022, "Truncation Sampling as Language Model Desmoothing".
 - repetition penalty: Keskar et al. 2019, "CTRL" (as implemented by transformers).
-- Top-H: Potraghloo et al. 2025, "Top-H Decoding: Adapting the Creativity and Coherence with
+- Top-H: Baghaei Potraghloo et al. 2025, "Top-H Decoding: Adapting the Creativity and Coherence with
   Bounded Entropy in Text Generation" (NeurIPS 2025, arXiv:2509.02510).
 - mirostat v2: Basu et al. 2021, "Mirostat: A Neural Text Decoding Algorithm that Directly
   Controls Perplexity" (ICLR), in the simplified "v2" form of llama.cpp.

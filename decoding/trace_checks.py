@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from decoding.env import env_int
+from decoding.extra_checks import SearchTree, check_extra
 from decoding.schema import SchemaError
 
 
@@ -53,12 +54,14 @@ def upload_bytes() -> int:
 
 class TraceChecker:
     """The bounds read once per trace, and the links checked event by event (each against the previous
-    event of its kind: beam parents, particle parents, the canvas length)."""
+    event of its kind: beam parents, particle parents, the canvas length; A*'s search tree across all
+    its steps), then the `extra` keys the views read (`decoding/extra_checks.py`)."""
 
     def __init__(self):
         self.max_events, self.max_canvas = EVENTS.value(), CANVAS.value()
         self.max_particles, self.max_items = PARTICLES.value(), TOKENS.value()
         self.previous: dict[str, object] = {}  # kind -> the last event of that kind
+        self.search = SearchTree()  # A*'s nodes so far (its steps' `extra`)
 
     def check_count(self, num_events: int) -> None:
         if num_events > self.max_events:
@@ -69,6 +72,9 @@ class TraceChecker:
         rule = _RULES.get(event.kind)
         if rule is not None:
             rule(self, event, self.previous.get(event.kind))
+        check_extra(event, self.max_items)
+        if event.kind == "particles":
+            self.search.add(event)
         self.previous[event.kind] = event
 
 
@@ -110,6 +116,10 @@ def _spec_round(c: TraceChecker, e, previous) -> None:
         depths.append(depth)
     for j, node_id in enumerate(e.accepted_path):
         _index(f"accepted_path[{j}]", node_id, 0, len(e.nodes), "a node id")
+        parent = e.accepted_path[j - 1] if j else -1
+        if e.nodes[node_id]["parent"] != parent:
+            raise SchemaError(f"accepted_path[{j}]", node_id, f"a child of {'the context' if j == 0 else f'node {parent}'}"
+                              " (the accepted path runs from the context down one branch)")
     for j, dist in enumerate(e.dists):
         _index(f"dists[{j}].parent", dist["parent"], -1, len(e.nodes), "-1 (the context) or a node id")
         _same_length(dist, "p_top_ids", "p_top_probs", "p_top_tokens", prefix=f"dists[{j}].")
@@ -121,8 +131,12 @@ def _particles(c: TraceChecker, e, previous) -> None:
     if n > c.max_particles:
         raise PARTICLES.refuse("`particles` has", n, c.max_particles)
     before = len(previous.particles) if previous is not None else 0
+    seen = set()
     for i, p in enumerate(e.particles):
         _index(f"particles[{i}].id", p["id"], 0, n, "a slot")
+        if p["id"] in seen:
+            raise SchemaError(f"particles[{i}].id", p["id"], "a slot no other particle of the step has")
+        seen.add(p["id"])
         _index(f"particles[{i}].parent", p["parent"], -1, before, "-1 (the prompt) or a slot of the previous step")
     _same_length(vars(e), "ancestors", "weights_after")
     for j, a in enumerate(e.ancestors):
@@ -136,6 +150,7 @@ def _diffusion(c: TraceChecker, e, previous) -> None:
     if previous is not None and length != len(previous.canvas):
         raise SchemaError("canvas", None, f"as long as the previous step's ({len(previous.canvas)} positions)",
                           got=f"{length} positions")
+    _index("block", e.block, 0, max(1, length), "a block index (a block holds at least one canvas position)")
     _same_length(vars(e), "canvas", "canvas_text", "masked_confidence")
     _same_length(vars(e), "unmasked", "unmasked_tokens", "confidence")
     for j, position in enumerate(e.unmasked):

@@ -84,7 +84,7 @@ def register(monkeypatch, loaded: LoadedModel) -> str:
 
     spec = models.ModelSpec(name=loaded.name, description="toy Markov model (tests)", suggested=False)
     monkeypatch.setitem(models.REGISTRY, loaded.name, spec)
-    monkeypatch.setitem(models._cache, (loaded.name, "cpu", "torch.float32", "none"), loaded)
+    monkeypatch.setitem(models.CACHE._entries, (loaded.name, "cpu", "torch.float32", "none"), (loaded, 0))
     loaded.meta["kind"] = "causal"
     loaded.num_parameters = sum(p.numel() for p in loaded.model.parameters())
     return loaded.name

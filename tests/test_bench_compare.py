@@ -6,7 +6,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-import bench_compare as bc  # noqa: E402
+import bench_compare as bc
 
 
 def test_quick_json_has_every_method_and_every_statistic_a_number_or_null(capsys):

@@ -8,7 +8,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-import bench_scaling as bs  # noqa: E402
+import bench_scaling as bs
 
 
 def test_tally_gives_rows_the_json_shape_and_groups():
@@ -75,3 +75,19 @@ def test_bench_constraints_reports_satisfaction_and_likelihood_per_method():
             cell = constraint[method]["2"]
             assert 0 <= cell["satisfied"] <= 1 and cell["mean_logprob"] <= 0
     assert table["forbid-letter e"]["best-of-n"]["2"]["satisfied"] == 1.0  # the letter is masked while sampling
+
+
+@pytest.mark.slow  # tiny-math, every method on one problem
+def test_the_readmes_quick_command_prints_one_json_object_with_accuracy():
+    """`python bench/bench_scaling.py --quick --json` (README), on one problem at N = 1: it crashed after its
+    tiny-math run by also running SmolLM2's word problems with tiny-math (issue 27)."""
+    import json
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "bench/bench_scaling.py", "--quick", "--json", "--tasks", "1", "--budgets", "1"],
+                         cwd=root, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads(out.stdout)
+    assert result["model"] == "tiny-math" and set(result["accuracy"]) >= {"best-of-n", "particle-filter"}
+    assert all(set(by_n) == {"1"} for by_n in result["accuracy"].values())

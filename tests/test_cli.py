@@ -10,6 +10,8 @@ import pytest
 
 from decoding.__main__ import main
 
+pytestmark = pytest.mark.slow  # CLI subprocesses, and runs that load SmolLM2
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

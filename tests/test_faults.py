@@ -32,7 +32,7 @@ from decoding import trace_checks
 from conftest import tab_replayers
 from ui import playground_callbacks, scaling_callbacks, speculative_callbacks
 from ui.api import api_generate
-from ui.common import launch_kwargs
+from ui.launch import launch_kwargs
 from ui.playground_views import new_selection, param_widgets
 from ui.scaling_views import DEFAULT_SETTINGS as SCALING_SETTINGS, FIELDS as SCALING_FIELDS
 from ui.speculative_views import DEFAULT_SETTINGS as SPEC_SETTINGS, SPEC_FIELDS
@@ -138,7 +138,7 @@ def test_sampling_knobs_that_overflow_the_logits_are_named(capsys, name, value):
 def test_a_tiny_temperature_is_named_in_speculative_and_scaling(capsys):
     spec = {"drafter": "early-exit", "exit_layer": 1, "temperature": 1e-320}
     assert f"`temperature` = 1e-320 {NON_FINITE}" in api_error(strategy="speculative", params=json.dumps(spec))
-    assert NON_FINITE in tab_error(speculative_tab, drafter="early-exit", exit_layer=1, temperature=1e-320)
+    assert NON_FINITE in tab_error(speculative_tab, drafter="early-exit", temperature=1e-320, **{"early-exit.exit_layer": 1})
     code, err = run_cli(capsys, "--strategy", "speculative", "--set", "drafter=prompt-lookup",
                         "--set", "temperature=1e-320")
     assert code == 2 and NON_FINITE in err
@@ -194,10 +194,10 @@ def test_a_model_that_is_not_a_name_is_named(model):
 
 
 def test_a_diffusion_model_as_draft_model_is_refused(capsys):
-    expected = "`draft_model` 'tiny-random-diffusion' is a masked diffusion model; the draft model must be a causal"
-    params = {"drafter": "model", "draft_model": TINY_DIFFUSION}
+    expected = "`model.draft_model` 'tiny-random-diffusion' is a masked diffusion model; the draft model must be a causal"
+    params = {"drafter": "model", "draft_model": TINY_DIFFUSION}  # the plain name: the chosen drafter's
     assert expected in api_error(strategy="speculative", params=json.dumps(params))
-    assert expected in tab_error(speculative_tab, **params)
+    assert expected in tab_error(speculative_tab, drafter="model", **{"model.draft_model": TINY_DIFFUSION})
     code, err = run_cli(capsys, "--strategy", "speculative", "--set", "drafter=model",
                         "--set", f"draft_model={TINY_DIFFUSION}")
     assert code == 2 and expected in err
@@ -209,8 +209,8 @@ def test_a_diffusion_draft_model_found_only_when_loaded_is_refused():
     from decoding.models import load_model
     from decoding.speculative.strategy import DRAFTERS, SpeculativeParams
 
-    params = SpeculativeParams(drafter="model", draft_model="some-org/some-model")
-    object.__setattr__(params, "draft_model", TINY_DIFFUSION)  # as if that hub id were a diffusion model
+    params = SpeculativeParams(drafter="model", own={"draft_model": "some-org/some-model"})
+    object.__setattr__(params.own, "draft_model", TINY_DIFFUSION)  # as if that hub id were a diffusion model
     with pytest.raises(ValueError, match="is a masked diffusion model; the draft model must be a causal"):
         DRAFTERS.get("model")(LM(load_model(TINY, progress=None)), params)
 
@@ -220,10 +220,11 @@ def test_a_diffusion_model_as_judge_is_refused():
     assert "the judge must be a causal" in api_error(strategy="best-of-n", prompt="1+1=", params=json.dumps(params))
 
 
+@pytest.mark.slow  # the real models tiny-ar, tiny-diffusion
 def test_the_real_diffusion_model_as_draft_model_is_refused():
     """tiny-ar and tiny-diffusion share a tokenizer: before the check this was an AttributeError mid-run."""
     params = {"drafter": "model", "draft_model": "tiny-diffusion"}
-    assert "`draft_model` 'tiny-diffusion' is a masked diffusion model" in api_error(
+    assert "`model.draft_model` 'tiny-diffusion' is a masked diffusion model" in api_error(
         model="tiny-ar", strategy="speculative", params=json.dumps(params))
 
 
@@ -254,6 +255,7 @@ def test_the_longest_run_fits_the_tiny_model():
     LM(load_model(TINY, progress=None)).check_fits(100, MAX_NEW_TOKENS_CAP)
 
 
+@pytest.mark.slow  # the real model tiny-ar
 def test_a_long_prompt_on_tiny_ar_is_refused(capsys):
     """The issue's case: 20,000 characters on tiny-ar (256 positions) were accepted and produced garbage."""
     prompt = "word " * 4000
@@ -264,6 +266,7 @@ def test_a_long_prompt_on_tiny_ar_is_refused(capsys):
     assert code == 2 and "exceed tiny-ar's context of 256 positions" in err
 
 
+@pytest.mark.slow  # the real model tiny-ar
 def test_too_many_new_tokens_for_tiny_ar_say_how_many_fit():
     message = api_error(model="tiny-ar", prompt="Once", max_new_tokens=300)
     assert "plus `max_new_tokens` 300 exceed tiny-ar's context of 256 positions; ask for at most" in message
@@ -329,17 +332,19 @@ def test_a_deeply_nested_replay_gets_a_message(replay, tab):
 
 def test_nan_in_a_diffusion_replay_is_named(traces, replay):
     for field in ("confidence", "masked_confidence"):
-        data = changed(traces["diffusion"], "diffusion_step", lambda e: e[field].__setitem__(0, math.nan))
+        data = changed(traces["diffusion"], "diffusion_step", lambda e, field=field: e[field].__setitem__(0, math.nan))
         text = json.dumps(data)  # writes NaN, which Python's JSON reader accepts
         assert f"`{field}[0]` must be a finite number" in replay("diffusion", text)
 
 
 BROKEN_LINKS = [  # (source run, event kind, change, what the message says)
-    ("sample", "token", lambda e: e.update(top_ids=[]), r"`top_tokens` must be a list as long as `top_ids` \(0 items\), got 10 items"),
+    ("sample", "token", lambda e: e.update(top_ids=[]),
+     r"`top_tokens` must be a list as long as `top_ids` \(0 items\), got 10 items"),
     ("sample", "token", lambda e: e.update(top_kept=e["top_kept"] * 3), "`top_kept` must be a list as long as"),
     ("sample", "token", lambda e: e["top_probs"].pop(), "`top_probs` must be a list as long as `top_ids`"),
     ("beam", "beams", lambda e: e["beams"][0].update(parent=7), r"`beams\[0\].parent` must be an index of the previous"),
-    ("beam", "beams", lambda e: e["beams"][0].update(logprob=1e300), r"`beams\[0\].logprob` must be a finite number &lt;= 0"),  # the toast escapes <
+    ("beam", "beams", lambda e: e["beams"][0].update(logprob=1e300),
+     r"`beams\[0\].logprob` must be a finite number &lt;= 0"),  # the toast escapes <
     ("speculative", "spec_round", lambda e: e["nodes"][1].update(id=0), r"`nodes\[1\].id` must be 1"),
     ("speculative", "spec_round", lambda e: e["nodes"][0].update(parent=0), r"`nodes\[0\].parent` must be -1"),
     ("speculative", "spec_round", lambda e: e["nodes"][0].update(depth=2**62), r"`nodes\[0\].depth` must be 1"),
@@ -379,7 +384,7 @@ def test_a_canvas_that_changes_length_is_refused(traces):
 
 def test_real_traces_of_every_shape_pass_the_links():
     """What the strategies write loads back: every drafter and tree, every scaling method, diffusion samplers."""
-    runs = [("speculative", {"drafter": d, "tree": t, "exit_layer": 1, "draft_length": 3, "temperature": temp})
+    runs = [("speculative", {"drafter": d, "tree": t, "early-exit.exit_layer": 1, "draft_length": 3, "temperature": temp})
             for d in ("early-exit", "prompt-lookup", "token-recycling") for t in ("chain", "static", "dynamic")
             for temp in (0.0, 1.0)]
     runs += [(m, {"n": 3, "max_step_tokens": 2, "reward": "arith-step"})
@@ -408,6 +413,7 @@ def test_the_upload_limit_has_a_default_and_an_override(monkeypatch):
         trace_checks.upload_bytes()
 
 
+@pytest.mark.slow  # the HTTP server
 def test_the_app_server_refuses_an_upload_over_the_limit(app_url):
     """Over real HTTP: Gradio's upload route refuses the file before any callback sees it."""
     import requests

@@ -64,6 +64,7 @@ def test_final_norm_is_the_models_own(tiny_lm):
     assert not torch.allclose(exit_logits(tiny_lm, out.hidden_states, 2), tiny_lm.model.lm_head(h).float(), atol=1e-3)
 
 
+@pytest.mark.slow  # SmolLM2
 def test_real_model_early_exit_agrees_more_near_the_top(smol_lm):
     """Early exit on SmolLM2 (not trained for it): late layers agree with the final argmax more."""
     ids, _, _ = smol_lm.encode_prompt("Write a short poem about the sea.")

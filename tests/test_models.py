@@ -10,6 +10,7 @@ from decoding.training import tiny
 from decoding.models import ModelLoadError, load_model, resolve_spec
 
 
+@pytest.mark.slow  # the real model smollm2-135m
 def test_short_names_and_hub_ids_resolve():
     assert resolve_spec("smollm2-135m").hub_id == "HuggingFaceTB/SmolLM2-135M-Instruct"
     assert resolve_spec("HuggingFaceTB/SmolLM2-135M-Instruct").name == "smollm2-135m"
@@ -67,6 +68,7 @@ def test_tiny_tokenizer_round_trips_bytes():
     assert tok.decode(ids) == text
 
 
+@pytest.mark.slow  # SmolLM2
 def test_chat_template_is_applied_when_present(smol_lm, tiny_lm):
     ids, text, applied = smol_lm.encode_prompt("Hi there", chat=True)
     assert applied and text.startswith("<|im_start|>") and text.endswith("assistant\n")
@@ -114,6 +116,7 @@ print(loaded.source, loaded.num_parameters, same, loaded.tokenizer.decode(loaded
 '''
 
 
+@pytest.mark.slow  # a Python subprocess that imports transformers and loads from a fresh hub cache (17 s)
 def test_hub_id_loads_from_the_local_hub_cache_offline(tmp_path):
     """The hub code path (AutoModel/AutoTokenizer.from_pretrained by id) on a model placed in a
     fresh hub cache, with the hub switched off: what a user gets after downloading once."""
@@ -129,6 +132,7 @@ def test_hub_id_loads_from_the_local_hub_cache_offline(tmp_path):
     assert proc.stdout.rstrip().endswith("hub ok")
 
 
+@pytest.mark.slow  # the real models smollm2-135m, tiny-math
 @pytest.mark.parametrize("native", [True, False])
 def test_auto_dtype_is_the_fastest_the_cpu_runs_natively(monkeypatch, native):
     """bfloat16 on a CPU with native bfloat16, float32 elsewhere; the project's tiny models stay float32;

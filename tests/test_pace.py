@@ -18,7 +18,10 @@ def test_each_step_lasts_at_least_the_pace_and_elapsed_leaves_the_waits_out(tiny
         events.append(event)
     wall = time.perf_counter() - started
     steps = [t for t, e in zip(arrivals, events) if isinstance(e, TokenStep)]
-    assert len(steps) == 6 and min(b - a for a, b in zip(steps, steps[1:])) >= 0.095
+    # Each step waits until 0.1 s after the previous one began; this loop sees the events a little later or
+    # earlier than they were made (a loaded machine), so the gaps are checked with room, their sum tightly.
+    assert len(steps) == 6 and min(b - a for a, b in zip(steps, steps[1:])) >= 0.07
+    assert steps[-1] - steps[0] >= 0.48
     assert events[-1].elapsed_s < wall - 0.4  # five waits of ~0.1 s are not computing time
 
 

@@ -1,9 +1,12 @@
 import json
+import re
+from collections import defaultdict
 
 import pytest
 
 from decoding import presets
-from decoding.presets import load_presets, parse_preset
+from decoding.presets import LAB_NUMBERS, load_presets, parse_preset
+from decoding.registry import get_strategy
 
 
 def test_shipped_presets_load_and_validate():
@@ -15,6 +18,56 @@ def test_shipped_presets_load_and_validate():
 
 
 GOOD = "title: t\nmodel: smollm2-135m\nstrategy: sample\nprompt: hi\nnote: n\nparams: {top_p: 0.9}\n"
+
+
+def strategy_lab(preset) -> str:
+    """The lab whose tab runs the preset's strategy: its registry family, with the token-level and beam
+    families in the Playground (as `ui/playground_views.PLAYGROUND_FAMILIES` puts them)."""
+    family = get_strategy(preset.strategy).family
+    return "playground" if family in ("token", "beam") else family
+
+
+def numbering_problems(shipped) -> list[str]:
+    """One sentence per broken numbering rule: each file name starts with two digits, no two files
+    share a number, each number is in the range of the lab its strategy belongs to."""
+    problems, files_of = [], defaultdict(list)
+    for p in shipped:
+        lab, match = strategy_lab(p), re.match(r"(\d\d)-", p.name)
+        if p.lab != lab:
+            problems.append(f"{p.name}.yaml says lab {p.lab!r}, but its strategy {p.strategy!r} belongs to {lab!r}")
+        if match is None:
+            problems.append(f"{p.name}.yaml does not start with a two-digit number")
+            continue
+        files_of[int(match[1])].append(f"{p.name}.yaml")
+        span = LAB_NUMBERS[lab]
+        if int(match[1]) not in span:
+            problems.append(f"{p.name}.yaml is a {lab} preset, so its number must be in "
+                            f"{span.start:02d}-{span.stop - 1:02d}")
+    problems += [f"{', '.join(files[:-1])} and {files[-1]} share the number {number:02d}; give each its own"
+                 for number, files in sorted(files_of.items()) if len(files) > 1]
+    return problems
+
+
+def test_shipped_presets_have_unique_numbers_in_their_labs_ranges():
+    shipped = load_presets()
+    assert not numbering_problems(shipped), "\n".join(numbering_problems(shipped))
+    assert {strategy_lab(p) for p in shipped} == set(LAB_NUMBERS)  # every lab has presets, and every range is used
+
+
+@pytest.mark.slow  # the real models smollm2-135m, tiny-diffusion
+def test_a_shared_number_or_a_number_out_of_range_is_named(tmp_path):
+    (tmp_path / "07-first.yaml").write_text(GOOD)
+    (tmp_path / "07-second.yaml").write_text(GOOD)
+    (tmp_path / "24-diffusion-here.yaml").write_text(GOOD.replace("smollm2-135m", "tiny-diffusion").replace(
+        "strategy: sample", "strategy: diffusion\nlab: diffusion").replace("params: {top_p: 0.9}", "params: {}"))
+    (tmp_path / "unnumbered.yaml").write_text(GOOD.replace("strategy: sample", "strategy: greedy").replace(
+        "params: {top_p: 0.9}", "lab: scaling"))
+    assert numbering_problems(load_presets(tmp_path)) == [
+        "24-diffusion-here.yaml is a diffusion preset, so its number must be in 50-99",
+        "unnumbered.yaml says lab 'scaling', but its strategy 'greedy' belongs to 'playground'",
+        "unnumbered.yaml does not start with a two-digit number",
+        "07-first.yaml and 07-second.yaml share the number 07; give each its own",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -51,10 +104,10 @@ def test_the_cli_lists_presets_and_runs_one_with_overrides(capsys):
     assert cli(["presets", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert [p["name"] for p in listed] == [p.name for p in load_presets()]
-    assert {"name": "30-diffusion-unmasking-order", "lab": "diffusion"}.items() <= listed[[p["name"] for p in listed].index(
-        "30-diffusion-unmasking-order")].items()
+    assert {"name": "50-diffusion-unmasking-order", "lab": "diffusion"}.items() <= listed[[p["name"] for p in listed].index(
+        "50-diffusion-unmasking-order")].items()
     assert cli(["presets"]) == 0 and "03-min-p-at-high-temperature" in capsys.readouterr().out
-    preset = next(p for p in load_presets() if p.name == "30-diffusion-unmasking-order")
+    preset = next(p for p in load_presets() if p.name == "50-diffusion-unmasking-order")
     assert cli(["run", "--preset", preset.name, "--json", "--quiet"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert (out["model"], out["strategy"], out["prompt"]) == (preset.model, preset.strategy, preset.prompt)

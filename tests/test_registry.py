@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import pytest
 import torch
@@ -19,11 +19,21 @@ from conftest import api_run
 from decoding.__main__ import main as cli
 from decoding.params import Params, param
 from decoding.registry import STRATEGIES, register_strategy, unregister_strategy
-from decoding.autoregressive import token_event, token_loop  # noqa: F401
-from decoding.diffusion.samplers import SAMPLERS, DiffusionParams, select_top_k
+from decoding.token.autoregressive import token_loop
+from decoding.diffusion.samplers import SAMPLERS, select_top_k
 from decoding.run import run_to_trace
 from decoding.scaling.methods import ScalingParams, best_of_n
-from decoding.speculative.strategy import DRAFTERS, SpeculativeParams
+from decoding.speculative.strategy import DRAFTERS
+
+
+@dataclass(frozen=True)
+class LookbackParams(Params):
+    lookback: int = param(2, low=1, high=8, help="How far back repeat-last looks (test only).")
+
+
+@dataclass(frozen=True)
+class SpanParams(Params):
+    span: int = param(1, low=1, high=16, help="Positions leftmost commits per step (test only).")
 
 
 @dataclass(frozen=True)
@@ -74,6 +84,7 @@ def test_a_token_strategy_shows_in_list_cli_api_and_the_playground(echo_register
     assert (widget.name, widget.kind, widget.low, widget.high) == ("beta", "float", 0.0, 1.0)
 
 
+@pytest.mark.slow  # the HTTP server
 def test_a_token_strategy_runs_over_real_http(client, echo_registered):
     """The running app's `/generate` endpoint (gradio_client over HTTP; the server lives in this test
     process, started before the registration) serves the strategy registered here."""
@@ -103,14 +114,14 @@ def test_a_scaling_method_is_a_strategy_of_the_scaling_family():
         from decoding.registry import param_specs, strategies_of
 
         assert "keep-test" in strategies_of("scaling")
-        names = [p["name"] for p in param_specs("keep-test")]
+        names = [p["name"] for p in param_specs("keep-test") if p["plugin"] is None]
         assert names[0] == "n" and names[-1] == "keep"  # the shared parameters' help comes with the base class
         tab, _ = rebuild_tab("scaling")  # the tab as a new app process builds it, with this registration in place
         method = tab["method"]
         assert ("keep-test", "keep-test") in method.choices and "keep-test: best-of-N under another name" in method.info
-        keep = tab["sc:keep"]  # a widget generated from the parameter's spec
+        keep = tab["sc:keep-test.keep"]  # a widget generated from the parameter's spec, keyed by its method
         assert (type(keep).__name__, keep.minimum, keep.maximum, keep.value) == ("Slider", 1, 8, 1)
-        assert keep.elem_id == "sc-keep" and keep.info == "How many answers to keep (test only)."
+        assert keep.elem_id == "sc-keep-test-keep" and keep.info == "How many answers to keep (test only)."
         from ui import scaling_callbacks as cb
 
         assert cb.collect_params("keep-test", {f: tab[f"sc:{f}"].value for f in cb.FIELDS})["keep"] == 1
@@ -137,7 +148,7 @@ def rebuild_tab(tab: str) -> tuple[dict, list]:
 
 def test_a_drafter_registers_and_is_offered_by_the_speculative_tab(tiny_lm, monkeypatch):
     from decoding import run_to_trace
-    from decoding.contracts import Drafter
+    from decoding.speculative.base import Drafter
     from decoding.speculative.drafters import Draft
     from decoding.speculative.verify import DraftTree
 
@@ -162,25 +173,22 @@ def test_a_drafter_registers_and_is_offered_by_the_speculative_tab(tiny_lm, monk
         assert trace.finish.token_ids == greedy.finish.token_ids  # lossless whatever the drafter
         assert {r.drafter for r in trace.of_kind("spec_round")} == {"repeat-last"}
 
-        @dataclass(frozen=True)
-        class WithLookback(SpeculativeParams):  # a parameter a new drafter adds to the strategy's dataclass
-            lookback: int = param(2, low=1, high=8, help="How far back repeat-last looks (test only).")
-
-        monkeypatch.setitem(STRATEGIES, "speculative", replace(STRATEGIES["speculative"], params_cls=WithLookback))
+        DRAFTERS.register("repeat-last", help="repeat the last token (a test registration)", params=LookbackParams,
+                          replace=True)(lambda lm, params: RepeatLast())  # the drafter's own knob, declared with it
         tab, run_inputs = rebuild_tab("speculative")
         assert ("repeat-last", "repeat-last") in tab["spec:drafter"].choices
-        widget = tab["spec:lookback"]  # generated from the parameter's spec, and passed to Generate by name
+        widget = tab["spec:repeat-last.lookback"]  # generated from its spec, and passed to Generate by name
         assert (type(widget).__name__, widget.minimum, widget.maximum, widget.value) == ("Slider", 1, 8, 2)
-        assert widget.elem_id == "spec-lookback" and widget.info == "How far back repeat-last looks (test only)."
-        assert widget in run_inputs
+        assert widget.elem_id == "spec-repeat-last-lookback" and widget.info == "How far back repeat-last looks (test only)."
+        assert widget in run_inputs and not widget.visible  # shown when repeat-last is the chosen drafter
         from ui.speculative_views import DEFAULT_SETTINGS, SPEC_FIELDS, collect_spec_params
 
         fields = {name: DEFAULT_SETTINGS[name] for name in SPEC_FIELDS}
-        assert collect_spec_params(fields | {"drafter": "repeat-last", "lookback": 5.0})["lookback"] == 5
+        assert collect_spec_params(fields | {"drafter": "repeat-last", "repeat-last.lookback": 5.0})[
+            "repeat-last.lookback"] == 5
     finally:
         DRAFTERS.unregister("repeat-last")
-        monkeypatch.undo()
-        rebuild_tab("speculative")  # and back to the shipped parameters
+        rebuild_tab("speculative")  # and back to the shipped drafters
 
 
 def test_a_diffusion_sampler_registers_and_is_offered_by_the_diffusion_tab(monkeypatch):
@@ -200,24 +208,20 @@ def test_a_diffusion_sampler_registers_and_is_offered_by_the_diffusion_tab(monke
                              params={"sampler": "leftmost"}, max_new_tokens=6, chat=False)
         assert [step.unmasked for step in trace.of_kind("diffusion_step")] == [[i] for i in range(6)]
 
-        @dataclass(frozen=True)
-        class WithSpan(DiffusionParams):  # a parameter a new sampler adds to the strategy's dataclass
-            span: int = param(1, low=1, high=16, help="Positions leftmost commits per step (test only).")
-
-        monkeypatch.setitem(STRATEGIES, "diffusion", replace(STRATEGIES["diffusion"], params_cls=WithSpan))
+        SAMPLERS.register("leftmost", help="commit the leftmost masked position each step (a test registration)",
+                          params=SpanParams, replace=True)(leftmost)  # the sampler's own knob, declared with it
         tab, run_inputs = rebuild_tab("diffusion")
         assert ("leftmost", "leftmost") in tab["df:sampler"].choices
-        widget = tab["df:span"]  # generated from the parameter's spec, and passed to Generate by name
+        widget = tab["df:leftmost.span"]  # generated from its spec, and passed to Generate by name
         assert (type(widget).__name__, widget.minimum, widget.maximum, widget.value) == ("Slider", 1, 16, 1)
-        assert widget.elem_id == "df-span" and widget.info == "Positions leftmost commits per step (test only)."
+        assert widget.elem_id == "df-leftmost-span" and widget.info == "Positions leftmost commits per step (test only)."
         assert widget in run_inputs
         from ui.diffusion_views import DEFAULT_SETTINGS, collect_params
 
-        assert collect_params(DEFAULT_SETTINGS | {"sampler": "leftmost", "span": 3.0})["span"] == 3
+        assert collect_params(DEFAULT_SETTINGS | {"sampler": "leftmost", "leftmost.span": 3.0})["leftmost.span"] == 3
     finally:
         SAMPLERS.unregister("leftmost")
-        monkeypatch.undo()
-        rebuild_tab("diffusion")  # and back to the shipped parameters
+        rebuild_tab("diffusion")  # and back to the shipped samplers
 
 
 @pytest.mark.parametrize("field_decl, message", [

@@ -25,7 +25,7 @@ from decoding.training.tiny import build_tiny_model
 from decoding.presets import parse_preset
 from decoding.run import run_to_trace, validate_request
 from conftest import tab_replayers
-from ui.common import error_toast, user_error
+from ui.widgets import error_toast, user_error
 from visualizers import (acceptance_figure, ar_vs_diffusion_html, beams_figure, budget_figure, canvas_html, choice_html,
                          compare_samplers_figure, confidence_figure, diffusion_summary_html, distribution_figure,
                          draft_tree_figure, entropy_figure, lineage_figure, overlap_figure, particles_html,
@@ -150,6 +150,7 @@ TABS = {"sample": "playground", "beam": "playground", "speculative": "speculativ
 # ---------------------------------------------------------------- hostile traces
 
 
+@pytest.mark.slow  # the module's real-model run
 @pytest.mark.parametrize("run", list(TABS))
 def test_a_payload_in_any_field_is_refused_or_shown_escaped(traces, replay, run):
     """PAYLOAD in every field (and one element / every key below it) of the first event of each kind:
@@ -331,6 +332,7 @@ def test_the_escaping_helpers():
 # ---------------------------------------------------------------- model ids
 
 
+@pytest.mark.fast("checks model ids by name; loads no model")
 @pytest.mark.parametrize("name", ["assets/tiny-ar", "assets/tiny-diffusion", "/etc", "/tmp/model", "../assets/tiny-ar",
                                   "./assets/tiny-ar", "~/models/x", "a..b/c", "tests/data"])
 def test_local_paths_are_not_model_ids(name, monkeypatch):
@@ -339,18 +341,20 @@ def test_local_paths_are_not_model_ids(name, monkeypatch):
         resolve_spec(name)
 
 
+@pytest.mark.fast("checks model ids by name; loads no model")
 @pytest.mark.parametrize("name", ["tiny-ar", "tiny-diffusion", "smollm2-135m", "HuggingFaceTB/SmolLM2-135M-Instruct",
                                   "Qwen/Qwen2.5-0.5B-Instruct", "  tiny-ar  "])
 def test_registry_names_and_hub_ids_are_model_ids(name):
     assert check_model_id(name) == name.strip()
 
 
+@pytest.mark.fast("checks model ids by name; loads no model")
 @pytest.mark.parametrize("param, value", [("draft_model", "assets/tiny-ar-draft"), ("judge_model", "assets/tiny-ar"),
                                           ("prm_model", "/tmp"), ("prm_model", ["Qwen/x"])])
 def test_model_parameters_are_checked_by_name(param, value):
     strategy = "speculative" if param == "draft_model" else "best-of-n"
     params = {"drafter": "model", param: value} if param == "draft_model" else {param: value}
-    with pytest.raises(ValueError, match=rf"`{param}`"):
+    with pytest.raises(ValueError, match=rf"`([\w-]+\.)?{param}`"):  # a drafter's own knob: `model.draft_model`
         validate_request("hi", strategy, params, 4, 0)
 
 

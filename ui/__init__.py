@@ -1,9 +1,14 @@
 """The Gradio front end of Decoding Lab: one module trio per lab tab, each tab a Blocks that also runs alone.
 
-    ui/common.py           settings from the environment, the ZeroGPU decorator, the worker thread that
-                           streams a run, redraw throttling, gr.Error, launch options; the tabs' shared
-                           skeleton (stat cards, streaming into views, Generate/Stop/Replay wiring, widgets
-                           generated from a parameter's spec)
+    ui/worker.py           the worker thread that streams a run, compute slots, the async bridge that makes
+                           Stop stop compute, redraw throttling, the live status line
+    ui/wiring.py           handlers bound by name, the Generate/Stop/preset/lesson/replay wiring every lab
+                           shares, the two-column layout, session state
+    ui/widgets.py          widgets from a parameter's spec, the model menu, clamping warnings, stat cards,
+                           Markdown-safe text, engine errors as gr.Error
+    ui/plugin_fields.py    a family's plug-in knobs as widgets (the chosen plug-in's shown)
+    ui/launch.py           launch options, start-up line and preload, a tab served alone
+    ui/guard.py            the bounds a public Space needs (per-client queue, sessions, uploads, replay time)
     ui/api.py              the `generate` API endpoint (streams events, ends with the CLI summary)
     ui/<tab>.py            layout and wiring of a tab: playground, speculative, scaling, diffusion
     ui/<tab>_callbacks.py  its event handlers, plain functions returning {output name: value}

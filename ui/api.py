@@ -19,7 +19,7 @@ The `compare` endpoint runs 2-4 settings side by side (Compare mode, `decoding/c
         ...
     job.result()                  # {"runs": [summary per run], "table": [one row per run]}
 `job.cancel()` (`POST /cancel`) answers once the run has stopped, within one model call
-(`ui.common.model_event`).
+(`ui.worker.model_event`).
 """
 
 from __future__ import annotations
@@ -38,9 +38,15 @@ from decoding.events import Event, Trace
 from decoding.models import DEFAULT_MODEL
 from decoding.remote.source import is_remote
 from decoding.run import validate_request
-from ui.common import (MODEL_CONCURRENCY_ID, USER_ERRORS, check_model, model_concurrency, model_event, run_work,
-                       stream_in_thread, user_error)
+from ui.widgets import USER_ERRORS
+from ui.worker import MODEL_CONCURRENCY_ID, check_model, model_event, run_work, runs_at_once, stream_in_thread
 from ui.compare_callbacks import compare_work
+
+
+def api_error(err: BaseException) -> gr.Error:
+    """The engine's message for an API client, as plain text: API errors are never drawn as HTML, so
+    unlike the tabs' toasts they carry no HTML entities (`>=`, not `&gt;=`)."""
+    return gr.Error(str(err), title="Cannot run this", print_exception=False)
 
 
 def parse_params(params) -> dict:
@@ -80,7 +86,7 @@ def api_generate(model: str = DEFAULT_MODEL, strategy: str = "greedy", prompt: s
         validate_request(prompt, strategy, params, max_new_tokens, seed)
         check_model(model)
     except USER_ERRORS as err:
-        raise user_error(err) from None
+        raise api_error(err) from None
     trace = Trace()
     work = run_work(model, prompt, strategy=strategy, params=params, max_new_tokens=max_new_tokens, seed=seed,
                     chat=chat)
@@ -92,7 +98,7 @@ def api_generate(model: str = DEFAULT_MODEL, strategy: str = "greedy", prompt: s
                         trace.append(item)
                         yield item.to_dict()
     except USER_ERRORS as err:
-        raise user_error(err) from None
+        raise api_error(err) from None
     yield summary(trace)
 
 
@@ -116,7 +122,7 @@ def api_compare(model: str = DEFAULT_MODEL, prompt: str = "", settings: str = "[
         validate_settings(prompt, chosen, max_new_tokens, seed)
         check_model(model)
     except USER_ERRORS as err:
-        raise user_error(err) from None
+        raise api_error(err) from None
     traces, scores = [Trace() for _ in chosen], [None] * len(chosen)
     work = compare_work(model, prompt, chosen, "auto", max_new_tokens=max_new_tokens, seed=seed, chat=chat)
     try:
@@ -133,13 +139,13 @@ def api_compare(model: str = DEFAULT_MODEL, prompt: str = "", settings: str = "[
                         traces[index].append(what)
                         yield {"run": index} | what.to_dict()
     except USER_ERRORS as err:
-        raise user_error(err) from None
+        raise api_error(err) from None
     yield {"runs": [summary(t) for t in traces], "table": table_rows(chosen, traces, scores)}
 
 
 def register_api() -> None:
     """Add the hidden-from-the-UI, client-callable `/generate` and `/compare` endpoints to the current Blocks."""
     gr.api(model_event(api_generate), api_name="generate", concurrency_id=MODEL_CONCURRENCY_ID,
-           concurrency_limit=model_concurrency())
+           concurrency_limit=runs_at_once())
     gr.api(model_event(api_compare), api_name="compare", concurrency_id=MODEL_CONCURRENCY_ID,
-           concurrency_limit=model_concurrency())
+           concurrency_limit=runs_at_once())

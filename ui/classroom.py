@@ -102,19 +102,3 @@ def lesson_row(c: dict, lab: str, prefix: str) -> None:
         c["lesson_next"] = gr.Button("Next ▶", size="sm", elem_id=f"{prefix}-lesson-next",
                                      elem_classes="dl-lesson-next", min_width=90)
     c["lesson"] = gr.Markdown(lesson_line(lab, None), elem_id=f"{prefix}-lesson", elem_classes="dl-help")
-
-
-def wire_lesson(c: dict, lab: str, chosen, chosen_outputs: list) -> None:
-    """Next / Previous choose a preset, then `chosen` (the tab's preset callback, Gradio-bound, from
-    the preset's name to `chosen_outputs`) sets the controls as a hand-picked preset does; choosing
-    one by hand moves the lesson line too."""
-    if "lesson_next" not in c:
-        return
-    from ui.common import QUIET, bind
-
-    outputs = {k: c[k] for k in ("preset", "lesson")}
-    for button, direction in ((c["lesson_next"], 1), (c["lesson_prev"], -1)):
-        step = bind(lambda name, d=direction: lesson_step(lab, name, d), outputs)
-        button.click(step, c["preset"], list(outputs.values()), **QUIET).then(chosen, c["preset"], chosen_outputs,
-                                                                               **QUIET)
-    c["preset"].input(lambda name: lesson_line(lab, name), c["preset"], c["lesson"], **QUIET)

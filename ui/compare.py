@@ -13,7 +13,8 @@ import gradio as gr
 
 from decoding.compare import MAX_RUNS
 from ui import compare_callbacks as cb
-from ui.common import MODEL_CONCURRENCY_ID, bind, model_concurrency, model_event, named_inputs, session_state
+from ui.wiring import bind, named_inputs, session_state
+from ui.worker import MODEL_CONCURRENCY_ID, model_event, runs_at_once
 from ui.exports import wire_download
 from ui.playground_callbacks import preset_choices
 from ui.playground_views import COLOR_CHOICES, playground_strategies
@@ -84,7 +85,7 @@ def _wire(c: dict) -> None:
     run_inputs = named_inputs(shared, rows)
     run = c["compare_go"].click(model_event(bind(cb.compare_run, outputs, run_inputs)), list(run_inputs.values()),
                                 list(outputs.values()), concurrency_id=MODEL_CONCURRENCY_ID,
-                                concurrency_limit=model_concurrency(), show_progress="minimal",
+                                concurrency_limit=runs_at_once(), show_progress="minimal",
                                 show_progress_on=[c["compare_status"]], api_visibility="undocumented")
     state = [c["comparison"], c["compare_color_by"]]
     c["compare_stop"].click(None, cancels=[run], api_visibility="undocumented").then(

@@ -27,8 +27,9 @@ from decoding.models import load_model
 from decoding.presets import find_preset
 from decoding.remote.source import is_remote
 from decoding.run import as_lm
-from ui.common import (USER_ERRORS, Redraw, Status, as_int, check_model, stream_in_thread, user_error,
-                       wait_for_finish)
+from ui.widgets import USER_ERRORS, user_error
+from ui.wiring import as_int
+from ui.worker import Redraw, Status, check_model, stream_in_thread, wait_for_finish
 from ui.exports import NOTHING_YET, STILL_RUNNING, export_dir, sweep
 from visualizers.compare import columns_html, distributions_figure, entropy_figure, table_html
 
@@ -121,7 +122,7 @@ def compare_run(model, prompt, max_new_tokens, seed, chat, dtype, color_by, comp
                                          "compare_status": f"Starting {model}…"}
     work = compare_work(model, prompt, settings, dtype or "auto", max_new_tokens=max_new_tokens, seed=seed,
                         chat=bool(chat))
-    late = lambda item: _take(comparison, item)  # noqa: E731  (a run's RunFinished "cancelled" after Stop)
+    late = lambda item: _take(comparison, item)  # a run's RunFinished "cancelled" after Stop
     try:
         yield from _stream(work, late, comparison, color_by)
     except USER_ERRORS as err:  # the model failed to load, or a run refused its input: a message, not a crash

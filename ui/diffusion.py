@@ -20,9 +20,11 @@ import gradio as gr
 from ui import diffusion_callbacks as cb
 from ui.diffusion_tasks import FREE_PROMPT, benchmark_views, num_problems, shows_tasks, task_choices
 from ui.classroom import lesson_row
-from ui.common import (QUIET, bind, explain_clamping, lab_columns, model_choices, named_inputs, seed_box, serve,
-                       session_state, spec_widget, standalone, wire_lab)
+from ui.launch import serve, standalone
+from ui.widgets import QUIET, explain_clamping, model_choices, seed_box, spec_widget
+from ui.wiring import bind, lab_columns, named_inputs, session_state, wire_lab
 from ui.exports import NO_OTHER_RUN, download, wire_download
+from ui.plugin_fields import plugin_widgets
 from ui.diffusion_views import (CHOICES, COMPARISONS, CONTROLS, DEFAULT_LENGTH, DEFAULT_MODEL, DEFAULT_PROMPT,
                                 DEFAULT_PLAYBACK, DEFAULT_SETTINGS, FIELDS, NO_COMPARISON, OUTPUTS, PLAYBACK, SPECIFIC,
                                 UI_MAX_LENGTH, help_of, spec_of, views, visible_fields)
@@ -98,17 +100,12 @@ def _controls(c: dict) -> None:
                                 info=cb.LENGTH_INFO, elem_id="df-length", scale=2)
         c["seed"] = seed_box("df-seed")
     _radio(c, "sampler", "Sampler")
+    plugin_widgets(c, "df", "df", "diffusion", DEFAULT_SETTINGS["sampler"])  # the chosen sampler's own knobs
     with gr.Row():
         _slider(c, "steps", 0, UI_MAX_LENGTH, 1, "Steps (0 = one per token)")
         _slider(c, "block_length", 0, UI_MAX_LENGTH, 1, "Block length (0 = one block)")
     _radio(c, "remasking", "Remasking")
     _slider(c, "threshold", 0, 1, 0.01, "Threshold (0 = off)")
-    with gr.Row():
-        _slider(c, "radius", 0, 64, 1, "Radius")
-        _slider(c, "anchor_threshold", 0.01, 1, 0.01, "Anchor threshold")
-        _radio(c, "decay", "Decay with distance")
-    _slider(c, "draft_steps", 1, 16, 1, "Draft steps (FreeDave)")
-    _slider(c, "filter_threshold", 0.01, 1, 0.01, "Filter threshold (Learn2PD)")
     _slider(c, "temperature", 0, 5, 0.05, "Temperature")
     with gr.Row():
         _radio(c, "cache", "Cache")

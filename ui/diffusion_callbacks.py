@@ -23,8 +23,9 @@ from decoding.events import Trace, stats
 from decoding.models import REGISTRY
 from decoding.presets import find_preset, preset_menu
 from decoding.run import as_lm, validate_request
-from ui.common import (USER_ERRORS, as_int, check_model, load_replay, run_work, stream_views, user_error,
-                       wait_for_finish)
+from ui.widgets import USER_ERRORS, md_esc, user_error
+from ui.wiring import as_int, load_replay
+from ui.worker import check_model, run_work, stream_views, wait_for_finish
 from ui.diffusion_tasks import (FREE_PROMPT, TASK_LENGTH, num_problems, problem, problem_number, shows_tasks,
                                 task_choices, verdict_mark)
 from ui.diffusion_views import (COMPARISONS, DEFAULT_SETTINGS, FIELDS, NO_COMPARISON, PLAYBACK,
@@ -204,10 +205,10 @@ def generate_run(model, prompt, length, seed, compare, playback=None, **fields) 
     except USER_ERRORS as err:
         raise user_error(err) from None
     trace = Trace()
-    yield views(trace) | {"trace": trace, "other": None, "status": f"Starting {model}…"}
+    yield views(trace) | {"trace": trace, "other": None, "status": f"Starting {md_esc(model)}…"}
     work = run_work(model, prompt, strategy="diffusion", params=params, max_new_tokens=length, seed=seed, chat=CHAT,
                     min_step_s=1 / rate if rate else 0.0)
-    live, canvas = lambda: views(trace, live=True), lambda _: canvas_views(trace)  # noqa: E731
+    live, canvas = lambda: views(trace, live=True), lambda _: canvas_views(trace)
     what = f"Unmasking at {playback} at most" if rate else "Unmasking"
     with contextlib.closing(stream_views(work, trace, live, "steps", quick=canvas)) as updates:  # Stop closes it
         for update in updates:
@@ -222,7 +223,7 @@ def generate_run(model, prompt, length, seed, compare, playback=None, **fields) 
     yield done | {"other": other, "status": f"Finished; now **{compare}** on the same prompt, length and seed…"}
     work = run_work(other_model, prompt, strategy=strategy, params=other_params, max_new_tokens=length, seed=seed,
                     chat=CHAT)
-    render = lambda: {k: v for k, v in views(trace, other).items() if k.startswith("compare")}  # noqa: E731
+    render = lambda: {k: v for k, v in views(trace, other).items() if k.startswith("compare")}
     with contextlib.closing(stream_views(work, other, render, "tokens")) as updates:
         for update in updates:
             yield _steps_status(update, other, f"Comparing ({compare})")
@@ -270,7 +271,7 @@ def replay(path, trace, other) -> dict:
                 "length": min(max(1, start.max_new_tokens), UI_MAX_LENGTH)} | fields_from_params(start.params)
     controls |= task_controls(start.prompt)
     return shown | controls | {"trace": loaded, "other": None,
-                               "status": f"**Replaying** {esc(name)}: {stats_line(loaded)}. Its settings are back in "
+                               "status": f"**Replaying** {md_esc(name)}: {stats_line(loaded)}. Its settings are back in "
                                          "the controls."}
 
 

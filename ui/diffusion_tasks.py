@@ -22,7 +22,7 @@ from pathlib import Path
 from decoding.diffusion.parallel_tasks import MONTHS, SPLIT_SIZES, TASKS, Example, check, make_splits, task_of
 from decoding.events import Trace
 from decoding.models import ASSETS_DIR
-from ui.common import benchmark_file
+from ui.widgets import benchmark_file
 from visualizers._common import esc
 from visualizers.diffusion import accuracy_vs_tokens_per_step_figure
 
@@ -57,7 +57,7 @@ def shows_tasks(model) -> bool:
 
 def task_choices() -> list[tuple[str, str]]:
     """The picker's menu: free prompt, then every task with its one-line help and kind."""
-    kind = lambda t: "determined: one right answer" if t.determined else "dependent: many right answers"  # noqa: E731
+    kind = lambda t: "determined: one right answer" if t.determined else "dependent: many right answers"
     return [("free prompt", FREE_PROMPT)] + [(f"{t.name} · {t.help} ({kind(t)})", t.name) for t in TASKS.values()]
 
 

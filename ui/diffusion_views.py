@@ -18,10 +18,12 @@ import gradio as gr
 
 from decoding.events import Trace, stats
 from decoding.registry import param_specs
-from decoding.diffusion.samplers import CACHES, DECAYS, REMASKING, SAMPLERS
-from ui.common import EMPTY_STATS_HTML, check_names, fmt, stat_cards_html
+from decoding.diffusion.samplers import CACHES, REMASKING, SAMPLERS
+from ui.widgets import EMPTY_STATS_HTML, fmt, stat_cards_html
+from ui.wiring import check_names
 from ui.diffusion_tasks import verdict_html, verdict_mark
 from visualizers._common import esc
+from ui.plugin_fields import chosen_values, namespaced, own_values, plugin_rows
 from visualizers.diffusion import (ar_vs_diffusion_html, canvas_html, compare_samplers_figure, confidence_figure,
                                    diffusion_summary_html, tokens_per_step_figure, unmask_order_figure)
 
@@ -38,12 +40,10 @@ DEFAULT_SETTINGS = {f: _SPECS[f]["default"] for f in FIELDS}
 INT_FIELDS = {f for f in FIELDS if _SPECS[f]["type"] == "int"}
 FLOAT_FIELDS = {f for f in FIELDS if _SPECS[f]["type"] == "float"}
 # field -> (control, the values of that control that show it); every other field is always shown
-SPECIFIC = {"radius": ("sampler", ("localleap",)), "anchor_threshold": ("sampler", ("localleap",)),
-            "decay": ("sampler", ("localleap",)),
-            "draft_steps": ("sampler", ("freedave",)), "filter_threshold": ("sampler", ("learn2pd",)),
-            "refresh_interval": ("cache", ("delayed", "greedy"))}
-CHOICES = {"decay": lambda: DECAYS, "remasking": lambda: REMASKING, "sampler": SAMPLERS.names,
-           "cache": lambda: CACHES}  # read when a tab is built
+# (a sampler's own knobs, as it declares them: shown when it is chosen)
+SPECIFIC = {row["name"]: ("sampler", (row["plugin"],)) for row in plugin_rows("diffusion")} | {
+    "refresh_interval": ("cache", ("delayed", "greedy"))}
+CHOICES = {"remasking": lambda: REMASKING, "sampler": SAMPLERS.names, "cache": lambda: CACHES}  # read when a tab is built
 
 # "Compare with": label -> (model, strategy, parameter overrides); None model = the tab's model
 COMPARISONS = {
@@ -54,10 +54,10 @@ COMPARISONS = {
     "threshold 0.9 (Fast-dLLM)": (None, "diffusion", {"sampler": "fixed", "threshold": 0.9, "steps": 0,
                                                       "remasking": "low-confidence"}),
     "localleap (0.95 anchors, 0.5 relaxed)": (None, "diffusion", {"sampler": "localleap", "threshold": 0.5,
-                                                                  "anchor_threshold": 0.95,
+                                                                  "localleap.anchor_threshold": 0.95,
                                                                   "remasking": "low-confidence"}),
     "FreeDave, 4 drafted steps per call (the canvas of steps = length)": (
-        None, "diffusion", {"sampler": "freedave", "steps": 0, "threshold": 0.0, "draft_steps": 4, "temperature": 0.0,
+        None, "diffusion", {"sampler": "freedave", "steps": 0, "threshold": 0.0, "freedave.draft_steps": 4, "temperature": 0.0,
                             "cache": "none"}),
     "tiny-ar, greedy": (AR_MODEL, "greedy", {}),
     "tiny-ar, sampling": (AR_MODEL, "sample", {}),
@@ -107,11 +107,13 @@ def collect_params(fields: dict) -> dict:
         if field in FLOAT_FIELDS and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         params[field] = value
-    return params
+    return chosen_values(params, params["sampler"])
 
 
 def fields_from_params(params: dict) -> dict:
-    """{"df:field": value} for a run's (or a preset's) parameters; defaults for what it leaves out."""
+    """{"df:field": value} for a run's (or a preset's) parameters; defaults for what it leaves out (a sampler's
+    knobs in the older flat form of traces and presets are read as the chosen sampler's)."""
+    params = namespaced("diffusion", params)
     return {f"df:{f}": params.get(f, DEFAULT_SETTINGS[f]) for f in FIELDS}
 
 
@@ -190,13 +192,14 @@ def other_label(other: Trace | None) -> str:
 def run_label(trace: Trace) -> str:
     """A diffusion run's sampler setting in a few words (legend entries, captions)."""
     p, length = trace.start.params, trace.start.max_new_tokens
+    own = own_values(p, str(p.get("sampler")))
     if p.get("sampler") == "localleap":
-        text = f"localleap r={p.get('radius')} anchor {p.get('anchor_threshold'):g} relaxed {p.get('threshold'):g}"
-        text += ", linear decay" if p.get("decay") == "linear" else ""
+        text = f"localleap r={own.get('radius')} anchor {own.get('anchor_threshold'):g} relaxed {p.get('threshold'):g}"
+        text += ", linear decay" if own.get("decay") == "linear" else ""
     elif p.get("sampler") == "freedave":
-        text = f"freedave, {p.get('steps') or length} steps, {p.get('draft_steps')} drafted per call"
+        text = f"freedave, {p.get('steps') or length} steps, {own.get('draft_steps')} drafted per call"
     elif p.get("sampler") == "learn2pd":
-        text = f"learn2pd filter {p.get('filter_threshold'):g}"
+        text = f"learn2pd filter {own.get('filter_threshold'):g}"
     elif p.get("sampler") not in (None, "fixed"):
         text = str(p.get("sampler"))
     elif p.get("threshold", 0) > 0:

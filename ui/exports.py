@@ -28,6 +28,7 @@ from gradio.utils import get_upload_folder
 from decoding.env import env_int
 from decoding.events import Trace
 from visualizers import entropy_figure, figure_to_html, token_table
+from visualizers.tokens import csv_safe
 
 CACHE_SWEEP_S = 600  # how often Gradio looks for expired files in its cache (at most; see `gradio_cache_policy`)
 NOTHING_YET = "Nothing to export yet: generate a run (or replay a trace) first."
@@ -85,16 +86,18 @@ def _remove(path: Path) -> None:
 
 
 def sweep(folder: Path | None = None, *, max_age_s: float | None = None, max_bytes: int | None = None,
-          now: float | None = None) -> list[Path]:
+          now: float | None = None, exclude: set[Path] = frozenset()) -> list[Path]:
     """Delete the entries of the export folder older than `max_age_s`, then the oldest until the rest
-    holds at most `max_bytes`; returns what was deleted (defaults: the environment's limits)."""
+    holds at most `max_bytes`; returns what was deleted (defaults: the environment's limits). Entries
+    whose resolved path is in `exclude` are neither counted nor deleted (the upload cache's sweep leaves
+    the export folder inside it alone)."""
     folder = export_dir() if folder is None else folder
     max_age_s = export_max_age_s() if max_age_s is None else max_age_s
     max_bytes = export_max_bytes() if max_bytes is None else max_bytes
     now = time.time() if now is None else now
     if not folder.is_dir():
         return []
-    entries = sorted(folder.iterdir(), key=_mtime)  # oldest first
+    entries = sorted((e for e in folder.iterdir() if e.resolve() not in exclude), key=_mtime)  # oldest first
     deleted = [e for e in entries if now - _mtime(e) > max_age_s]
     kept = [e for e in entries if e not in deleted]
     total = sum(_size(e) for e in kept)
@@ -116,7 +119,9 @@ def _file_name(trace: Trace, what: str, suffix: str) -> str:
 
 
 def _write_tokens(trace: Trace, path: Path) -> None:
-    token_table(trace).to_csv(path, index=False)
+    # a token "=HYPERLINK(...)" stays text; CRLF rows (RFC 4180) quote a cell holding a lone "\r" too, so a token
+    # cannot end its row early and start the next one with a formula
+    token_table(trace).map(csv_safe).to_csv(path, index=False, lineterminator="\r\n")
 
 
 def _write_entropy(trace: Trace, path: Path) -> None:

@@ -20,10 +20,11 @@ import gradio as gr
 from decoding.remote.source import model_field_hint
 from decoding.models import DEFAULT_MODEL, SUGGESTED_HUB_IDS
 from ui import playground_callbacks as cb
-from ui.classroom import lesson_row, wire_lesson
+from ui.classroom import lesson_row
 from ui.compare import build_compare
-from ui.common import (MODEL_CONCURRENCY_ID, auto_dtype_help, bind, explain_clamping, model_choices, model_concurrency,
-                       model_event, named_inputs, seed_box, serve, session_state, slider_range_text, standalone)
+from ui.launch import serve, standalone
+from ui.widgets import auto_dtype_help, explain_clamping, model_choices, seed_box, slider_range_text
+from ui.wiring import bind, named_inputs, session_state, wire_lab
 from ui.exports import HTML_NOTE, download, wire_download
 from ui.playground_views import (COLOR_CHOICES, CONTROLS, DEFAULT_STRATEGY, EXAMPLE_PROMPTS, OUTPUTS,
                                  PRIMARY_PARAMS, UI_MAX_NEW_TOKENS, ParamWidget, new_selection, param_widgets,
@@ -163,36 +164,23 @@ def build_playground() -> dict:
 def _wire(c: dict) -> None:
     outputs = {name: c[name] for name in OUTPUTS}
     state = [c["trace"], c["branch"], c["selection"], c["color_by"]]
-    model_bound = dict(concurrency_id=MODEL_CONCURRENCY_ID, concurrency_limit=model_concurrency(),
-                       show_progress="minimal", show_progress_on=[c["status"]], api_visibility="undocumented")
     quiet = dict(show_progress="hidden", api_visibility="undocumented")
 
     strategy_outputs = {k: c[k] for k in [f"group:{n}" for n in playground_strategies()] + ["strategy", "beams", "method"]}
     c["strategy"].change(bind(cb.strategy_changed, strategy_outputs), c["strategy"], list(strategy_outputs.values()),
                          **quiet)
-    preset_outputs = {k: c[k] for k in CONTROLS + ("note",)} | {w.key: c[w.key] for w in param_widgets()}
-    chosen = bind(cb.preset_chosen, preset_outputs)
-    c["preset"].input(chosen, c["preset"], list(preset_outputs.values()), **quiet)
-    wire_lesson(c, "playground", chosen, list(preset_outputs.values()))  # classroom mode's Next / Previous
     c["model"].change(bind(cb.model_changed, {"strategy": c["strategy"]}), [c["model"], c["strategy"]], [c["strategy"]],
                       **quiet)
-    controls = ("model", "strategy", "prompt", "max_new_tokens", "seed", "chat", "dtype", "color_by", "selection")
-    run_inputs = named_inputs({k: c[k] for k in controls}, {w.key: c[w.key] for w in param_widgets()})
-    run = c["generate"].click(model_event(bind(cb.generate_run, outputs, run_inputs)), list(run_inputs.values()),
-                              list(outputs.values()), **model_bound)
-    branch = c["branch_button"].click(model_event(bind(cb.branch_run, outputs)), [c["alternatives"]] + state,
-                                      list(outputs.values()), **model_bound)
-    # Cancel first (`model_event`: it returns once the worker has stopped), then show the result.
-    c["stop"].click(None, cancels=[run, branch], api_visibility="undocumented").then(
-        bind(cb.stop_run, outputs), state, list(outputs.values()), **quiet)
+    inputs = ("model", "strategy", "prompt", "max_new_tokens", "seed", "chat", "dtype", "color_by", "selection")
+    run_inputs = named_inputs({k: c[k] for k in inputs}, {w.key: c[w.key] for w in param_widgets()})
+    # the same wiring as every lab: presets and lessons, Generate and Branch in the model queue, Stop, replay
+    wire_lab(c, cb, outputs, state, run_inputs, CONTROLS + tuple(w.key for w in param_widgets()), lab="playground",
+             more_runs={"branch": (c["branch_button"], cb.branch_run, [c["alternatives"]] + state)})
     c["text"].click(bind(cb.click_main, outputs), state, list(outputs.values()), **quiet)
     c["branch_text"].click(bind(cb.click_branch, outputs), state, list(outputs.values()), **quiet)
     c["step"].submit(bind(cb.type_step, outputs), [c["step"]] + state, list(outputs.values()), **quiet)
     c["color_by"].change(bind(cb.recolor, outputs), state, list(outputs.values()), **quiet)
     explain_clamping(c, {w.key: w.spec for w in param_widgets() if w.spec})
-    replay_outputs = outputs | {k: c[k] for k in CONTROLS} | {w.key: c[w.key] for w in param_widgets()}
-    c["upload"].upload(bind(cb.replay, replay_outputs), [c["upload"]] + state, list(replay_outputs.values()),
-                       **quiet)
     for what in ("json", "csv", "html"):
         wire_download(c[f"dl_{what}"], functools.partial(download, what=EXPORTS[what]), [c["trace"]])
     wire_download(c["dl_branch"], cb.download_branch, [c["branch"]])

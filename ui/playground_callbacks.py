@@ -20,12 +20,12 @@ from decoding.run import validate_request
 from decoding.registry import STRATEGIES
 from decoding.remote.source import is_remote
 from decoding.remote.strategies import remote_menu
-from ui.common import (USER_ERRORS, as_int, check_model, finished_status, load_replay, run_work, stream_views,
-                       user_error, wait_for_finish)
+from ui.widgets import USER_ERRORS, md_esc, user_error
+from ui.wiring import as_int, load_replay
+from ui.worker import check_model, finished_status, run_work, stream_views, wait_for_finish
 from ui.exports import download
 from ui.playground_views import (UI_MAX_NEW_TOKENS, collect_params, focused, is_beam_family, new_selection, param_widgets,
                                  playground_strategies, text_views, token_at, views)
-from visualizers._common import esc
 
 NO_BRANCH = "No branch to export: click a token, pick an alternative and press Branch."
 
@@ -74,11 +74,11 @@ def generate_run(model, strategy, prompt, max_new_tokens, seed, chat, dtype, col
     selection = _reset(selection)
     trace, branch = Trace(), None
     first = views(trace, branch, selection, color_by)
-    yield first | {"trace": trace, "branch": branch, "selection": selection, "status": f"Starting {model}…"}
+    yield first | {"trace": trace, "branch": branch, "selection": selection, "status": f"Starting {md_esc(model)}…"}
     work = run_work(model, prompt, dtype=dtype or "auto", strategy=strategy, params=params,
                     max_new_tokens=max_new_tokens, seed=seed, chat=bool(chat))
-    render = lambda: views(trace, branch, selection, color_by, inspector=False)  # noqa: E731
-    chips = lambda _: text_views(trace, branch, selection, color_by)  # noqa: E731
+    render = lambda: views(trace, branch, selection, color_by, inspector=False)
+    chips = lambda _: text_views(trace, branch, selection, color_by)
     yield from stream_views(work, trace, render, "tokens", quick=chips)
     yield views(trace, branch, selection, color_by) | {"trace": trace, "status": finished_status(trace, "Finished")}
 
@@ -201,8 +201,8 @@ def branch_run(alternative, trace, branch, selection, color_by) -> Iterator[dict
                                                         "status": f"Branching at step {event.step}…"}
     work = run_work(start.model, start.prompt, dtype=start.dtype, strategy=start.strategy, params=start.params,
                     max_new_tokens=max_new_tokens, seed=start.seed, chat=start.chat, prefix_ids=prefix_ids)
-    render = lambda: views(trace, branch, selection, color_by, inspector=False)  # noqa: E731
-    chips = lambda _: text_views(trace, branch, selection, color_by)  # noqa: E731
+    render = lambda: views(trace, branch, selection, color_by, inspector=False)
+    chips = lambda _: text_views(trace, branch, selection, color_by)
     yield from stream_views(work, branch["trace"], render, "branch tokens", quick=chips)
     yield views(trace, branch, selection, color_by) | {"branch": branch, "selection": selection,
                                                         "status": finished_status(branch["trace"], "Branch finished")}
@@ -231,7 +231,7 @@ def replay(path, trace, branch, selection, color_by) -> dict:
                     "chat": start.chat}
         controls |= {w.key: start.params[w.name] for w in param_widgets(start.strategy) if w.name in start.params}
     s = stats(loaded)
-    status = (f"**Replaying** {esc(name)}: {esc(start.model)}, {esc(start.strategy)}, {s['num_tokens']} tokens "
+    status = (f"**Replaying** {md_esc(name)}: {md_esc(start.model)}, {md_esc(start.strategy)}, {s['num_tokens']} tokens "
               f"(recorded at {s['tokens_per_s'] or '–'} tokens/s)."
               + (" Its settings are back in the controls." if controls else ""))
     return shown | controls | {"trace": loaded, "branch": None, "selection": selection,

@@ -24,7 +24,7 @@ import gradio as gr
 from decoding.events import TokenStep, Trace, stats
 from decoding.run import MAX_NEW_TOKENS_CAP
 from decoding.registry import STRATEGIES, get_strategy, param_specs
-from ui.common import EMPTY_STATS_HTML, fmt, stat_cards_html
+from ui.widgets import EMPTY_STATS_HTML, fmt, stat_cards_html
 from visualizers import beams_figure, distribution_figure, entropy_figure, method_figure, tokens_html
 from visualizers._common import esc, visible
 

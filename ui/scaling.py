@@ -20,12 +20,14 @@ from decoding.remote.source import model_field_hint
 from decoding.models import SUGGESTED_HUB_IDS
 from ui import scaling_callbacks as cb
 from ui.classroom import lesson_row
-from ui.common import (QUIET, bind, explain_clamping, lab_columns, model_choices, named_inputs, seed_box, serve,
-                       session_state, spec_widget, standalone, wire_lab)
+from ui.launch import serve, standalone
+from ui.widgets import QUIET, explain_clamping, model_choices, seed_box, spec_widget
+from ui.wiring import bind, lab_columns, named_inputs, session_state, wire_lab
 from ui.exports import NO_OTHER_RUN, download, wire_download
+from ui.plugin_fields import field_label
 from ui.scaling_views import (CONTROLS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_METHOD, DEFAULT_MODEL, DEFAULT_PROMPT,
-                              DEFAULT_SETTINGS, DEFAULT_TASK, FIELDS, METHODS, OUTPUTS, REWARDS, SPECIFIC,
-                              UI_MAX_CHUNK_TOKENS, UI_MAX_N, UI_MAX_NEW_TOKENS, UI_MAX_STEP_TOKENS, help_of, spec_of,
+                              DEFAULT_SETTINGS, DEFAULT_TASK, FIELDS, METHODS, OUTPUTS, REWARD_KEYS, REWARDS, SPECIFIC, VARYING,
+                              METHOD_FIELDS, UI_MAX_N, UI_MAX_NEW_TOKENS, help_of, spec_of,
                               benchmark_views, method_info, reward_help, task_choices, views, visible_fields)
 
 INTRO = ("A **particle** is one partial solution; N of them decode side by side as one batch. After every "
@@ -79,6 +81,7 @@ def _controls(c: dict) -> None:
                             info="A held-out tiny-math problem (m…) or a SmolLM2 word problem: fills the prompt, its reference "
                                  "answer (✓/✗) and the policy it was written for.")
     c["prompt"] = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=3, max_lines=10, elem_id="sc-prompt")
+    c["form_note"] = gr.Markdown("", visible=False, elem_id="sc-form-note")  # a prompt tiny-math cannot read
     with gr.Row():
         c["generate"] = gr.Button("Generate", variant="primary", elem_id="sc-generate")
         c["stop"] = gr.Button("Stop", variant="stop", elem_id="sc-stop")
@@ -87,46 +90,24 @@ def _controls(c: dict) -> None:
     _field(c, "reward", gr.Dropdown(list(REWARDS.names()), value=d["reward"], label="Reward", elem_id="sc-reward",
                                     info="What scores each step (and the finished answer)."))
     c["reward_help"] = gr.Markdown(reward_help(d["reward"]), elem_classes="dl-help", elem_id="sc-reward-help")
-    # Reward-specific
+    # The reward's own knobs (as each reward declares them), and the task's reference for a reward that reads it
     _field(c, "reference", gr.Textbox(d["reference"], label="reference answer", info=help_of("reference"),
                                       visible=_shown("reference"), elem_id="sc-reference"))
-    with gr.Row():
-        _field(c, "letter", gr.Textbox(d["letter"], label="letter", max_lines=1, info=help_of("letter"),
-                                       visible=_shown("letter"), elem_id="sc-letter"))
-        _field(c, "max_word_length", _slider("max_word_length", 1, 40, 1, "max word length"))
-    _field(c, "words", gr.Textbox(d["words"], label="required words", info=help_of("words"),
-                                  visible=_shown("words"), elem_id="sc-words"))
-    _field(c, "hard", gr.Checkbox(d["hard"], label="hard constraint", info=help_of("hard"), visible=_shown("hard"),
-                                  elem_id="sc-hard"))
-    _field(c, "judge_model", gr.Dropdown(model_choices(), value=d["judge_model"] or None, label="judge model",
-                                         allow_custom_value=True, info=help_of("judge_model"),
-                                         visible=_shown("judge_model"), elem_id="sc-judge-model"))
-    _field(c, "prm_model", gr.Textbox(d["prm_model"], label="PRM (hub id)", info=help_of("prm_model"),
-                                      visible=_shown("prm_model"), elem_id="sc-prm-model"))
+    for field in REWARD_KEYS:
+        row = spec_of(field)
+        _field(c, field, spec_widget(row, label=field_label(row), value=d[field], visible=_shown(field),
+                                     elem_id=f"sc-{field.replace('.', '-').replace('_', '-')}"))
     # The budget and the step
     with gr.Row():
         _field(c, "n", _slider("n", 1, UI_MAX_N, 1, "N (particles)"))
         _field(c, "temperature", _slider("temperature", 0, 2, 0.05, "token temperature"))
-    _field(c, "max_step_tokens", _slider("max_step_tokens", 1, UI_MAX_STEP_TOKENS, 1, "max step tokens"))
-    # Method-specific
-    _field(c, "beam_width", _slider("beam_width", 1, UI_MAX_N, 1, "beam width"))
-    with gr.Row():
-        _field(c, "reward_temperature", _slider("reward_temperature", 0.05, 5, 0.05, "reward temperature T"))
-        _field(c, "ess_threshold", _slider("ess_threshold", 0, 1, 0.05, "ESS threshold"))
-    with gr.Row():
-        _field(c, "resampling", _radio("resampling", ("multinomial", "systematic"), "resampling"))
-        _field(c, "pf_select", _radio("pf_select", ("best", "vote"), "final choice"))
-    _field(c, "entropic", _slider("entropic", 0, 1, 0.05, "entropic (ePF)"))
-    with gr.Row():
-        _field(c, "bon_select", _radio("bon_select", ("max", "softmax"), "selection"))
-        _field(c, "select_temperature", _slider("select_temperature", 0.01, 2, 0.01, "selection temperature"))
-    _field(c, "weighted", gr.Checkbox(d["weighted"], label="reward-weighted vote", info=help_of("weighted"),
-                                      visible=_shown("weighted"), elem_id="sc-weighted"))
-    _field(c, "chunk_tokens", _slider("chunk_tokens", 1, UI_MAX_CHUNK_TOKENS, 1, "chunk tokens"))
-    for field in FIELDS:  # a method registered elsewhere: widgets generated from its parameters' specs
-        if f"sc:{field}" not in c:
-            _field(c, field, spec_widget(spec_of(field), visible=_shown(field), value=d[field],
-                                         elem_id=f"sc-{field.replace('_', '-')}"))
+    _field(c, "max_step_tokens", _slider("max_step_tokens", 1, spec_of("max_step_tokens")["ui_high"], 1,
+                                         "max step tokens"))
+    # The method's own knobs (as each method declares them, with their UI hints), shown when it is chosen
+    for fields in METHOD_FIELDS.values():
+        for field in fields:
+            _field(c, field, spec_widget(spec_of(field), value=d[field], visible=_shown(field),
+                                         elem_id=f"sc-{field.replace('.', '-').replace('_', '-')}"))
     with gr.Accordion("More sampling settings", open=False, elem_id="sc-more"):
         _field(c, "top_p", _slider("top_p", 0.01, 1, 0.01, "top-p"))
         _field(c, "step_delimiter", _radio("step_delimiter", ("newline", "blank-line"), "step delimiter"))
@@ -159,7 +140,8 @@ def _views(c: dict) -> None:
             c["choice"] = gr.HTML(initial["choice"], elem_id="sc-choice", elem_classes="dl-panel")
             gr.Markdown(INTRO, elem_classes="dl-help", elem_id="sc-intro")
         with gr.Column(scale=3):
-            c["lineage"] = gr.Plot(initial["lineage"], label="Lineage: who continues whom (A*: the search tree)", elem_id="sc-lineage")
+            c["lineage"] = gr.Plot(initial["lineage"], label="Lineage: who continues whom (A*: the search tree)",
+                                   elem_id="sc-lineage")
     c["weights"] = gr.Plot(initial["weights"], label="Weights and ESS per step", elem_id="sc-weights")
     gr.Markdown("### Particles")
     c["step"] = gr.Slider(0, 1, value=0, step=1, label="Step", interactive=False, elem_id="sc-step",
@@ -194,10 +176,19 @@ def _wire(c: dict) -> None:
     shown = {f"sc:{f}": c[f"sc:{f}"] for f in SPECIFIC} | {"reward_help": c["reward_help"]}
     for trigger in (c["method"], c["sc:reward"]):
         trigger.change(bind(cb.shown_controls, shown), [c["method"], c["sc:reward"]], list(shown.values()), **QUIET)
+    switched = {f"sc:{f}": c[f"sc:{f}"] for f in VARYING}
+    if switched:  # the user's own pick (not a preset's or a replay's): defaults that depend on the method follow it
+        inputs = named_inputs({"method": c["method"]}, {f: c[f"sc:{f}"] for f in VARYING})
+        c["method"].input(bind(cb.method_switched, switched, inputs), list(inputs.values()), list(switched.values()),
+                          **QUIET)
     c["model"].change(bind(cb.model_changed, {"method": c["method"]}), [c["model"], c["method"]], [c["method"]],
                       **QUIET)
     task_outputs = {k: c[k] for k in ("prompt", "sc:reference", "model")}
     c["task"].input(bind(cb.task_chosen, task_outputs), [c["task"], c["model"]], list(task_outputs.values()), **QUIET)
+    note = {"form_note": c["form_note"]}
+    for trigger in (c["prompt"], c["model"]):  # typed, or set by a task, a preset or a replay
+        trigger.change(bind(cb.form_note, note), [c["model"], c["prompt"]], [c["form_note"]],
+                       trigger_mode="always_last", **QUIET)
     edited = {k: c[k] for k in ("task", "sc:reference")}
     c["prompt"].input(bind(cb.prompt_edited, edited), [c["prompt"], c["task"]], list(edited.values()),
                       trigger_mode="always_last", **QUIET)

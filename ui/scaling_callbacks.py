@@ -15,12 +15,12 @@ import gradio as gr
 from decoding.events import Trace
 from decoding.presets import find_preset, preset_menu
 from decoding.run import validate_request
-from ui.common import (USER_ERRORS, as_int, check_model, load_replay, run_work, stream_views, user_error,
-                       wait_for_finish)
-from ui.scaling_views import (DEFAULT_SETTINGS, FIELDS, FREE_PROMPT, METHODS, SPECIFIC, UI_MAX_NEW_TOKENS,
+from ui.widgets import USER_ERRORS, md_esc, user_error
+from ui.wiring import as_int, load_replay
+from ui.worker import check_model, run_work, stream_views, wait_for_finish
+from ui.scaling_views import (defaults_on_switch, settings_of, FIELDS, FREE_PROMPT, METHODS, SPECIFIC, UI_MAX_NEW_TOKENS,
                               collect_params, fields_from_params, live_particles, method_info, reward_help, stats_line,
                               task_by_id, task_of_prompt, views, visible_fields)
-from visualizers._common import esc
 
 NO_COMPARISON = "none"
 
@@ -43,6 +43,12 @@ def shown_controls(method: str, reward: str) -> dict:
     return {f"sc:{f}": gr.update(visible=f in shown) for f in SPECIFIC} | {"reward_help": reward_help(reward)}
 
 
+def method_switched(method: str, **values) -> dict:
+    """The user picked another method: a family field left at a default takes the new method's own
+    (`defaults_on_switch`; step-speculation's n = 1, the particle filter's n = 4)."""
+    return defaults_on_switch(method, values)
+
+
 def task_chosen(task_id, model=None) -> dict:
     """A shipped task fills the prompt and its reference answer; "(free prompt)" clears the reference.
     A tiny-math problem also picks tiny-math (it reads nothing else), and a word problem moves the
@@ -62,6 +68,20 @@ def prompt_edited(prompt, task_id) -> dict:
     if task is None or task["question"] in (prompt or ""):
         return {}
     return {"task": FREE_PROMPT, "sc:reference": ""}
+
+
+def form_note(model, prompt) -> dict:
+    """Under the prompt: when the policy is tiny-math and the prompt is outside the one question form it
+    was trained to read (a second line, a multi-word name, another sentence), say so and why; else nothing.
+    tiny-math answers such prompts, but its answers mean little (its model card)."""
+    from decoding.scaling.math_tasks import check_question
+
+    why = check_question(prompt or "") if model == "tiny-math" else None
+    if why is None:
+        return {"form_note": gr.update(value="", visible=False)}
+    return {"form_note": gr.update(value=f"Note: this prompt is outside the form tiny-math reads ({md_esc(why)}), so its "
+                                         "answers will mostly be wrong. Pick a task, or edit the numbers, name or item "
+                                         "of one.", visible=True)}
 
 
 def validate(model, prompt, method, max_new_tokens, seed, fields: dict,
@@ -91,10 +111,10 @@ def generate_run(model, prompt, method, max_new_tokens, seed, chat, compare, **f
     except USER_ERRORS as err:
         raise user_error(err) from None
     trace = Trace()
-    yield views(trace) | {"trace": trace, "other": None, "status": f"Starting {model}…"}
+    yield views(trace) | {"trace": trace, "other": None, "status": f"Starting {md_esc(model)}…"}
     work = run_work(model, prompt, strategy=method, params=params, max_new_tokens=max_new_tokens, seed=seed,
                     chat=bool(chat))
-    particles = lambda progress: live_particles(trace, progress)  # noqa: E731  (each step's tokens as they come)
+    particles = lambda progress: live_particles(trace, progress)  # each step's tokens as they come
     yield from stream_views(work, trace, lambda: views(trace, live=True), "particle steps", quick=particles)
     done = views(trace) | {"trace": trace}
     if other_params is None or trace.finish is None or trace.finish.stop_reason == "cancelled":
@@ -105,8 +125,8 @@ def generate_run(model, prompt, method, max_new_tokens, seed, chat, compare, **f
                                             "and prompt, for the comparison…"}
     work = run_work(model, prompt, strategy=compare, params=other_params, max_new_tokens=max_new_tokens, seed=seed,
                     chat=bool(chat))
-    particles = lambda progress: live_particles(other, progress, f"comparison: {compare}")  # noqa: E731
-    render = lambda: {"summary": views(trace, other)["summary"]} | particles(None)  # noqa: E731
+    particles = lambda progress: live_particles(other, progress, f"comparison: {compare}")
+    render = lambda: {"summary": views(trace, other)["summary"]} | particles(None)
     yield from stream_views(work, other, render, f"{compare} steps", quick=particles)
     yield views(trace, other) | {"status": comparison_status(trace, other)}
 
@@ -153,7 +173,7 @@ def replay(path, trace, other) -> dict:
     if task and not str(start.params.get("reference") or "").strip():
         controls["sc:reference"] = task["answer"]
     return shown | controls | {"trace": loaded, "other": None,
-                               "status": f"**Replaying** {esc(name)}: {stats_line(loaded)}. Its settings are back in "
+                               "status": f"**Replaying** {md_esc(name)}: {stats_line(loaded)}. Its settings are back in "
                                          "the controls."}
 
 
@@ -171,7 +191,7 @@ def preset_chosen(name) -> dict:
     out = {"model": preset.model, "prompt": preset.prompt, "method": preset.strategy,
            "max_new_tokens": min(preset.max_new_tokens, UI_MAX_NEW_TOKENS), "seed": preset.seed, "chat": preset.chat,
            "task": str(task["id"]) if task else FREE_PROMPT, "note": f"**{preset.title}.** {preset.note.strip()}"}
-    defaults = {f"sc:{f}": v for f, v in DEFAULT_SETTINGS.items()}
+    defaults = {f"sc:{f}": v for f, v in settings_of(preset.strategy).items()}
     if task and "reference" not in preset.params:
         defaults["sc:reference"] = task["answer"]
     elif not task:
@@ -180,4 +200,4 @@ def preset_chosen(name) -> dict:
 
 
 __all__ = ["FIELDS", "NO_COMPARISON", "choose_step", "generate_run", "preset_chosen", "prompt_edited", "replay",
-           "shown_controls", "stop_run", "task_chosen"]
+           "form_note", "method_switched", "shown_controls", "stop_run", "task_chosen"]

@@ -6,24 +6,26 @@ step) rendered into {output name: value} (see `OUTPUTS`), and the tab's control 
     step       which step's particles the cards show (None = the latest)
 
 Glossary: particle / weight / ESS / resample / lineage: see `visualizers/particles.py`.
-    field      a control of the tab, named like the parameter it sets ("sc:n" -> `n`), except the two
-               `select` menus, whose choices differ by method (`pf_select`, `bon_select`).
+    field      a control of the tab, named like the parameter it sets: a shared one by its name ("sc:n" ->
+               `n`), a method's own as "<method>.<field>" ("sc:particle-filter.select"), a reward's own as
+               the engine names it ("sc:forbid-letter.letter"); so no two fields ever share a widget.
     verdict    whether the chosen answer equals the task's reference (✓ / ✗), when one is known.
 """
 
 from __future__ import annotations
-
-import dataclasses
 
 import gradio as gr
 
 from decoding.contracts import StepProgress
 from decoding.events import Trace, stats
 from decoding.scaling.rewards import parse_number
+from decoding.params import specs
 from decoding.registry import get_strategy, param_specs, strategies_of
 from decoding.scaling.params import ScalingParams
 from decoding.models import ASSETS_DIR
-from ui.common import EMPTY_STATS_HTML, benchmark_file, check_names, fmt, stat_cards_html
+from ui.plugin_fields import namespaced, plugin_rows
+from ui.widgets import EMPTY_STATS_HTML, benchmark_file, fmt, md_esc, stat_cards_html
+from ui.wiring import check_names
 from decoding.scaling.scoring import REWARDS, reward_help as _reward_help
 from decoding.scaling.tasks import menu_tasks
 from visualizers._common import esc
@@ -52,26 +54,39 @@ DEFAULT_METHOD = "particle-filter"
 DEFAULT_MODEL = "tiny-math"  # the policy trained for this lab: its slips are what search can fix
 DEFAULT_MAX_NEW_TOKENS = 160  # per particle (an 8-step tiny-math solution is about 100 tokens)
 UI_MAX_NEW_TOKENS = 256
-UI_MAX_N = 16
-UI_MAX_STEP_TOKENS = 128
-UI_MAX_CHUNK_TOKENS = 64
 FREE_PROMPT = ""  # the task menu's "(free prompt)" value
 
-COMMON = tuple(f.name for f in dataclasses.fields(ScalingParams))  # what every method shares
-FIELD_OF = {("particle-filter", "select"): "pf_select", ("best-of-n", "select"): "bon_select"}  # same name, two meanings
-METHOD_FIELDS = {m: tuple(FIELD_OF.get((m, f.name), f.name) for f in dataclasses.fields(get_strategy(m).params_cls)
-                          if f.name not in COMMON) for m in METHODS}  # each method's own parameters, from its dataclass
-REWARD_FIELDS = {"final-answer": ("reference",), "forbid-letter": ("letter", "hard"),
-                 "max-word-length": ("max_word_length", "hard"), "required-words": ("words", "hard"),
-                 "lm-judge": ("judge_model",), "prm": ("prm_model",)}
-FIELDS = tuple(dict.fromkeys(COMMON + tuple(f for fs in METHOD_FIELDS.values() for f in fs)))  # every field of the tab
-PARAM_OF = {field: name for (_, name), field in FIELD_OF.items()}
+COMMON = tuple(s.name for s in specs(ScalingParams))  # what every method shares (a reward's own knobs aside)
+# each method's own parameters, from its dataclass, keyed "<method>.<field>": two methods' fields of one name
+# (best-of-N's and the particle filter's `select`) are two widgets, each with its own default and range
+METHOD_FIELDS = {m: tuple(f"{m}.{s.name}" for s in specs(get_strategy(m).params_cls) if s.name not in COMMON)
+                 for m in METHODS}
+_REWARD_ROWS = plugin_rows(DEFAULT_METHOD)  # every reward's own knobs, "<reward>.<field>" (the same for every method)
+REWARD_KEYS = tuple(row["name"] for row in _REWARD_ROWS)
+# the fields shown only with a reward: its own knobs, and the task's reference for a reward that reads it
+REWARD_FIELDS = {r: tuple(k for k in REWARD_KEYS if k.startswith(f"{r}."))
+                 + (("reference",) if REWARDS.capability(r, "reads_reference") else ()) for r in REWARDS.names()}
+FIELDS = COMMON + tuple(f for fs in METHOD_FIELDS.values() for f in fs) + REWARD_KEYS
+assert not set(METHODS) & set(REWARDS.names()), "a method and a reward share a name: their fields' keys would meet"
 
 _SPECS = {m: {p["name"]: p for p in param_specs(m)} for m in METHODS}
-DEFAULTS = {f: _SPECS[m][PARAM_OF.get(f, f)]["default"] for m in METHODS for f in COMMON + METHOD_FIELDS[m]}
-INT_FIELDS = {f for m in METHODS for f in COMMON + METHOD_FIELDS[m] if _SPECS[m][PARAM_OF.get(f, f)]["type"] == "int"}
-FLOAT_FIELDS = {f for m in METHODS for f in COMMON + METHOD_FIELDS[m]
-                if _SPECS[m][PARAM_OF.get(f, f)]["type"] == "float"}
+
+
+def _param(field: str) -> tuple[str, str]:
+    """(whose spec rows hold it, the row's name): a method's own field, a reward's, or a shared one."""
+    owner, dot, name = field.partition(".")
+    if dot and owner in METHODS:
+        return owner, name
+    return DEFAULT_METHOD, field
+
+
+# Each method's declared defaults: a family field may default differently per method (step-speculation
+# writes n = 1 solution, the particle filter runs n = 4 particles), so defaults are read per method.
+METHOD_DEFAULTS = {m: {f: _SPECS[m][f]["default"] for f in COMMON + REWARD_KEYS}
+                   | {f: _SPECS[m][_param(f)[1]]["default"] for f in METHOD_FIELDS[m]} for m in METHODS}
+DEFAULTS = {f: next(METHOD_DEFAULTS[m][f] for m in (DEFAULT_METHOD, *METHODS) if f in METHOD_DEFAULTS[m])
+            for m in METHODS for f in METHOD_DEFAULTS[m]}  # the tab's initial values: the default method's first
+VARYING = tuple(f for f in COMMON if len({repr(METHOD_DEFAULTS[m][f]) for m in METHODS}) > 1)  # e.g. n
 assert set(DEFAULTS) == set(FIELDS) and len(set(FIELDS)) == len(FIELDS)
 
 TASKS = menu_tasks()
@@ -85,9 +100,12 @@ CONTROLS = ("model", "task", "prompt", "method", "max_new_tokens", "seed", "chat
 
 # Controls <-> parameters ------------------------------------------------------------------------------
 def spec_of(field: str) -> dict:
-    """The engine's spec row (type, default, range, help) of a field's parameter."""
-    method = next(m for m in METHODS if field in COMMON + METHOD_FIELDS[m])
-    return _SPECS[method][PARAM_OF.get(field, field)]
+    """The engine's spec row (type, default, range, help, UI hints) of a field's parameter."""
+    method, name = _param(field)
+    return _SPECS[method][name]
+
+
+UI_MAX_N = int(spec_of("n")["ui_high"])  # where the N slider stops (the engine takes up to 64)
 
 
 def help_of(field: str) -> str:
@@ -109,42 +127,68 @@ SPECIFIC = tuple(f for f in FIELDS if any(f in fs for fs in (*METHOD_FIELDS.valu
 
 def collect_params(method: str, fields: dict) -> dict:
     """The method's parameters from the tab's field values by name ({field: value}, every one of
-    `FIELDS`); sliders give 4.0 for 4. A missing or unknown name is a ValueError naming it."""
+    `FIELDS`): the shared ones, the method's own (as its parameter names) and the chosen reward's
+    (`"<reward>.<field>"`); sliders give 4.0 for 4. A missing or unknown name is a ValueError naming it."""
     if method not in METHODS:
         raise ValueError(f"`method` must be one of {', '.join(METHODS)}, got {method!r}")
     check_names(fields, FIELDS, "scaling")
     params = {}
-    for field in COMMON + METHOD_FIELDS[method]:
+    reward = fields["reward"] if fields["reward"] in REWARDS else None
+    for field in dict.fromkeys(COMMON + METHOD_FIELDS[method] + REWARD_FIELDS.get(reward, ())):  # `reference` once
         value = fields[field]
+        kind = spec_of(field)["type"]
         if value is None:
-            value = DEFAULTS[field]
-        if field in INT_FIELDS and isinstance(value, float) and value.is_integer():
+            value = METHOD_DEFAULTS[method][field]
+        if kind == "int" and isinstance(value, float) and value.is_integer():
             value = int(value)
-        if field in FLOAT_FIELDS and isinstance(value, int) and not isinstance(value, bool):
+        if kind == "float" and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
-        if isinstance(value, str) and field != "letter":
+        if isinstance(value, str) and not field.endswith(".letter"):  # a space may be the letter asked for
             value = value.strip()
-        params[PARAM_OF.get(field, field)] = value
+        params[_param(field)[1]] = value
     return params
 
 
-def fields_from_params(method: str, params: dict) -> dict:
-    """{"sc:field": value} for a run's (or a preset's) parameters; UI-capped sliders are clamped."""
+def settings_of(method: str) -> dict:
+    """{field: value} a fresh tab shows for `method`: its declared defaults over the tab's."""
+    return DEFAULT_SETTINGS | METHOD_DEFAULTS.get(method, {})
+
+
+def defaults_on_switch(method: str, values: dict) -> dict:
+    """{"sc:field": value}: the family fields whose declared default depends on the method (`VARYING`)
+    take `method`'s default when the user left them at some method's default; a value typed by the user
+    is kept."""
     out = {}
-    for name, value in params.items():
-        field = FIELD_OF.get((method, name), name)
-        if field not in DEFAULTS or (field in ("pf_select", "bon_select") and field not in METHOD_FIELDS[method]):
+    for field in VARYING:
+        seen = {repr(METHOD_DEFAULTS[m][field]) for m in METHODS}
+        if repr(values.get(field)) in seen or repr(as_number(values.get(field))) in seen:
+            out[f"sc:{field}"] = METHOD_DEFAULTS[method][field]
+    return out
+
+
+def as_number(value):
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def fields_from_params(method: str, params: dict) -> dict:
+    """{"sc:field": value} for a run's (or a preset's) parameters; a slider's value past where the widget
+    stops (its `ui_high` hint) is clamped to it. A reward's knobs in the older flat form of traces and
+    presets are read as the chosen reward's."""
+    out = {}
+    own = set(METHOD_FIELDS.get(method, ()))
+    for name, value in namespaced(method, params, given_only=True).items():
+        field = f"{method}.{name}" if f"{method}.{name}" in own else name
+        if field not in DEFAULTS:
             continue
-        caps = {"n": UI_MAX_N, "max_step_tokens": UI_MAX_STEP_TOKENS, "chunk_tokens": UI_MAX_CHUNK_TOKENS,
-                "beam_width": UI_MAX_N}
-        if field in caps and isinstance(value, int):
-            value = max(1, min(value, caps[field]))
+        high = spec_of(field).get("ui_high")
+        if high and isinstance(value, int) and not isinstance(value, bool):
+            value = max(1, min(value, int(high)))
         out[f"sc:{field}"] = value
     return out
 
 
 def task_choices() -> list[tuple[str, str]]:
-    short = lambda q: q if len(q) <= 70 else q[:67] + "…"  # noqa: E731
+    short = lambda q: q if len(q) <= 70 else q[:67] + "…"
     return [("(free prompt)", FREE_PROMPT)] + [(f"#{t['id']} · {t['model']} · {short(t['question'])} (= {t['answer']})",
                                                 str(t["id"])) for t in TASKS]
 
@@ -307,11 +351,12 @@ def stats_line(trace: Trace) -> str:
     answer = trace.finish.extra.get("answer") if trace.finish else None
     ok = verdict(trace)
     mark = "" if ok is None else " ✓" if ok else " ✗"
-    return (f"{esc(trace.start.strategy)} chose answer **{esc(answer) if answer is not None else 'none'}**{mark}; "
+    return (f"{md_esc(trace.start.strategy)} chose answer **{md_esc(answer) if answer is not None else 'none'}**{mark}; "
             f"N = {s.get('num_particles', '–')}, {s.get('particle_steps', 0)} steps, "
             f"{s.get('resampling_events', 0)} resampling events, {s.get('tokens_spent', 0)} tokens spent in "
             f"{s['elapsed_s']:.1f} s ({fmt(s.get('tokens_spent_per_s'), 1)} tokens/s)")
 
 
-__all__ = ["CONTROLS", "DEFAULT_METHOD", "DEFAULT_MODEL", "DEFAULT_PROMPT", "DEFAULT_SETTINGS", "FIELDS",
+__all__ = ["CONTROLS", "DEFAULT_METHOD", "METHOD_DEFAULTS", "VARYING", "defaults_on_switch", "settings_of", "DEFAULT_MODEL",
+           "DEFAULT_PROMPT", "DEFAULT_SETTINGS", "FIELDS",
            "METHODS", "OUTPUTS", "REWARDS", "collect_params", "fields_from_params", "views"]

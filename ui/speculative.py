@@ -17,13 +17,15 @@ import gradio as gr
 
 from decoding.models import SUGGESTED_HUB_IDS
 from decoding.registry import param_specs
-from decoding.speculative.strategy import MODEL_DRAFTERS, DRAFTERS, TREES
+from decoding.speculative.strategy import DRAFTERS, TREES
 from ui import speculative_callbacks as cb
 from ui.classroom import lesson_row
-from ui.common import (QUIET, bind, explain_clamping, lab_columns, model_choices, named_inputs, seed_box, serve,
-                       session_state, spec_widget, standalone, wire_lab)
+from ui.launch import serve, standalone
+from ui.widgets import QUIET, explain_clamping, model_choices, seed_box, spec_widget
+from ui.wiring import bind, lab_columns, named_inputs, session_state, wire_lab
+from ui.plugin_fields import plugin_widgets, visibility
 from ui.exports import download, wire_download
-from ui.speculative_views import (CONTROLS, DEFAULT_DRAFT_MODEL, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODEL,
+from ui.speculative_views import (CONTROLS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODEL,
                                   DEFAULT_PROMPT, DEFAULT_SETTINGS, OUTPUTS, SPEC_FIELDS, STRATEGY, UI_MAX_NEW_TOKENS,
                                   views)
 
@@ -58,13 +60,9 @@ def _controls(c: dict) -> None:
         c["stop"] = gr.Button("Stop", variant="stop", elem_id="spec-stop")
     c["status"] = gr.Markdown("Ready.", elem_id="spec-status")
     c["spec:drafter"] = gr.Radio(drafter_order(), value=d["drafter"], label="Drafter", elem_id="spec-drafter",
-                                 info="prompt-lookup copies from the context; early-exit drafts with the target's "
-                                      "first layers; token-recycling reuses earlier verifications; model: a small "
-                                      "model of the same family; eagle: a head trained on SmolLM2's features; "
-                                      "diffusion: tiny-diffusion drafts a whole block in one pass (DEER, for tiny-ar).")
-    c["spec:draft_model"] = gr.Dropdown(model_choices(), value=DEFAULT_DRAFT_MODEL, label="Draft model",
-                                        allow_custom_value=True, visible=d["drafter"] in MODEL_DRAFTERS,
-                                        info="Must share the target's tokenizer.", elem_id="spec-draft-model")
+                                 info="Who proposes the draft tokens (the chosen one's own settings follow).")
+    c["drafter_help"] = gr.Markdown(cb.drafter_help(d["drafter"]), elem_classes="dl-help", elem_id="spec-drafter-help")
+    plugin_widgets(c, "spec", "spec", STRATEGY, d["drafter"], values=d)
     c["spec:tree"] = gr.Radio(list(TREES), value=d["tree"], label="Draft tree", elem_id="spec-tree",
                               info="chain: one guess per position; static: a full tree `width` wide; "
                                    "dynamic: best-first by draft probability.")
@@ -78,17 +76,11 @@ def _controls(c: dict) -> None:
                                           elem_id="spec-node-budget")
         c["spec:temperature"] = gr.Slider(0, 2, value=d["temperature"], step=0.05, label="temperature",
                                           info="0 = greedy verification", elem_id="spec-temperature")
-    with gr.Row():
-        c["spec:exit_layer"] = gr.Number(d["exit_layer"], precision=0, label="exit layer",
-                                         info="early-exit; 0 = choose per round (DEL)",
-                                         visible=d["drafter"] == "early-exit", elem_id="spec-exit-layer")
-        c["spec:ngram"] = gr.Slider(1, 8, value=d["ngram"], step=1, label="n-gram", info="prompt-lookup",
-                                    visible=d["drafter"] == "prompt-lookup", elem_id="spec-ngram")
     c["spec:adaptive"] = gr.Checkbox(d["adaptive"], label="adaptive draft length",
                                      info="Chains: +2 after a fully accepted round, −1 otherwise.",
                                      elem_id="spec-adaptive")
     specs = {p["name"]: p for p in param_specs(STRATEGY)}
-    for field in SPEC_FIELDS:  # a parameter added to SpeculativeParams (e.g. for a new drafter): from its spec
+    for field in SPEC_FIELDS:  # a family parameter no row above lays out (e.g. a new one): from its spec
         if f"spec:{field}" not in c:
             c[f"spec:{field}"] = spec_widget(specs[field], elem_id=f"spec-{field.replace('_', '-')}")
     with gr.Row():
@@ -145,7 +137,7 @@ def _wire(c: dict) -> None:
     state = [c["trace"], c["baseline"]]
     explain_clamping(c, {f"spec:{p['name']}": p for p in param_specs(STRATEGY)} | {"coupling_k": None})
 
-    shown = {k: c[k] for k in ("spec:draft_model", "spec:exit_layer", "spec:ngram")}
+    shown = {k: c[k] for k in visibility(STRATEGY, "spec", "")} | {"drafter_help": c["drafter_help"]}
     c["spec:drafter"].change(bind(cb.drafter_changed, shown), c["spec:drafter"], list(shown.values()), **QUIET)
     run_inputs = named_inputs({k: c[k] for k in ("model", "prompt", "max_new_tokens", "seed", "chat", "compare")},
                               {name: c[f"spec:{name}"] for name in SPEC_FIELDS})

@@ -11,28 +11,31 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
-import gradio as gr
 
-from decoding.speculative.strategy import MODEL_DRAFTERS
+from decoding.speculative.strategy import DRAFTERS
 from decoding.events import Event, Trace, stats
 from decoding.presets import find_preset, preset_menu
 from decoding.run import validate_request
-from ui.common import (USER_ERRORS, as_int, check_model, finished_status, load_replay, run_work, stream_in_thread,
-                       stream_views, user_error, wait_for_finish)
-from ui.speculative_views import (SPEC_DEFAULTS, SPEC_FIELDS, STRATEGY, UI_MAX_NEW_TOKENS, baseline_plan,
+from ui.widgets import USER_ERRORS, md_esc, user_error
+from ui.wiring import as_int, load_replay
+from ui.worker import check_model, finished_status, run_work, stream_in_thread, stream_views, wait_for_finish
+from ui.plugin_fields import namespaced, visibility
+from ui.speculative_views import (DEFAULT_SETTINGS, SPEC_FIELDS, STRATEGY, UI_MAX_NEW_TOKENS, baseline_plan,
                                   collect_spec_params, stats_line, views)
 from visualizers import spec_tokens_html
-from visualizers._common import esc
 from visualizers.coupling import coupling_figure
 
 COUPLING_K = 2  # the coupling view's drafts k at first
 
 
+def drafter_help(drafter: str) -> str:
+    """The chosen drafter's own line (its registration's help)."""
+    return f"**{drafter}**: {DRAFTERS.entry(drafter).help}" if drafter in DRAFTERS else ""
+
+
 def drafter_changed(drafter: str) -> dict:
-    """Show the draft-model box only for drafter=model, the exit layer only for early exit, n-gram for lookup."""
-    return {"spec:draft_model": gr.update(visible=drafter in MODEL_DRAFTERS),
-            "spec:exit_layer": gr.update(visible=drafter == "early-exit"),
-            "spec:ngram": gr.update(visible=drafter in ("prompt-lookup", "rasd"))}
+    """Show the chosen drafter's own settings (as it declares them) and its help; hide the others'."""
+    return visibility(STRATEGY, "spec", drafter) | {"drafter_help": drafter_help(drafter)}
 
 
 def validate(model, prompt, max_new_tokens, seed, fields: dict) -> dict:
@@ -40,8 +43,9 @@ def validate(model, prompt, max_new_tokens, seed, fields: dict) -> dict:
     params = collect_spec_params(fields)
     validate_request(prompt, STRATEGY, params, max_new_tokens, seed)
     check_model(model)
-    if params["drafter"] in MODEL_DRAFTERS:
-        check_model(params["draft_model"])
+    for name, value in params.items():  # the chosen drafter's model, when it loads one
+        if name.endswith(".draft_model") and str(value).strip():
+            check_model(value)
     return params
 
 
@@ -54,10 +58,10 @@ def generate_run(model, prompt, max_new_tokens, seed, chat, compare, **fields) -
     except USER_ERRORS as err:
         raise user_error(err) from None
     trace = Trace()
-    yield views(trace) | {"trace": trace, "baseline": None, "plain": None, "status": f"Starting {model}…"}
+    yield views(trace) | {"trace": trace, "baseline": None, "plain": None, "status": f"Starting {md_esc(model)}…"}
     work = run_work(model, prompt, strategy=STRATEGY, params=params, max_new_tokens=max_new_tokens, seed=seed,
                     chat=bool(chat))
-    chips = lambda _: {"text": spec_tokens_html(trace)}  # noqa: E731  (each round's tokens as they come)
+    chips = lambda _: {"text": spec_tokens_html(trace)}  # each round's tokens as they come
     yield from stream_views(work, trace, lambda: views(trace, live=True), "tokens", quick=chips)
     done = views(trace) | {"trace": trace}
     if not compare or trace.finish is None or trace.finish.stop_reason == "cancelled":
@@ -69,7 +73,7 @@ def generate_run(model, prompt, max_new_tokens, seed, chat, compare, **fields) -
                                             "same target for the speed comparison…"}
     work = run_work(model, prompt, strategy=strategy, params=plain_params, max_new_tokens=max_new_tokens,
                     seed=seed, chat=bool(chat))
-    late = lambda item: plain.append(item) if isinstance(item, Event) else None  # noqa: E731  (after Stop)
+    late = lambda item: plain.append(item) if isinstance(item, Event) else None  # after Stop
     try:
         with contextlib.closing(stream_in_thread(work, on_late=late)) as pump:  # Stop closes it (and waits)
             for batch in pump:
@@ -139,9 +143,10 @@ def replay(path, trace, baseline) -> dict:
     start = loaded.start
     controls = {"model": start.model, "prompt": start.prompt, "seed": start.seed, "chat": start.chat,
                 "max_new_tokens": min(max(1, start.max_new_tokens), UI_MAX_NEW_TOKENS)}
-    controls |= {f"spec:{k}": start.params[k] for k in SPEC_FIELDS if k in start.params}
+    params = namespaced(STRATEGY, start.params)
+    controls |= {f"spec:{k}": params[k] for k in SPEC_FIELDS if k in params}
     return shown | controls | {"trace": loaded, "baseline": None, "plain": None,
-                               "status": f"**Replaying** {esc(name)}: {stats_line(loaded)}. Its settings are back in "
+                               "status": f"**Replaying** {md_esc(name)}: {stats_line(loaded)}. Its settings are back in "
                                          "the controls."}
 
 
@@ -155,7 +160,7 @@ def preset_chosen(name) -> dict:
     preset = find_preset("speculative", name)
     if preset is None:
         return {"note": ""}
-    params = SPEC_DEFAULTS | preset.params
+    params = DEFAULT_SETTINGS | namespaced(STRATEGY, preset.params)
     out = {"model": preset.model, "prompt": preset.prompt, "max_new_tokens": preset.max_new_tokens,
            "seed": preset.seed, "chat": preset.chat, "note": f"**{preset.title}.** {preset.note.strip()}"}
     return out | {f"spec:{k}": params[k] for k in SPEC_FIELDS}  # the drafter's .change shows its own controls

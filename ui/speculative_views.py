@@ -12,14 +12,14 @@ Glossary: see `visualizers/speculative.py` (draft / accepted / rejected / unvisi
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import gradio as gr
 
 from decoding.events import Trace, stats
 from decoding.registry import param_specs
-from decoding.speculative.strategy import MODEL_DRAFTERS, draft_length_of
-from ui.common import EMPTY_STATS_HTML, check_names, fmt, stat_cards_html
+from decoding.speculative.strategy import DRAFTERS
+from ui.plugin_fields import chosen_values
+from ui.widgets import EMPTY_STATS_HTML, fmt, stat_cards_html
+from ui.wiring import check_names
 from visualizers._common import visible
 from visualizers.speculative import (acceptance_figure, draft_tree_figure, overlap_figure, spec_rounds,
                                      spec_tokens_html, speculative_summary_html)
@@ -33,7 +33,9 @@ DEFAULT_DRAFT_MODEL = "smollm2-135m"  # the same family as the default target (a
 DEFAULT_PROMPT = ("Summarise, reusing its words: The lighthouse on the northern cliff was built in 1871 to warn "
                   "ships away from the rocks. For a hundred years a keeper lived beside it and lit the lamp every "
                   "evening, until an automatic lamp replaced him in 1971.")
-DEFAULT_SETTINGS = SPEC_DEFAULTS | {"drafter": "prompt-lookup"}
+# what the widgets show at first: the declared defaults, a draft model to pick for the drafters that load one
+DEFAULT_SETTINGS = SPEC_DEFAULTS | {"drafter": "prompt-lookup"} | {
+    f"{n}.draft_model": DEFAULT_DRAFT_MODEL for n in DRAFTERS.with_capability("loads_draft_model")}
 DEFAULT_MAX_NEW_TOKENS = 48
 UI_MAX_NEW_TOKENS = 256
 
@@ -53,10 +55,10 @@ def collect_spec_params(fields: dict) -> dict:
             value = int(value)
         if name == "temperature" and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
-        if name == "draft_model":
-            value = (value or "").strip() if fields["drafter"] in MODEL_DRAFTERS else ""
+        if name.endswith("draft_model"):
+            value = (value or "").strip()
         params[name] = SPEC_DEFAULTS[name] if value is None else value
-    return params
+    return chosen_values(params, params["drafter"])
 
 
 def baseline_plan(params: dict) -> tuple[str, dict]:
@@ -121,8 +123,9 @@ def stats_html(trace: Trace) -> str:
              ("acceptance rate", fmt(s.get("acceptance_rate"), 2)),
              ("rounds", s.get("rounds", 0))]
     p = start.params
-    length = p.get("draft_length") or (f"{draft_length_of(SimpleNamespace(**p))} (the drafter's default)"
-                                       if "drafter" in p else "–")
+    drafter = p.get("drafter")
+    length = p.get("draft_length") or (  # a trace of before the length was resolved when the run starts records 0
+        f"{DRAFTERS.capability(drafter, 'default_draft_length')} (the drafter's default)" if drafter in DRAFTERS else "–")
     setting = f"{p.get('drafter')} drafter, {p.get('tree')} tree, draft length {length}"
     if p.get("temperature"):
         setting += f", temperature {p['temperature']:g}"

@@ -34,7 +34,7 @@ def figure_to_html(fig: go.Figure, include_plotlyjs: bool | str = True) -> str:
 __all__ = ["beams_figure", "distribution_figure", "entropy_figure", "figure_to_html", "token_table", "tokens_html"]
 
 # speculative decoding (draft tree, acceptance, p vs q overlap, round-coloured text, summary table)
-from visualizers.speculative import (  # noqa: E402
+from visualizers.speculative import (
     acceptance_figure,
     draft_tree_figure,
     overlap_figure,
@@ -45,7 +45,7 @@ from visualizers.speculative import (  # noqa: E402
 __all__ += ["acceptance_figure", "draft_tree_figure", "overlap_figure", "spec_tokens_html", "speculative_summary_html"]
 
 # inference-time scaling (weights + ESS, lineage, particle cards, final choice, budget curve)
-from visualizers.particles import (  # noqa: E402
+from visualizers.particles import (
     budget_figure,
     choice_html,
     lineage_figure,
@@ -59,7 +59,7 @@ __all__ += ["budget_figure", "choice_html", "lineage_figure", "particles_html", 
             "search_tree_figure", "weights_figure"]
 
 # diffusion LMs (live canvas, unmasking order, confidence, tokens per step, sampler and AR comparisons)
-from visualizers.diffusion import (  # noqa: E402
+from visualizers.diffusion import (
     ar_vs_diffusion_html,
     canvas_html,
     compare_samplers_figure,
@@ -73,6 +73,6 @@ __all__ += ["ar_vs_diffusion_html", "canvas_html", "compare_samplers_figure", "c
             "diffusion_summary_html", "tokens_per_step_figure", "unmask_order_figure"]
 
 # Playground methods with pictures of their own (momentum graph, AdaDec pauses, superposed drafts)
-from visualizers.token_methods import adadec_figure, method_figure, momentum_graph_figure, superposed_figure  # noqa: E402
+from visualizers.token_methods import adadec_figure, method_figure, momentum_graph_figure, superposed_figure
 
 __all__ += ["adadec_figure", "method_figure", "momentum_graph_figure", "superposed_figure"]

@@ -70,7 +70,8 @@ def beams_figure(trace: Trace) -> go.Figure:
                     colorbar=dict(title=dict(text="score<br>Σ log p"), thickness=12, len=0.8)),
         customdata=[[_hover_text(n[2]["text"]), n[2]["score"], n[2]["logprob"], plotly_safe(label(n[2]["token_text"], 24))]
                     for n in nodes],
-        hovertemplate="token %{customdata[3]}<br>%{customdata[0]}<br>score %{customdata[1]:.2f} · token log p %{customdata[2]:.2f}"
+        hovertemplate="token %{customdata[3]}<br>%{customdata[0]}<br>score %{customdata[1]:.2f} · "
+                      "token log p %{customdata[2]:.2f}"
                       "<extra>step %{x} · rank %{y}</extra>"))
     fig.add_trace(go.Scatter(
         x=[s[0] for s in stars], y=[s[1] for s in stars], name="finished", mode="markers", showlegend=bool(stars),

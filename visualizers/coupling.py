@@ -8,8 +8,9 @@ greedy minimum-entropy coupling). The numbers come from `decoding.speculative.co
 
 Glossary
     position    one place where the drafter proposed tokens: the target's p and the draft's q there,
-                over a few tokens: p's likeliest recorded tokens and q's, both renormalised over them (a token missing from one model's recorded list counts as 0
-                there), so the numbers are exact for that small vocabulary, not for the whole one.
+                over a few tokens: p's likeliest recorded tokens and q's, both renormalised over them (a token
+                missing from one model's recorded list counts as 0 there), so the numbers are exact for that
+                small vocabulary, not for the whole one.
     joint       rows: the draft, columns: the output. With k > 1 drafts the row is the draft the
                 output matched when it matched one (the diagonal), else the first draft.
     acceptance  P(output is one of the drafts): the diagonal's total.
@@ -55,8 +56,8 @@ def example_position() -> Position:
 def round_position(trace: Trace, round_index: int | None = None, parent: int = -1,
                    tokens: int = SHOWN_TOKENS) -> Position | None:
     """p and q at one position of a recorded round (default: the latest round, the context), renormalised
-    over `tokens` of its recorded tokens (p's likeliest half, then q's likeliest); None when the round recorded no q there (a deterministic
-    drafter) or the trace has no such round or position."""
+    over `tokens` of its recorded tokens (p's likeliest half, then q's likeliest); None when the round recorded no
+    q there (a deterministic drafter) or the trace has no such round or position."""
     r, _ = _pick_round(trace, round_index)
     d = next((d for d in r.dists if d.get("parent") == parent), None) if r is not None else None
     if d is None or not d.get("q_top_ids"):

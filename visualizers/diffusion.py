@@ -4,7 +4,7 @@ the per-task benchmark's accuracy against tokens per step (ParallelBench's pictu
 
 Papers followed: Sahoo et al. 2024 "MDLM" and Nie et al. 2025 "LLaDA" (masked diffusion, low-confidence
 remasking, semi-autoregressive blocks), Wu et al. 2025 "Fast-dLLM" (confidence-threshold parallel
-unmasking, NFE counting), Kim et al. 2025 "ParallelBench" (accuracy against tokens per step, per task).
+unmasking, NFE counting), Kang et al. 2025 "ParallelBench" (accuracy against tokens per step, per task).
 The events are `DiffusionStep`, one per denoising step (decoding/events.py); the benchmark chart reads the
 JSON object `bench/bench_diffusion.py --model tiny-parallel --json` prints.
 
@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from decoding.events import DiffusionStep
-from visualizers._common import TEMPLATE, empty_figure, esc, label, plotly_safe, visible
+from visualizers._common import (CELLS, MARKS, NODES, TEMPLATE, cap, empty_figure, esc, label, note_capped, plotly_safe,
+                                 shown_of, table, visible, vlines)
 from visualizers.tokens import _chip_text, chip_color
 
 WAITING_DIFFUSION = "waiting for the first denoising step…"
@@ -61,8 +63,10 @@ def commits(steps: list[DiffusionStep]) -> dict[int, tuple[int, float]]:
     out: dict[int, tuple[int, float]] = {}
     for s in steps:
         out.update({p: (s.step, c) for p, c in zip(s.unmasked, s.confidence)})
-        out = {p: v for p, v in out.items() if 0 <= p < len(s.canvas) and s.canvas[p] != -1}  # remasked drop out
-    return out
+    if not steps:
+        return out
+    canvas = steps[-1].canvas  # one pass at the end (not per step: 2,048 steps x 2,048 positions)
+    return {p: v for p, v in out.items() if 0 <= p < len(canvas) and canvas[p] != -1}  # remasked drop out
 
 
 # ---------------------------------------------------------------- the live canvas (HTML)
@@ -74,7 +78,8 @@ _CSS = " ".join("""
  white-space:pre;font-family:ui-monospace,monospace;font-size:13px;border:1px solid rgba(0,0,0,.12)}
 .dl-canvas .masked{color:#777;letter-spacing:1px}
 .dl-canvas .new{outline:2px solid #e4572e;outline-offset:1px;box-shadow:0 0 6px 1px rgba(228,87,46,.6)}
-.dl-canvas .remasked{border:1px dashed #e4572e}.dl-canvas .rejected{outline:2px dashed #4c78a8;outline-offset:1px}.dl-canvas .sym{opacity:.55}
+.dl-canvas .remasked{border:1px dashed #e4572e}.dl-canvas .rejected{outline:2px dashed #4c78a8;outline-offset:1px}
+.dl-canvas .sym{opacity:.55}
 .dl-canvas .dl-legend{display:flex;flex-wrap:wrap;align-items:center;gap:.5em;font-size:12px;opacity:.85;
  margin-bottom:.4em}.dl-canvas .dl-bar{display:inline-block;width:8em;height:.9em;border-radius:3px}
 .dl-canvas .dl-empty{font-size:13px;opacity:.75;font-style:italic}
@@ -137,10 +142,11 @@ def canvas_html(steps: list[DiffusionStep], upto: int | None = None) -> str:
         else:
             text = now.canvas_text[i]
             step, conf = done.get(i, (None, None))
+            final = i in new and i in (now.extra.get("predicted_final") or ())
             tip = (f"position {i} · '{visible(text)}' (id {tok})\ncommitted at step {_fmt(step, 'd')}"
                    f"{' (this step)' if i in new else ''} · confidence {_fmt(conf)}"
                    f"{' · a verified draft (FreeDave)' if verified and i in new else ''}"
-                   f"{' · the filter said final (Learn2PD)' if i in new and i in (now.extra.get('predicted_final') or ()) else ''}")
+                   f"{' · the filter said final (Learn2PD)' if final else ''}")
             cls = "cell committed" + (" new" if i in new else "")
             bg = chip_color((conf - lo) / (hi - lo)) if conf is not None else COLORS["masked"]
             body = _cell_text(text)
@@ -183,9 +189,13 @@ def block_boundaries(steps: list[DiffusionStep], block_length: int | None = None
     block_length = block_length or steps[-1].extra.get("block_length")
     if block_length:
         return [k * block_length - 0.5 for k in range(1, -(-length // block_length))]
-    blocks = sorted({s.block for s in steps})
-    ends = [max((p for s in steps if s.block == b for p in s.unmasked), default=None) for b in blocks[:-1]]
-    return [e + 0.5 for e in ends if e is not None]
+    ends: dict[int, int | None] = {}  # block -> its last committed position (one pass over the steps)
+    for s in steps:
+        last = max(s.unmasked, default=None)
+        known = ends.get(s.block)
+        ends[s.block] = last if known is None else known if last is None else max(known, last)
+    blocks = sorted(ends)
+    return [ends[b] + 0.5 for b in blocks[:-1] if ends[b] is not None]
 
 
 def unmask_order_figure(steps: list[DiffusionStep], *, block_length: int | None = None) -> go.Figure:
@@ -197,34 +207,46 @@ def unmask_order_figure(steps: list[DiffusionStep], *, block_length: int | None 
     if not steps:
         return empty_figure(WAITING_DIFFUSION, x_title=x_title, y_title=y_title)
     length = len(steps[-1].canvas)
-    xs, ys = list(range(length)), [s.step for s in steps]
-    z = [[math.nan] * length for _ in steps]  # (S, L): confidence at commit, NaN elsewhere
-    text = [[""] * length for _ in steps]  # short, in the cell
-    full = [[""] * length for _ in steps]  # quoted, in the hover
-    for row, s in enumerate(steps):
-        for p, c in zip(s.unmasked, s.confidence):
-            z[row][p], full[row][p] = c, plotly_safe(label(s.canvas_text[p], 24))
-            text[row][p] = plotly_safe(visible(s.canvas_text[p].strip() or s.canvas_text[p])[:5])
-    masked = [[0 if t == -1 else math.nan for t in s.canvas] for s in steps]
+    group = max(1, -(-len(steps) * length // cap(CELLS)))  # steps per row: the cells stay within the cap
+    rows = [steps[k:k + group] for k in range(0, len(steps), group)]
+    xs, ys = list(range(length)), [r[-1].step for r in rows]
+    z = [[math.nan] * length for _ in rows]  # (R, L): confidence at commit, NaN elsewhere
+    text = [[""] * length for _ in rows]  # short, in the cell
+    full = [[""] * length for _ in rows]  # quoted, in the hover
+    for row, r in enumerate(rows):
+        for s in r:  # a later commit of the row's steps wins
+            for p, c in zip(s.unmasked, s.confidence):
+                if 0 <= p < length:
+                    z[row][p], full[row][p] = c, plotly_safe(label(s.canvas_text[p], 24))
+                    text[row][p] = plotly_safe(visible(s.canvas_text[p].strip() or s.canvas_text[p])[:5])
+    masked = [[0 if t == -1 else math.nan for t in r[-1].canvas] for r in rows]  # after the row's last step
     lo, hi = confidence_range(steps)
     fig = go.Figure()
     grey = [[0, COLORS["masked"]], [1, COLORS["masked"]]]
-    fig.add_trace(go.Heatmap(x=xs, y=ys, z=masked, name="masked", colorscale=grey, showscale=False, xgap=1, ygap=1,
+    # numpy arrays: plotly checks a nested list cell by cell in Python (200,000 cells took seconds), an array at once
+    fig.add_trace(go.Heatmap(x=xs, y=ys, z=np.array(masked, dtype=float), name="masked", colorscale=grey,
+                             showscale=False, xgap=1, ygap=1,
                              hovertemplate="position %{x} · step %{y}: still masked<extra></extra>"))
     small = length <= 40  # room for a few characters per cell
     fig.add_trace(go.Heatmap(
-        x=xs, y=ys, z=z, name="committed", colorscale="Viridis", zmin=lo, zmax=hi, xgap=1, ygap=1,
-        text=text, customdata=full, texttemplate="%{text}" if small else None, textfont=dict(size=10),
+        x=xs, y=ys, z=np.array(z, dtype=float), name="committed", colorscale="Viridis", zmin=lo, zmax=hi, xgap=1,
+        ygap=1, text=np.array(text, dtype=object) if small else None, customdata=np.array(full, dtype=object),
+        texttemplate="%{text}" if small else None, textfont=dict(size=10),
         colorbar=dict(title=dict(text="confidence"), thickness=12),
         hovertemplate="position %{x} committed at step %{y}<br>%{customdata} · confidence %{z:.3f}<extra></extra>"))
-    for x in block_boundaries(steps, block_length):
-        fig.add_vline(x=x, line=dict(color="#333", dash="dash", width=1.5))
-    fig.update_layout(template=TEMPLATE, height=min(max(260, 120 + 26 * len(steps)), 700),
+    bounds = block_boundaries(steps, block_length)
+    shown = bounds[:cap(MARKS)]
+    if shown:  # one trace for all the lines, spanning the rows
+        fig.add_trace(vlines(shown, ys[0] - 0.5 * max(1, group), ys[-1] + 0.5 * max(1, group), "block boundary",
+                             dict(color="#333", dash="dash", width=1.5)))
+    note_capped(fig, [shown_of(len(shown), len(bounds), "block boundaries"),
+                      f"{group} steps per row ({len(rows)} rows for {len(steps)} steps)" if group > 1 else ""])
+    fig.update_layout(template=TEMPLATE, height=min(max(260, 120 + 26 * len(rows)), 700),
                       margin=dict(l=55, r=20, t=30, b=45), plot_bgcolor="#ffffff",
                       xaxis=dict(title=dict(text=x_title), range=[-0.5, length - 0.5], showgrid=False,
                                  dtick=max(1, -(-length // 32))),
                       yaxis=dict(title=dict(text=y_title), autorange="reversed", showgrid=False,
-                                 dtick=max(1, -(-len(steps) // 20))))
+                                 dtick=max(1, -(-(ys[-1] - ys[0] + 1) // 20))))
     return fig
 
 
@@ -240,18 +262,18 @@ def confidence_figure(steps: list[DiffusionStep]) -> go.Figure:
     if not steps:
         return empty_figure(WAITING_DIFFUSION, x_title=x_title, y_title=y_title)
     lo, hi = confidence_range(steps)
-    pts = [(s.step, c, p, s.canvas_text[p]) for s in steps for p, c in zip(s.unmasked, s.confidence)]
+    pts = [(s, c, p) for s in steps for p, c in zip(s.unmasked, s.confidence)]  # (its step, confidence, position)
+    total = len(pts)
+    pts = [(s.step, c, p, s.canvas_text[p] if 0 <= p < len(s.canvas_text) else "")
+           for s, c, p in pts[::max(1, -(-total // cap(NODES)))]]  # every k-th commit beyond the cap
     fig = go.Figure()
     fig.add_trace(go.Scatter(
         x=[t[0] for t in pts], y=[t[1] for t in pts], mode="markers", name="committed tokens",
         marker=dict(size=9, color=[t[1] for t in pts], colorscale="Viridis", cmin=lo, cmax=hi,
                     line=dict(color="#333", width=0.5)),
-        customdata=[[t[2], plotly_safe(label(t[3], 20))] for t in pts],
+        customdata=table([[t[2], plotly_safe(label(t[3], 20))] for t in pts]),
         hovertemplate="step %{x}: position %{customdata[0]} %{customdata[1]}<br>confidence %{y:.3f}<extra></extra>"))
-    means = []
-    for s in steps:
-        left = [p for p in s.masked_confidence if isinstance(p, (int, float)) and math.isfinite(p)]
-        means.append(sum(left) / len(left) if left else None)
+    means = [_finite_mean(s.masked_confidence) for s in steps]
     fig.add_trace(go.Scatter(
         x=[s.step for s in steps], y=means, mode="lines+markers", name="mean top-1 p of masked positions",
         line=dict(color=COLORS["mean"], width=2), marker=dict(size=5), customdata=[s.canvas.count(-1) for s in steps],
@@ -267,7 +289,18 @@ def confidence_figure(steps: list[DiffusionStep]) -> go.Figure:
                       xaxis=dict(title=dict(text=x_title), dtick=max(1, -(-len(steps) // 20)),
                                  range=[-0.5, steps[-1].step + 0.5]),
                       yaxis=dict(title=dict(text=y_title), range=[0, 1.05] if unit else None))
-    return fig
+    return note_capped(fig, [shown_of(len(pts), total, "committed tokens (every k-th)")])
+
+
+def _finite_mean(values) -> float | None:
+    """The mean of the finite numbers among `values` (None = a committed position), in numpy: a 2,048-position
+    canvas over 2,048 steps is 4 million values."""
+    try:
+        a = np.array(values, dtype=float)  # None -> NaN
+    except (TypeError, ValueError):  # a hand-made trace with text in it
+        return None
+    a = a[np.isfinite(a)]
+    return float(a.mean()) if a.size else None
 
 
 def tokens_per_step_figure(steps: list[DiffusionStep]) -> go.Figure:

@@ -18,12 +18,16 @@ Glossary
 
 from __future__ import annotations
 
+import itertools
+
+import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from decoding.contracts import StepProgress
 from decoding.events import ParticleStep
-from visualizers._common import TEMPLATE, empty_figure, esc, label, plotly_safe
+from visualizers._common import (MARKS, NODES, TEMPLATE, cap, empty_figure, esc, label, note_capped, plotly_safe,
+                                 shown_of, table, vlines)
 from visualizers.beams import _hover_text, _lines
 
 SLOT_COLORS = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b", "#b279a2", "#ff9da6",
@@ -43,6 +47,7 @@ RULES = {"best-of-n": "best score: the particle whose final score is highest win
          "first-finish": "first to finish: the first particle to reach an answer wins",
          "a-star": "A*: the first complete solution popped from the frontier wins"}
 WAITING_PARTICLES = "waiting for the first particle step…"
+SHOWN_SLOTS = 64  # weights: one bar trace per slot up to n's bound; a loaded trace's other slots share one bar
 
 
 def slot_color(slot: int) -> str:
@@ -68,15 +73,23 @@ def weights_figure(steps: list[ParticleStep]) -> go.Figure:
     x = [s.step for s in steps]  # (S,)
     n = len(steps[-1].particles)
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.65, 0.35], vertical_spacing=0.08)
-    for slot in _slots(steps):
-        ps = [next((p for p in s.particles if p["id"] == slot), None) for s in steps]  # (S,), None = absent
-        fig.add_trace(go.Bar(
-            x=x, y=[p["weight"] if p else None for p in ps], name=f"slot {plotly_safe(slot)}",
+    by_slot = [{p["id"]: p for p in s.particles} for s in steps]  # (S,) slot -> particle
+    bars, steps_x, slots = [], np.array(x), _slots(steps)
+    for slot in slots[:SHOWN_SLOTS]:
+        ps = [b.get(slot) for b in by_slot]  # (S,), None = absent
+        bars.append(go.Bar(  # arrays, not lists: plotly checks a list item by item (256 slots x 100 steps: 1.5 s)
+            x=steps_x, y=np.array([p["weight"] if p else np.nan for p in ps], dtype=float), name=f"slot {plotly_safe(slot)}",
             marker=dict(color=slot_color(slot), line=dict(color="white", width=0.5)),
-            customdata=[[slot, _fmt(p.get("reward")), plotly_safe(label(p.get("step_text", ""), 60))] if p
-                        else [slot, "—", ""] for p in ps],
+            customdata=table([[slot, _fmt(p.get("reward")), plotly_safe(label(p.get("step_text", ""), 60))] if p
+                              else [slot, "—", ""] for p in ps]),
             hovertemplate="step %{x} · slot %{customdata[0]}<br>weight %{y:.3f} · reward %{customdata[1]}"
-                          "<br>%{customdata[2]}<extra></extra>"), row=1, col=1)
+                          "<br>%{customdata[2]}<extra></extra>"))
+    rest = set(slots[SHOWN_SLOTS:])
+    if rest:  # beyond the cap, one grey bar holds the other slots' weight (a stack still sums to 1)
+        bars.append(go.Bar(x=steps_x, y=np.array([sum(p["weight"] for p in s.particles if p["id"] in rest) for s in steps]),
+                           name=f"{len(rest)} other slots", marker=dict(color=COLORS["dead"]),
+                           hovertemplate="step %{x} · the other slots<br>weight %{y:.3f}<extra></extra>"))
+    fig.add_traces(bars, rows=1, cols=1)  # one call for every slot
     resampled = [s for s in steps if s.resampled]
     fig.add_trace(go.Scatter(
         x=[s.step for s in resampled], y=[1.06] * len(resampled), mode="markers+text", name="resampled",
@@ -85,8 +98,10 @@ def weights_figure(steps: list[ParticleStep]) -> go.Figure:
         customdata=[[len(set(s.ancestors)), len(s.ancestors)] for s in resampled],
         hovertemplate="resampled after step %{x}: %{customdata[0]} distinct of %{customdata[1]} slots kept"
                       "<extra></extra>"), row=1, col=1)
-    for s in resampled:  # resampling happens between step t and t+1
-        fig.add_vline(x=s.step + 0.5, line=dict(color=COLORS["ess"], dash="dash", width=1), row=1, col=1)
+    lines = resampled[:cap(MARKS)]  # resampling happens between step t and t+1: one trace for all the lines
+    if lines:
+        fig.add_trace(vlines([s.step + 0.5 for s in lines], 0, 1.15, "resampling",
+                             dict(color=COLORS["ess"], dash="dash", width=1)), row=1, col=1)
     fig.add_trace(go.Scatter(x=x, y=[s.ess for s in steps], mode="lines+markers", name="ESS",
                              line=dict(color=COLORS["ess"], width=2), marker=dict(size=6),
                              hovertemplate="step %{x}: ESS %{y:.2f}<extra></extra>"), row=2, col=1)
@@ -106,7 +121,8 @@ def weights_figure(steps: list[ParticleStep]) -> go.Figure:
     fig.update_layout(template=TEMPLATE, height=460, barmode="stack", bargap=0.15,
                       margin=dict(l=60, r=20, t=40, b=45),
                       legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0, traceorder="normal"))
-    return fig
+    return note_capped(fig, [shown_of(len(lines), len(resampled), "resampling lines"),
+                             shown_of(min(len(slots), SHOWN_SLOTS), len(slots), "slots (the rest as one bar)")])
 
 
 # ---------------------------------------------------------------- lineage
@@ -119,16 +135,16 @@ def surviving(steps: list[ParticleStep]) -> list[set[int]]:
         return []
     last = steps[-1]
     alive = [set(last.ancestors) if last.ancestors else {p["id"] for p in last.particles}]
-    for nxt in reversed(steps[1:]):
-        alive.insert(0, {p["parent"] for p in nxt.particles if p["id"] in alive[0] and p["parent"] >= 0})
-    return alive
+    for nxt in reversed(steps[1:]):  # built from the end, then reversed (no insert at the front)
+        alive.append({p["parent"] for p in nxt.particles if p["id"] in alive[-1] and p["parent"] >= 0})
+    return alive[::-1]
 
 
 def chosen_slot(steps: list[ParticleStep], finish_extra: dict | None) -> int | None:
     """The slot, at the last step, of the chosen particle. RunFinished's "chosen" indexes the slots
     after the last step's resampling, so it continues last-step slot `ancestors[chosen]`."""
     chosen = (finish_extra or {}).get("chosen")
-    if chosen is None or not steps:
+    if isinstance(chosen, bool) or not isinstance(chosen, int) or not steps:
         return None
     ancestors = steps[-1].ancestors
     return ancestors[chosen] if 0 <= chosen < len(ancestors) else chosen
@@ -139,13 +155,13 @@ def chosen_path(steps: list[ParticleStep], slot: int | None) -> list[tuple[int, 
     if slot is None or not steps:
         return []
     path = []
-    for s in reversed(steps):
+    for s in reversed(steps):  # one step back per event: at most len(steps) links
         p = next((p for p in s.particles if p["id"] == slot), None)
         if p is None:
             break
-        path.insert(0, (s.step, slot))
+        path.append((s.step, slot))
         slot = p["parent"]
-    return path
+    return path[::-1]
 
 
 def lineage_figure(steps: list[ParticleStep], finish_extra: dict | None = None) -> go.Figure:
@@ -156,6 +172,11 @@ def lineage_figure(steps: list[ParticleStep], finish_extra: dict | None = None) 
         return empty_figure(WAITING_PARTICLES, x_title=x_title, y_title=y_title)
     alive = surviving(steps)  # (S,) sets of slots
     path = chosen_path(steps, chosen_slot(steps, finish_extra))
+    total = len(steps)
+    keep = max(1, cap(NODES) // max(1, max(len(s.particles) for s in steps)))  # the last steps, within the cap
+    if total > keep:
+        steps, alive = steps[-keep:], alive[-keep:]
+        path = [(t, i) for t, i in path if t >= steps[0].step]
     slots = _slots(steps)
     root = (steps[0].step - 1, (slots[0] + slots[-1]) / 2)
     max_w = max((p["weight"] for s in steps for p in s.particles), default=1.0) or 1.0
@@ -185,10 +206,10 @@ def lineage_figure(steps: list[ParticleStep], finish_extra: dict | None = None) 
                         colorbar=dict(title=dict(text="weight"), thickness=12) if live else None,
                         line=dict(color="#333" if live else COLORS["dead"], width=0.6)),
             opacity=1.0 if live else 0.6,
-            customdata=[[p["id"], _fmt(p["weight"]), _fmt(p.get("reward")), _fmt(p.get("score")),
-                         _hover_text(p.get("text", ""), 70),
-                         "finished · answer " + plotly_safe(str(p.get("answer"))) if p.get("finished") else
-                         ("alive" if live else "dead branch")] for _, p in group],
+            customdata=table([[p["id"], _fmt(p["weight"]), _fmt(p.get("reward")), _fmt(p.get("score")),
+                               _hover_text(p.get("text", ""), 70),
+                               "finished · answer " + plotly_safe(str(p.get("answer"))) if p.get("finished") else
+                               ("alive" if live else "dead branch")] for _, p in group]),
             hovertemplate="step %{x} · slot %{customdata[0]}<br>weight %{customdata[1]} · reward %{customdata[2]}"
                           " · score %{customdata[3]}<br>%{customdata[4]}<extra>%{customdata[5]}</extra>"))
     fig.add_trace(go.Scatter(x=[t for t, _ in path], y=[i for _, i in path], mode="markers", name="chosen",
@@ -202,57 +223,98 @@ def lineage_figure(steps: list[ParticleStep], finish_extra: dict | None = None) 
         yaxis=dict(title=dict(text=y_title), autorange="reversed", zeroline=False, showgrid=False,
                    tickmode="array", tickvals=slots,
                    ticktext=[f"<span style='color:{slot_color(i)}'>■</span> {plotly_safe(i)}" for i in slots]))
-    return fig
+    return note_capped(fig, [shown_of(len(steps), total, "steps (the last ones)")])
+
+
+def search_tree(steps: list[ParticleStep]) -> tuple[dict, dict, dict, dict, dict, set]:
+    """A*'s tree from the `extra` of its steps: (parent, depth, f, complete, text) per node id, and the
+    expanded ids. Node 0 is the prompt. A step whose expanded node was not made before is skipped, and a
+    node id made twice keeps its first parent, so the parents always form a tree (even for a hand-made
+    trace that skipped `decoding/extra_checks.py`)."""
+    first = _search_extra(steps[0]) if steps else None
+    parent, depth, f = {0: None}, {0: 0}, {0: first[0].get("f") if first else None}
+    complete, text, expanded = {0: False}, {0: ""}, set()
+    for s in steps:
+        found = _search_extra(s)
+        here = found[0].get("id") if found else None
+        if not isinstance(here, int) or here not in parent:  # not a node made before: no edge to draw
+            continue
+        expanded.add(here)
+        for node, p in zip(found[1], s.particles):
+            n = node.get("id") if isinstance(node, dict) else None
+            if not isinstance(n, int) or n in parent:  # a node made twice would make its parent chain loop
+                continue
+            parent[n], depth[n], f[n] = here, depth[here] + 1, node.get("f")
+            complete[n], text[n] = bool(node.get("complete")), str(p.get("text", ""))
+    return parent, depth, f, complete, text, expanded
+
+
+def _search_extra(step: ParticleStep) -> tuple[dict, list] | None:
+    extra = step.extra if isinstance(step.extra, dict) else {}
+    expanded, nodes = extra.get("expanded"), extra.get("nodes")
+    return (expanded, nodes) if isinstance(expanded, dict) and isinstance(nodes, list) else None
+
+
+def path_to_root(parent: dict, node) -> list:
+    """`node`, its parent, ... up to the root: at most len(parent) nodes, and a node met twice ends the
+    walk (a parent chain that loops cannot run forever)."""
+    path, seen = [], set()
+    while node is not None and node in parent and node not in seen and len(path) <= len(parent):
+        path.append(node)
+        seen.add(node)
+        node = parent[node]
+    return path
 
 
 def search_tree_figure(steps: list[ParticleStep], finish_extra: dict | None = None) -> go.Figure:
     """A*-decoding's search tree as it grew (x = depth in steps, nodes of a depth stacked in the order
     they were made): every node it generated, coloured by its priority f (lower = more promising);
     filled = expanded, hollow = still on the frontier, ★ = complete solution; the chosen solution
-    gold. Reads the `extra` of a-star's events (expanded node, the candidates' ids and f)."""
+    gold. Reads the `extra` of a-star's events (expanded node, the candidates' ids and f). Beyond
+    DECODING_LAB_MAX_FIGURE_NODES nodes, the first ones made (and the chosen path) are drawn."""
     x_title, y_title = "depth (steps written; 0 = the prompt)", "nodes in the order they were made"
-    if not steps or "nodes" not in (steps[0].extra or {}):
+    if not steps or _search_extra(steps[0]) is None:
         return empty_figure(WAITING_PARTICLES, x_title=x_title, y_title=y_title)
-    parent, depth, f, complete, text = {0: None}, {0: 0}, {0: steps[0].extra["expanded"]["f"]}, {0: False}, {0: ""}
-    expanded = {s.extra["expanded"]["id"] for s in steps}
-    for s in steps:
-        here = s.extra["expanded"]["id"]
-        for node, p in zip(s.extra["nodes"], s.particles):
-            parent[node["id"]], depth[node["id"]], f[node["id"]] = here, depth[here] + 1, node["f"]
-            complete[node["id"]], text[node["id"]] = node["complete"], p.get("text", "")
+    parent, depth, f, complete, text, expanded = search_tree(steps)
     rows: dict[int, int] = {}
     y = {}
-    for node in parent:  # ids grow in creation order
+    for node in parent:  # in creation order
         y[node] = rows.get(depth[node], 0)
         rows[depth[node]] = y[node] + 1
-    chosen_text = (finish_extra or {}).get("particles", [{}])[0].get("text") if finish_extra else None
+    chosen_text = ((finish_extra or {}).get("particles") or [{}])[0]
+    chosen_text = chosen_text.get("text") if isinstance(chosen_text, dict) else None
     chosen = next((n for n in parent if complete[n] and text[n] == chosen_text), None)
-    path = []
-    while chosen is not None:
-        path.append(chosen)
-        chosen = parent[chosen]
-    edges = [(depth[parent[n]], y[parent[n]], depth[n], y[n]) for n in parent if parent[n] is not None]
+    path = path_to_root(parent, chosen)
+    limit = cap(NODES)
+    drawn = set(itertools.islice(parent, limit)) | set(path)  # parents are made first: a closed subtree
+    edges = [(depth[parent[n]], y[parent[n]], depth[n], y[n]) for n in parent
+             if n in drawn and parent[n] is not None and parent[n] in drawn]
     fig = go.Figure()
     fig.add_trace(_lines(edges, "tree", dict(color=COLORS["edge"], width=1)))
     fig.add_trace(_lines([(depth[b], y[b], depth[a], y[a]) for a, b in zip(path, path[1:])], "chosen path",
                          dict(color=COLORS["chosen"], width=5)))
-    groups = (("expanded", [n for n in parent if n in expanded], "circle"),
-              ("frontier", [n for n in parent if n not in expanded and not complete[n]], "circle-open"),
-              ("complete", [n for n in parent if complete[n]], "star"))
+    groups = (("expanded", [n for n in parent if n in drawn and n in expanded], "circle"),
+              ("frontier", [n for n in parent if n in drawn and n not in expanded and not complete[n]], "circle-open"),
+              ("complete", [n for n in parent if n in drawn and complete[n]], "star"))
     for name, group, symbol in groups:
         fig.add_trace(go.Scatter(
             x=[depth[n] for n in group], y=[y[n] for n in group], mode="markers", name=name,
-            marker=dict(symbol=symbol, size=14 if symbol == "star" else 11, color=[f[n] for n in group],
+            marker=dict(symbol=symbol, size=14 if symbol == "star" else 11, color=[_number(f[n]) for n in group],
                         colorscale="RdYlGn", reversescale=True, cmin=0, cmax=1, showscale=name == "expanded",
                         colorbar=dict(title=dict(text="f"), thickness=12), line=dict(width=1.5, color="#333")),
-            customdata=[[n, _fmt(f[n]), _hover_text(text[n], 70)] for n in group],
+            customdata=table([[n, _fmt(_number(f[n])), _hover_text(text[n], 70)] for n in group]),
             hovertemplate="node %{customdata[0]} · f %{customdata[1]}<br>%{customdata[2]}<extra>" + name + "</extra>"))
-    fig.update_layout(template=TEMPLATE, height=min(max(300, 80 + 22 * max(rows.values())), 700),
+    shown_rows = max(rows[d] for d in {depth[n] for n in drawn})
+    fig.update_layout(template=TEMPLATE, height=min(max(300, 80 + 22 * shown_rows), 700),
                       margin=dict(l=60, r=30, t=40, b=45),
                       legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0),
-                      xaxis=dict(title=dict(text=x_title), dtick=1),
+                      xaxis=dict(title=dict(text=x_title), dtick=1 if max(depth.values()) <= 40 else None),
                       yaxis=dict(title=dict(text=y_title), autorange="reversed", showgrid=False, zeroline=False))
-    return fig
+    return note_capped(fig, [shown_of(len(drawn), len(parent), "nodes (the first made, and the chosen path)")])
+
+
+def _number(x) -> float | None:
+    return x if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 
 
 # ---------------------------------------------------------------- HTML: particles, choice, summary

@@ -26,12 +26,14 @@ Glossary
 
 from __future__ import annotations
 
+from collections import Counter
+
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from decoding.events import SpecRound, Trace, stats
-from visualizers._common import (TEMPLATE, WAITING, empty_figure, esc, label, plotly_safe, title_block, token_steps,
-                                 visible)
+from visualizers._common import (MARKS, NODES, TEMPLATE, WAITING, cap, empty_figure, esc, label, note_capped,
+                                 plotly_safe, shown_of, title_block, token_steps, visible)
 from visualizers.beams import _lines
 from visualizers.tokens import _chip_text
 
@@ -89,26 +91,36 @@ def _extra_anchor(r: SpecRound) -> int:
 
 def tree_layout(nodes: list[dict], extra_parent: int | None = None) -> dict:
     """Tidy (x, y) per node id, root = -1 at (0, y): leaves on consecutive y slots in creation order,
-    parents centred over their children. With `extra_parent`, a virtual child "extra" is laid out last."""
+    parents centred over their children. With `extra_parent`, a virtual child "extra" is laid out last.
+    Iterative, and each node is placed once: a chain of 65,536 nodes or a parent link that loops (a
+    hand-made trace) cannot recurse or run forever; a node the root does not reach hangs off the root."""
     ids = {n["id"] for n in nodes}
     children: dict = {}
     for n in nodes:
-        children.setdefault(n["parent"] if n["parent"] in ids else -1, []).append(n["id"])
+        parent = n["parent"] if n["parent"] in ids and n["parent"] != n["id"] else -1
+        children.setdefault(parent, []).append(n["id"])
     if extra_parent is not None:
         children.setdefault(extra_parent if extra_parent in ids else -1, []).append("extra")
-    pos, next_slot = {}, [0]
-
-    def place(node, depth):
+    pos, next_slot, seen = {}, 0, {-1}
+    stack = [(-1, 0, False)]
+    while stack:
+        node, depth, done = stack.pop()
+        if not done:
+            stack.append((node, depth, True))
+            kids = [k for k in children.get(node, []) if k not in seen]
+            seen.update(kids)
+            stack.extend((k, depth + 1, False) for k in reversed(kids))
+            children[node] = kids  # the children this node lays out
+            continue
         kids = children.get(node, [])
-        for k in kids:
-            place(k, depth + 1)
         if kids:
             y = (pos[kids[0]][1] + pos[kids[-1]][1]) / 2
         else:
-            y, next_slot[0] = next_slot[0], next_slot[0] + 1
+            y, next_slot = next_slot, next_slot + 1
         pos[node] = (depth, y)
-
-    place(-1, 0)
+    for node in [n["id"] for n in nodes] + (["extra"] if extra_parent is not None else []):
+        if node not in pos:  # in a loop of parents, unreachable from the root: a leaf under the root
+            pos[node], next_slot = (1, next_slot), next_slot + 1
     return pos
 
 
@@ -118,12 +130,13 @@ def draft_tree_figure(trace: Trace, round_index: int | None = None) -> go.Figure
     if r is None:
         return empty_figure(message, x_title=TREE_X_TITLE, y_title=TREE_Y_TITLE)
     anchor = _extra_anchor(r)
-    pos = tree_layout(r.nodes, anchor)
     on_path = set(r.accepted_path)
-    by_id = {n["id"]: n for n in r.nodes}
+    nodes = [n for k, n in enumerate(r.nodes) if k < cap(NODES) or n["id"] in on_path]  # parents come first
+    pos = tree_layout(nodes, anchor)
+    by_id = {n["id"]: n for n in nodes}
     fig = go.Figure()
     edges, path_edges = [], []
-    for n in r.nodes:
+    for n in nodes:
         parent = n["parent"] if n["parent"] in by_id else -1
         (path_edges if n["id"] in on_path else edges).append((*pos[parent], *pos[n["id"]]))
     fig.add_trace(_lines(edges, "draft edge", dict(color=COLORS["edge"], width=1.5)))
@@ -136,9 +149,9 @@ def draft_tree_figure(trace: Trace, round_index: int | None = None) -> go.Figure
         text=[plotly_safe(label(context, 10)) if context is not None else "prompt"], textposition="middle left",
         marker=dict(symbol="square", size=12, color=COLORS["root"]),
         hovertemplate="context (last token before the round)<extra></extra>"))
-    show_text = len(r.nodes) <= 120
+    show_text = len(nodes) <= 120
     for status in STATUSES:
-        group = [n for n in r.nodes if n.get("status") == status]
+        group = [n for n in nodes if n.get("status") == status]
         fig.add_trace(go.Scatter(
             x=[pos[n["id"]][0] for n in group], y=[pos[n["id"]][1] for n in group], name=status,
             mode="markers+text" if show_text else "markers", showlegend=True,
@@ -161,12 +174,13 @@ def draft_tree_figure(trace: Trace, round_index: int | None = None) -> go.Figure
     leaves = 1 + max(y for _, y in pos.values())
     depth = max(x for x, _ in pos.values())
     block = r.extra.get("diffusion_block") if isinstance(r.extra, dict) else None
-    if block and r.nodes:  # DEER: the whole drafted block came from ONE diffusion call
-        right = max(n["depth"] for n in r.nodes) + 0.45
+    if block and nodes:  # DEER: the whole drafted block came from ONE diffusion call
+        right = max(n["depth"] for n in nodes) + 0.45
         fig.add_shape(type="rect", x0=0.55, x1=right, y0=-0.55, y1=leaves - 0.45,
                       line=dict(color="#7f5fbf", width=1.5, dash="dash"), fillcolor="rgba(127,95,191,0.07)", layer="below")
         fig.add_annotation(x=right, y=leaves - 0.45, xanchor="right", yanchor="bottom", showarrow=False,
-                           text=f"diffusion block: {block} positions drafted in one pass", font=dict(size=11, color="#7f5fbf"))
+                           text=f"diffusion block: {plotly_safe(block)} positions drafted in one pass",
+                           font=dict(size=11, color="#7f5fbf"))
     fig.update_layout(
         template=TEMPLATE, height=min(max(300, 150 + 42 * leaves), 700), margin=dict(l=70, r=30, t=80, b=40),
         title=dict(text=tree_title(r), font=dict(size=14)),
@@ -174,7 +188,7 @@ def draft_tree_figure(trace: Trace, round_index: int | None = None) -> go.Figure
         xaxis=dict(title=dict(text=TREE_X_TITLE), dtick=1, range=[-0.6, depth + 0.6]),
         yaxis=dict(title=dict(text=TREE_Y_TITLE), range=[leaves - 0.4, -0.7], showticklabels=False, zeroline=False,
                    showgrid=False))  # reversed: the first child on top; room above for the labels
-    return fig
+    return note_capped(fig, [shown_of(len(nodes), len(r.nodes), "draft nodes (the first made, and the accepted path)")])
 
 
 def _source(r: SpecRound, node: int) -> str:
@@ -230,13 +244,15 @@ def acceptance_figure(trace: Trace) -> go.Figure:
         hovertemplate="after round %{x}: %{y:.3f} of judged drafts accepted<extra></extra>"),
         row=1, col=1, secondary_y=True)
     lengths = list(range(max_depth + 1))
+    rounds_by_length = Counter(accepted)  # one pass (not accepted.count per length: rounds x depth)
     fig.add_trace(go.Bar(
-        x=lengths, y=[accepted.count(k) for k in lengths], name="rounds", marker=dict(color="#72b7b2"),
+        x=lengths, y=[rounds_by_length[k] for k in lengths], name="rounds", marker=dict(color="#72b7b2"),
         showlegend=False, hovertemplate="%{y} rounds accepted %{x} tokens<extra></extra>"), row=1, col=2)
     depths = list(range(1, max_depth + 1))
     nodes = [n for r in rounds for n in r.nodes if n.get("status") != "unvisited"]
-    per_depth = [(sum(n["status"] == "accepted" for n in nodes if n["depth"] == d),
-                  sum(1 for n in nodes if n["depth"] == d)) for d in depths]
+    judged_at, accepted_at = Counter(n["depth"] for n in nodes), Counter(n["depth"] for n in nodes
+                                                                          if n["status"] == "accepted")
+    per_depth = [(accepted_at[d], judged_at[d]) for d in depths]
     fig.add_trace(go.Bar(
         x=depths, y=[a / j if j else None for a, j in per_depth], name="accepted / judged",
         marker=dict(color=COLORS["accepted"], opacity=0.75), showlegend=False, customdata=per_depth,
@@ -248,7 +264,7 @@ def acceptance_figure(trace: Trace) -> go.Figure:
     fig.update_yaxes(title_text="acceptance rate", range=[0, 1.02], tickmode="linear", tick0=0, dtick=0.2,
                      showgrid=False, row=1, col=1, secondary_y=True)
     fig.update_xaxes(title_text="accepted length", dtick=1, row=1, col=2)
-    fig.update_yaxes(title_text="rounds", rangemode="tozero", dtick=_int_dtick(max(accepted.count(k) for k in lengths)),
+    fig.update_yaxes(title_text="rounds", rangemode="tozero", dtick=_int_dtick(max(rounds_by_length.values())),
                      row=1, col=2)
     fig.update_xaxes(title_text="draft depth", dtick=1, row=1, col=3)
     fig.update_yaxes(title_text="accepted fraction", range=[0, 1.02], row=1, col=3)
@@ -300,6 +316,8 @@ def overlap_figure(trace: Trace, round_index: int | None = None, parent: int = -
         if q_top:
             q_top.setdefault(n["token_id"], n.get("q"))
     ids = sorted(set(p_top) | set(q_top), key=lambda t: -max(p_top.get(t) or 0, q_top.get(t) or 0))
+    total = len(ids)
+    ids = ids[:cap(MARKS)]  # the likeliest tokens, within the cap
     names = _token_names(trace, r, d)
     labels = [plotly_safe(label(names[t], 12)) if t in names else f"#{t}" for t in ids]
     xs = list(range(1, len(ids) + 1))
@@ -322,13 +340,16 @@ def overlap_figure(trace: Trace, round_index: int | None = None, parent: int = -
                         pattern=dict(shape="/", fgcolor=COLORS["overlap"])),
             hovertemplate="min(p, q) = %{y:.4f}<extra></extra>"))
     mark = {"accepted": "✓", "rejected": "✗", "unvisited": "·"}
-    for n in kids:
-        if n["token_id"] in ids:
-            i = ids.index(n["token_id"])
-            top = max(p_top.get(n["token_id"]) or 0, q_top.get(n["token_id"]) or 0)
-            status = n.get("status")
-            fig.add_annotation(x=xs[i], y=top, text=f"▼ drafted {mark.get(status, '?')}", showarrow=False,
-                               yanchor="bottom", yshift=2, font=dict(size=11, color=COLORS.get(status, "#333")))
+    at = {t: i for i, t in enumerate(ids)}
+    drafted_here = [n for n in kids if n["token_id"] in at]  # one text trace for all the marks (not one annotation each)
+    if drafted_here:
+        fig.add_trace(go.Scatter(
+            x=[xs[at[n["token_id"]]] for n in drafted_here],
+            y=[max(p_top.get(n["token_id"]) or 0, q_top.get(n["token_id"]) or 0) for n in drafted_here],
+            text=[f"▼ drafted {mark.get(n.get('status'), '?')}" for n in drafted_here], mode="text", name="drafted",
+            textposition="top center", textfont=dict(size=11, color=[COLORS.get(n.get("status"), "#333")
+                                                                     for n in drafted_here]),
+            hoverinfo="skip", showlegend=False))
     if parent == _extra_anchor(r) and r.extra_token_id in ids:  # above its bars (under the axis it hid a tick label)
         t = r.extra_token_id
         drafted = any(n["token_id"] == t for n in kids)
@@ -344,7 +365,7 @@ def overlap_figure(trace: Trace, round_index: int | None = None, parent: int = -
         legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1),
         xaxis=dict(title=dict(text=x_title), tickmode="array", tickvals=xs, ticktext=labels, tickangle=-35),
         yaxis=dict(title=dict(text=y_title), range=[0, highest * 1.25]))  # room for the labels above the bars
-    return fig
+    return note_capped(fig, [shown_of(len(ids), total, "tokens (the likeliest)")])
 
 
 def position_text(trace: Trace, r: SpecRound, parent: int, context_word: str = "") -> str:

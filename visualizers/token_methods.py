@@ -16,9 +16,11 @@ import math
 import plotly.graph_objects as go
 
 from decoding.events import Trace
-from visualizers._common import TEMPLATE, empty_figure, label, plotly_safe, title_block, token_steps
+from visualizers._common import TEMPLATE, empty_figure, label, note_capped, plotly_safe, shown_of, title_block, token_steps
+from visualizers.beams import _lines
 
 HEIGHT = 360
+SHOWN_DRAFTS = 32  # superposed decoding: lines drawn (one trace each)
 LOOP, NEW, PAUSE = "#e45756", "#4c78a8", "#f58518"
 
 
@@ -38,13 +40,16 @@ def momentum_graph_figure(trace: Trace) -> go.Figure:
     pos = {t: (math.cos(2 * math.pi * i / n), math.sin(2 * math.pi * i / n)) for t, i in order.items()}
     fig = go.Figure()
     loops = 0
+    edges: dict[int, list] = {}  # line width -> segments: one trace per width, not one per step
     for prev, e in zip(steps, steps[1:]):
-        depth = e.extra["depth"]
+        depth = e.extra["depth"] if isinstance(e.extra["depth"], int) else 0
         loop = depth >= 2  # repeats at least a bigram: the walk goes round a visited edge
         loops += loop
-        (x0, y0), (x1, y1) = pos[prev.token_id], pos[e.token_id]
-        fig.add_trace(go.Scatter(x=[x0, x1], y=[y0, y1], mode="lines", hoverinfo="skip", showlegend=False,
-                                 line=dict(color=LOOP if loop else "#bab0ac", width=1 + min(depth, 6) if loop else 1)))
+        edges.setdefault(1 + min(depth, 6) if loop else 0, []).append((*pos[prev.token_id], *pos[e.token_id]))
+    for width, segments in sorted(edges.items()):
+        fig.add_trace(_lines(segments, "loop" if width else "step",
+                             dict(color=LOOP if width else "#bab0ac", width=width or 1)))
+        fig.data[-1].showlegend = False
     ids = list(order)
     fig.add_trace(go.Scatter(
         x=[pos[t][0] for t in ids], y=[pos[t][1] for t in ids], mode="markers+text", name="token (node)",
@@ -53,7 +58,8 @@ def momentum_graph_figure(trace: Trace) -> go.Figure:
                     color=[LOOP if visits[t] > 1 else NEW for t in ids]),
         hovertext=[plotly_safe(f"{label(texts[t])} visited {visits[t]}×") for t in ids], hoverinfo="text"))
     alpha = steps[0].extra.get("alpha")
-    title, top = title_block([f"Momentum (alpha {alpha}): {n} nodes, {loops} of {len(steps) - 1} steps close a loop"],
+    title, top = title_block([f"Momentum (alpha {plotly_safe(alpha)}): {n} nodes, "
+                              f"{loops} of {len(steps) - 1} steps close a loop"],
                              small="red = revisited node / loop edge (thicker = deeper repeated n-gram)")
     fig.update_layout(template=TEMPLATE, height=HEIGHT, title=title, margin=dict(l=20, r=20, t=top, b=20))
     fig.update_xaxes(visible=False)
@@ -71,7 +77,7 @@ def adadec_figure(trace: Trace) -> go.Figure:
                              name="entropy", line=dict(color=NEW), hovertext=[plotly_safe(label(e.token_text)) for e in steps],
                              hoverinfo="x+y+text"))
     threshold = steps[0].extra["threshold"]
-    fig.add_hline(y=threshold, line=dict(color="#888", dash="dash"), annotation_text=f"threshold {threshold:g}")
+    fig.add_hline(y=threshold, line=dict(color="#888", dash="dash"), annotation_text=plotly_safe(f"threshold {threshold:g}"))
     pauses = [e for e in steps if e.extra["paused"]]
 
     def hover(e) -> str:
@@ -100,7 +106,7 @@ def superposed_figure(trace: Trace) -> go.Figure:
         return empty_figure(title="Superposed decoding: drafts", height=HEIGHT, x_title="step", y_title="draft probability")
     k = max(len(e.extra["drafts"]) for e in steps)
     fig = go.Figure()
-    for slot in range(k):
+    for slot in range(min(k, SHOWN_DRAFTS)):  # one trace per draft: the first ones, within a small cap
         rows = [(e.step, e.extra["drafts"][slot]) for e in steps if slot < len(e.extra["drafts"])]
         fig.add_trace(go.Scatter(x=[s for s, _ in rows], y=[max(d["prob"], 1e-300) for _, d in rows],
                                  mode="lines+markers", name=f"draft {slot + 1}",
@@ -111,7 +117,7 @@ def superposed_figure(trace: Trace) -> go.Figure:
     fig.update_layout(template=TEMPLATE, height=HEIGHT, title=title, margin=dict(l=60, r=20, t=top, b=40))
     fig.update_xaxes(title_text="step")
     fig.update_yaxes(title_text="draft probability", type="log")
-    return fig
+    return note_capped(fig, [shown_of(min(k, SHOWN_DRAFTS), k, "drafts")])
 
 
 def _span_heatmap(trace: Trace) -> go.Figure:

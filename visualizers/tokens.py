@@ -69,7 +69,8 @@ def tokens_html(trace: Trace, *, color_by: str = "prob", selected_step: int | No
 
 
 def token_table(trace: Trace) -> pd.DataFrame:
-    """One row per TokenStep (for CSV export); `top_alternatives` is a compact string."""
+    """One row per TokenStep (for CSV export: write `token_table(trace).map(csv_safe)`); `top_alternatives` is a
+    compact string."""
     rows = [{
         "step": e.step, "token_id": e.token_id, "token": e.token_text, "prob": e.prob,
         "sampling_prob": e.sampling_prob, "rank": e.rank, "entropy": e.entropy,
@@ -80,6 +81,16 @@ def token_table(trace: Trace) -> pd.DataFrame:
         "elapsed_s": e.elapsed_s,
     } for e in token_steps(trace)]
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
+
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet evaluates a cell starting so (OWASP: CSV injection)
+
+
+def csv_safe(value):
+    """`value` for a CSV cell: text that a spreadsheet would read as a formula (`=HYPERLINK(...)`, `+1`,
+    `@SUM`, a leading tab or carriage return) gets a leading apostrophe, as OWASP's CSV-injection rule
+    says; anything else is returned unchanged."""
+    return "'" + value if isinstance(value, str) and value.startswith(FORMULA_START) else value
 
 
 def chip_color(t: float) -> str:

@@ -21,7 +21,11 @@ Glossary
 
 from __future__ import annotations
 
+import functools
+
 import torch
+
+from decoding import models
 
 CONVENTIONS = ("bert", "a2d")
 A2D_BASE_TYPES = {"a2d-qwen3": "qwen3", "a2d-qwen2": "qwen2", "a2d-llama": "llama"}  # dLLM type -> transformers type
@@ -93,3 +97,8 @@ def _single_token_ids(tokenizer, texts) -> list[int]:
     """Ids of those `texts` the tokenizer has as one token."""
     vocab = tokenizer.get_vocab()
     return [vocab[t] for t in texts if t in vocab]
+
+
+# the loader (decoding.models) applies these to a registry entry whose `conventions` names them
+models.CONVENTIONS["bert"] = models.Conventions(apply=functools.partial(apply_conventions, "bert"))
+models.CONVENTIONS["a2d"] = models.Conventions(apply=functools.partial(apply_conventions, "a2d"), config=a2d_config)

@@ -6,7 +6,8 @@ own decoding runs, predicts for every masked position whether the token the mode
 there now equals the token it ends with; every position predicted final is committed at once.
 Here the filter is a two-layer MLP over a handful of per-position features, trained in seconds
 by this module's CLI on one-per-step greedy runs of the model (its reference canvases), and
-stored as a small JSON file beside the model (`learn2pd.json`).
+stored as a small JSON file beside the model (`learn2pd.json`). The sampler `learn2pd` (its own knob
+`learn2pd.filter_threshold`) is registered at the end of this module: a plug-in in a module of its own.
 
 Glossary
     features   per masked position at one step: top-1 probability, top-1 minus top-2, entropy
@@ -27,10 +28,15 @@ import json
 import math
 import sys
 import time
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 import torch
+
+from decoding import bibliography as bib
+from decoding.diffusion.samplers import SAMPLERS, scheduled_step, select_top_k
+from decoding.params import Params, param
 
 FILTER_FILE = "learn2pd.json"
 FEATURES = ("top1", "margin", "entropy", "eos", "position", "masked_fraction", "left_decided", "right_decided")
@@ -107,8 +113,6 @@ def filter_for(loaded) -> Filter:
 def labelled_run(lm, prompt: str, length: int) -> tuple[torch.Tensor, torch.Tensor]:
     """One one-per-step low-confidence greedy run: (features (N, F), final (N,) bool) of every
     masked position at every step, labelled against the run's own end canvas."""
-    from decoding.diffusion.samplers import scheduled_step
-
     prompt_ids = torch.tensor(lm.encode_prompt(prompt)[0])  # with the chat template, as the labs run it
     canvas = torch.full((length,), lm.mask_id, dtype=torch.long)
     one_per_step = (0, 0, length, 1)  # (block, lo, hi, k): the best masked position of the whole canvas
@@ -204,3 +208,23 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# ---------------------------------------------------------------- the sampler
+@dataclass(frozen=True)
+class Learn2PDParams(Params):
+    filter_threshold: float = param(0.9, low=0.0, high=1.0, low_inclusive=False,
+                                    help="Commit every masked position the filter says is final with at least this "
+                                         "probability.")
+
+
+@SAMPLERS.register("learn2pd", help="commit every masked position a small learned filter predicts is already final "
+                                     "(Learn2PD; the filter ships with tiny-parallel)",
+                   params=Learn2PDParams, needs_view=True, check_model=filter_for, papers=(bib.BAO_2025,))
+def _learn2pd(scores, candidates, params, scheduled: int, view) -> tuple[torch.Tensor, dict]:
+    lm = view.lm
+    final_p = filter_for(lm.loaded)(position_features(view.logits, view.canvas, lm.mask_id, lm.stop_ids))  # (L,)
+    final = candidates & (final_p >= params.own.filter_threshold)
+    chosen = final | select_top_k(scores, candidates, 1)
+    return chosen, {"filter_threshold": params.own.filter_threshold, "predicted_final": torch.nonzero(final)[:, 0].tolist(),
+                    "filter_p": [round(float(p), 4) if c else None for p, c in zip(final_p.tolist(), candidates.tolist())]}

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import torch
 
 from decoding.diffusion.dllm import bidirectional_mask
-from decoding.lm import LM
+from decoding.lm import WRAPPERS, LM
 from decoding.models import LoadedModel, model_kind
 
 LLADA_MASK_ID = 126336  # LLaDA's <|mdm_mask|> (hard-coded in its generate.py, absent from its config)
@@ -202,3 +202,6 @@ class DiffusionLM:
         AttentionInterface.register(DKV_ATTENTION, _dkv_attention)
         self.config._dkv_original = self.config._attn_implementation
         self.model.set_attn_implementation(DKV_ATTENTION)
+
+
+WRAPPERS["diffusion"] = DiffusionLM  # `decoding.run.as_lm` wraps a masked diffusion model in this

@@ -1,6 +1,6 @@
 """Generated list and string tasks for `tiny-parallel`, the diffusion lab's own model.
 
-The tasks follow the spirit of ParallelBench (Kim et al. 2025, "ParallelBench: Understanding the
+The tasks follow the spirit of ParallelBench (Kang et al. 2025, "ParallelBench: Understanding the
 Trade-offs of Parallel Decoding in Diffusion LLMs", arXiv 2510.04767; task definitions in
 github.com/furiosa-ai/ParallelBench `parallelbench/datasets/task_generators.py`): the same list
 operations, written as one-line prompts a 3M-parameter model can learn on a CPU. The texts and

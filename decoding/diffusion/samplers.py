@@ -12,14 +12,17 @@ Papers followed
     `radius` of an anchor (the paper's bounded neighbourhood) a position needs only the relaxed
     `threshold`; at least one position per step. The paper's second principle, "progressive
     spatial consistency decay" (agreement with the final answer falls with the distance from an
-    anchor), is why the relaxation is bounded at all: `decay=none` is that bounded, flat window.
-    Its text and code could not be read here, so whether it also grades the threshold inside
-    the window is not known; `decay=linear` is our reading of the principle made explicit: the
-    required confidence climbs from `threshold` next to the anchor to `anchor_threshold` just
-    beyond `radius` (`localleap_required`).
+    anchor), is why the relaxation is bounded at all: `decay=none` (the default) is that bounded,
+    flat window, and it is the rule of the LocalLeap `generate.py` found with the search tool (a
+    Fast-dLLM-derived file in a public mirror of the method's code: every masked position within
+    `radius` positions of an anchor, both sides inclusive, needs the relaxed threshold, every
+    other one the anchor threshold, and the most confident one is always committed; its defaults
+    are 0.9 / 0.75 / radius 4). The paper's own text could not be read. `decay=linear` is the
+    project's own variant, in neither: the required confidence climbs from `threshold` next to
+    the anchor to `anchor_threshold` just beyond `radius` (`localleap_required`).
     dKV-Cache (Ma et al. 2025): delayed key / value caching, see `decoding.diffusion.lm`.
     FreeDave (Wu & Zhang 2025, "Free Draft-and-Verification: Toward Lossless Parallel Decoding
-    for Diffusion LLMs", arXiv 2510.00294; reference code github.com/cychomatica/FreeDave):
+    for Diffusion Large Language Models", arXiv 2510.00294; reference code github.com/cychomatica/FreeDave):
     from one prediction, draft the canvases of the next `draft_steps` scheduled steps; score
     all drafts in one batched call; keep the longest prefix of drafts that the sequential
     schedule would have produced from its predecessor. Same canvas as the sequential schedule,
@@ -43,16 +46,22 @@ from typing import Callable, Iterator
 
 import torch
 
+from decoding import bibliography as bib
 from decoding.events import DiffusionStep, Event
-from decoding.diffusion.learn2pd import filter_for, position_features
 from decoding.diffusion.lm import DiffusionLM, KVState
-from decoding.params import Params, param
+from decoding.params import Params, own_params, param
 from decoding.registry import Registry, family_check, register_strategy
 
 REMASKING = ("random", "low-confidence", "margin", "entropy")
 CACHES = ("none", "delayed", "prefill", "greedy")  # dKV-Cache variants, see `active_positions`
-# name -> select(scores (L,), candidates (L,) bool, params, scheduled k) -> (chosen (L,) bool, event extra)
-SAMPLERS: Registry[Callable] = Registry("sampler")
+# name -> select(scores (L,), candidates (L,) bool, params, scheduled k) -> (chosen (L,) bool, event extra).
+# Capabilities a sampler declares when it registers:
+#   needs_view   select also gets a `StepView` (the step's logits and canvas) as a fifth argument (Learn2PD)
+#   own_loop     the sampler runs a loop of its own instead of one commit per model call (FreeDave drafts
+#                several steps per call): `diffusion()` hands the whole run to `own_loop(ctx, params, outcome)`
+#   check_model  check(loaded model) before a run: what the sampler needs of the model (Learn2PD: its filter)
+SAMPLERS: Registry[Callable] = Registry("sampler", capabilities={"needs_view": False, "own_loop": None,
+                                                                 "check_model": None})
 DECAYS = ("none", "linear")  # LocalLeap: how the relaxed threshold varies across the radius
 
 
@@ -67,44 +76,22 @@ class DiffusionParams(Params):
     threshold: float = param(0.0, low=0.0, high=1.0, low_inclusive=False, off=0.0,
                              help="Fast-dLLM: commit every token whose confidence >= this (0 = fixed schedule); "
                                   "localleap's relaxed threshold.")
-    sampler: str = param("fixed", choices=SAMPLERS.names,
-                         help="fixed: schedule or threshold; localleap: anchors plus relaxed neighbours.")
-    radius: int = param(4, low=0, high=64, help="localleap: neighbours within this many positions of an anchor may leap.")
-    anchor_threshold: float = param(0.95, low=0.0, high=1.0, low_inclusive=False,
-                                    help="localleap: confidence that makes a masked position an anchor.")
-    decay: str = param("none", choices=DECAYS,
-                       help="localleap: none = the relaxed threshold holds across the radius; linear = it climbs "
-                            "toward the anchor threshold with the distance from the anchor.")
+    sampler: str = param("fixed", plugins=SAMPLERS,
+                         help="Who picks the positions to commit each step: fixed (schedule or threshold), localleap "
+                              "(anchors plus relaxed neighbours), learn2pd (a learned filter), freedave (draft and "
+                              "verify several steps per call).")
     temperature: float = param(0.0, low=0.0, high=5.0, help="Gumbel-max token draw at this temperature (0 = argmax).")
     cache: str = param("none", choices=CACHES,
                        help="dKV-Cache. delayed: recompute masked and just-committed positions; prefill: recompute "
                             "the canvas, never the prompt; greedy: recompute masked positions only.")
     refresh_interval: int = param(4, low=1, high=64,
                                   help="cache=delayed or greedy: a full forward every this many steps (1 = no saving).")
-    filter_threshold: float = param(0.9, low=0.0, high=1.0, low_inclusive=False,
-                                    help="learn2pd: commit every masked position the filter says is final with at "
-                                         "least this probability.")
-    draft_steps: int = param(4, low=1, high=16,
-                             help="freedave: future steps drafted from one prediction and verified in one batched call.")
+    own: Params | None = own_params()  # the chosen sampler's own knobs (`localleap.radius`, ...)
 
     def __post_init__(self):
         super().__post_init__()
-
-        def check(ok, name, allowed):
-            if not ok:
-                raise ValueError(f"`{name}` must be {allowed}, got {getattr(self, name)!r}")
-
-        if self.sampler == "localleap":
-            check(0.0 < self.threshold <= self.anchor_threshold, "threshold",
-                  f"in (0, anchor_threshold={self.anchor_threshold}] for sampler=localleap (the relaxed threshold)")
-        if self.sampler == "freedave":
-            check(self.threshold == 0, "threshold", "0 for sampler=freedave (it verifies against the fixed schedule)")
-            check(self.temperature == 0, "temperature", "0 for sampler=freedave (its verification is exact for "
-                  "deterministic steps only)")
-            check(self.remasking != "random", "remasking", "low-confidence, margin or entropy for sampler=freedave")
-            check(self.cache == "none", "cache", "none for sampler=freedave")
-        if self.threshold > 0 or self.sampler == "localleap":
-            check(self.remasking in ("low-confidence", "margin"), "remasking",
+        if self.threshold > 0:
+            _must(self, self.remasking in ("low-confidence", "margin"), "remasking",
                   "low-confidence or margin when a confidence threshold is used (threshold > 0 or sampler=localleap)")
 
     def check_length(self, length: int) -> None:
@@ -118,6 +105,41 @@ class DiffusionParams(Params):
             raise ValueError(f"`steps` must be >= the number of blocks ({num_blocks}), got {self.steps}")
 
 
+def _must(params, ok: bool, name: str, allowed: str) -> None:
+    if not ok:
+        raise ValueError(f"`{name}` must be {allowed}, got {getattr(params, name)!r}")
+
+
+@dataclass(frozen=True)
+class LocalLeapParams(Params):
+    radius: int = param(4, low=0, high=64, help="Neighbours within this many positions of an anchor may leap.")
+    anchor_threshold: float = param(0.95, low=0.0, high=1.0, low_inclusive=False,
+                                    help="Confidence that makes a masked position an anchor.")
+    decay: str = param("none", choices=DECAYS,
+                       help="none = the relaxed threshold holds across the radius (LocalLeap's reference code); "
+                            "linear = the project's own variant: it climbs toward the anchor threshold with the "
+                            "distance from the anchor.")
+
+    def check_with(self, family: DiffusionParams) -> None:
+        _must(family, 0.0 < family.threshold <= self.anchor_threshold, "threshold",
+              f"in (0, anchor_threshold={self.anchor_threshold}] for sampler=localleap (the relaxed threshold)")
+        _must(family, family.remasking in ("low-confidence", "margin"), "remasking",
+              "low-confidence or margin when a confidence threshold is used (threshold > 0 or sampler=localleap)")
+
+
+@dataclass(frozen=True)
+class FreeDaveParams(Params):
+    draft_steps: int = param(4, low=1, high=16,
+                             help="Future steps drafted from one prediction and verified in one batched call.")
+
+    def check_with(self, family: DiffusionParams) -> None:
+        _must(family, family.threshold == 0, "threshold", "0 for sampler=freedave (it verifies against the fixed schedule)")
+        _must(family, family.temperature == 0, "temperature", "0 for sampler=freedave (its verification is exact "
+              "for deterministic steps only)")
+        _must(family, family.remasking != "random", "remasking", "low-confidence, margin or entropy for sampler=freedave")
+        _must(family, family.cache == "none", "cache", "none for sampler=freedave")
+
+
 @family_check("diffusion")
 def check_run(lm: DiffusionLM, params: DiffusionParams, prompt_ids: list[int], length: int, prefix_ids: list[int]) -> None:
     """What a diffusion run needs before it starts: no branching, a cache the model supports, and
@@ -126,8 +148,9 @@ def check_run(lm: DiffusionLM, params: DiffusionParams, prompt_ids: list[int], l
         raise ValueError("`prefix_ids` (branching) is not supported by the diffusion strategy")
     if params.cache != "none":
         lm.require_kv_cache()
-    if params.sampler == "learn2pd":
-        filter_for(lm.loaded)
+    check_model = SAMPLERS.capability(params.sampler, "check_model")
+    if check_model is not None:
+        check_model(lm.loaded)
     if lm.max_length and len(prompt_ids) + length > lm.max_length:
         raise ValueError(f"`max_new_tokens` {length} plus the prompt's {len(prompt_ids)} tokens exceed "
                          f"{lm.name}'s {lm.max_length} positions; ask for at most {lm.max_length - len(prompt_ids)}")
@@ -193,9 +216,10 @@ def select_threshold(scores: torch.Tensor, candidates: torch.Tensor, threshold: 
 
 def localleap_required(anchors: torch.Tensor, anchor_threshold: float, threshold: float, radius: int,
                        decay: str = "none") -> torch.Tensor:
-    """The confidence each position needs to leap: `threshold` within `radius` of an anchor (with
-    decay="linear", threshold + (anchor_threshold - threshold) * (d - 1) / radius at distance d,
-    so the relaxation fades toward the border of the window), `anchor_threshold` elsewhere."""
+    """The confidence each position needs to leap: `threshold` within `radius` of an anchor (as the
+    LocalLeap reference code; with decay="linear", the project's own variant, threshold +
+    (anchor_threshold - threshold) * (d - 1) / radius at distance d, so the relaxation fades toward
+    the border of the window), `anchor_threshold` elsewhere."""
     n = len(anchors)
     distance = torch.full((n,), radius + 1, dtype=torch.long, device=anchors.device)
     for offset in range(-radius, radius + 1):  # distance to the nearest anchor, up to `radius`
@@ -220,33 +244,21 @@ def select_localleap(scores: torch.Tensor, candidates: torch.Tensor, anchor_thre
 
 
 @SAMPLERS.register("fixed", help="commit the scheduled number of best positions per step, or (threshold > 0) "
-                                  "every position at least that confident (Fast-dLLM)")
+                                  "every position at least that confident (Fast-dLLM)",
+                   papers=(bib.NIE_2025, bib.WU_2025))
 def _fixed(scores, candidates, params: DiffusionParams, scheduled: int) -> tuple[torch.Tensor, dict]:
     if params.threshold > 0:
         return select_threshold(scores, candidates, params.threshold), {"threshold": params.threshold}
     return select_top_k(scores, candidates, scheduled), {"scheduled": scheduled}
 
 
-@SAMPLERS.register("localleap", help="anchors plus the relaxed-threshold positions near them (LocalLeap)")
+@SAMPLERS.register("localleap", help="anchors plus the relaxed-threshold positions near them (LocalLeap)",
+                   params=LocalLeapParams, papers=(bib.KONG_2025,))
 def _localleap(scores, candidates, params: DiffusionParams, scheduled: int) -> tuple[torch.Tensor, dict]:
-    chosen, anchors = select_localleap(scores, candidates, params.anchor_threshold, params.threshold, params.radius,
-                                       params.decay)
+    own = params.own
+    chosen, anchors = select_localleap(scores, candidates, own.anchor_threshold, params.threshold, own.radius, own.decay)
     return chosen, {"anchors": torch.nonzero(anchors)[:, 0].tolist(), "threshold": params.threshold,
-                    "anchor_threshold": params.anchor_threshold, "decay": params.decay}
-
-
-@SAMPLERS.register("learn2pd", help="commit every masked position a small learned filter predicts is already final "
-                                     "(Learn2PD; the filter ships with tiny-parallel)")
-def _learn2pd(scores, candidates, params: DiffusionParams, scheduled: int, view) -> tuple[torch.Tensor, dict]:
-    lm = view.lm
-    final_p = filter_for(lm.loaded)(position_features(view.logits, view.canvas, lm.mask_id, lm.stop_ids))  # (L,)
-    final = candidates & (final_p >= params.filter_threshold)
-    chosen = final | select_top_k(scores, candidates, 1)
-    return chosen, {"filter_threshold": params.filter_threshold, "predicted_final": torch.nonzero(final)[:, 0].tolist(),
-                    "filter_p": [round(float(p), 4) if c else None for p, c in zip(final_p.tolist(), candidates.tolist())]}
-
-
-_learn2pd.needs_view = True  # gets the step's logits and canvas, not only the scores
+                    "anchor_threshold": own.anchor_threshold, "decay": own.decay}
 
 
 @dataclass
@@ -259,7 +271,9 @@ class StepView:
 
 
 @SAMPLERS.register("freedave", help="draft several scheduled steps from one prediction, verify them in one batched "
-                                     "call: the fixed schedule's canvas with fewer sequential calls (FreeDave)")
+                                     "call: the fixed schedule's canvas with fewer sequential calls (FreeDave)",
+                   params=FreeDaveParams, own_loop=lambda ctx, params, outcome: freedave(ctx, params, outcome),
+                   papers=(bib.WU_ZHANG_2025,))
 def _freedave_step(scores, candidates, params: DiffusionParams, scheduled: int) -> tuple[torch.Tensor, dict]:
     """One scheduled step (FreeDave drafts and verifies whole runs of these, see `freedave`)."""
     return select_top_k(scores, candidates, scheduled), {"scheduled": scheduled}
@@ -293,15 +307,17 @@ def active_positions(masked: torch.Tensor, just_committed: torch.Tensor, cache: 
 
 # The sampler ----------------------------------------------------------------------------------
 @register_strategy("diffusion", params=DiffusionParams, family="diffusion", uses_seed=True,
-                   help="masked diffusion LM: unmask a canvas of masks over steps (LLaDA / Dream / Fast-dLLM / LocalLeap)")
+                   help="masked diffusion LM: unmask a canvas of masks over steps (LLaDA / Dream / Fast-dLLM / LocalLeap)",
+                   papers=(bib.SAHOO_2024, bib.NIE_2025, bib.YE_2025, bib.MA_2025))
 def diffusion(ctx, params: DiffusionParams, outcome) -> Iterator[Event]:
     """Unmask a canvas of `max_new_tokens` masks, yielding a DiffusionStep after every model call.
 
     RunFinished gets the canvas ids cut after the first end-of-sequence token, if the model
     wrote one (LLaDA pads its answers with EOS); with `cancelled`, extra["canvas"] holds the
     canvas so far (-1 = masked)."""
-    if params.sampler == "freedave":
-        yield from freedave(ctx, params, outcome)
+    own_loop = SAMPLERS.capability(params.sampler, "own_loop")
+    if own_loop is not None:
+        yield from own_loop(ctx, params, outcome)
         return
     lm: DiffusionLM = ctx.lm
     length, num_prompt = ctx.max_new_tokens, len(ctx.prompt_ids)
@@ -335,7 +351,7 @@ def diffusion(ctx, params: DiffusionParams, outcome) -> Iterator[Event]:
             candidates[lo:hi] = canvas_masked[lo:hi]
             scheduled = schedule[block_step] if block_step < len(schedule) else int(candidates.sum())
             select = SAMPLERS.get(params.sampler)
-            if getattr(select, "needs_view", False):
+            if SAMPLERS.capability(params.sampler, "needs_view"):
                 chosen, extra = select(scores, candidates, params, scheduled, StepView(logits, ids[num_prompt:], lm))
             else:
                 chosen, extra = select(scores, candidates, params, scheduled)
@@ -414,7 +430,7 @@ def freedave(ctx, params: DiffusionParams, outcome) -> Iterator[Event]:
         if ctx.should_stop():
             _cancelled(lm, canvas.tolist(), outcome)
             return
-        rounds = min(params.draft_steps, len(schedule) - done)
+        rounds = min(params.own.draft_steps, len(schedule) - done)
         drafts, stale = [], logits
         first = scheduled_step(canvas, logits, lm.mask_id, params.remasking, schedule[done], ctx.generator)
         drafts.append(first[0])

@@ -7,7 +7,10 @@ needs no HTTP library; every request has a timeout.
 Every failure a user can act on becomes a `RemoteError` whose message says what happened and what
 to do: the server is unreachable, the model name is not served, the server sent no
 log-probabilities, a rate limit (HTTP 429), a timeout. The API key is sent as a bearer token and
-never appears in a message.
+never appears in a message. What a server says reaches a message only as `excerpt(...)`: at most
+EXCERPT_CHARS characters, quoted with Python's escapes (no raw newline or control character), so a
+server cannot hand the user a page of text. (Which servers are reached at all, and which get the
+key, is `decoding.remote.source`'s allow-list.)
 
 Glossary
     base URL   where the OpenAI routes live, e.g. http://127.0.0.1:8000/v1 (`/completions`, `/models`).
@@ -23,8 +26,11 @@ import socket
 from typing import Iterator
 from urllib.parse import urlsplit
 
-from decoding.models import ModelLoadError
-from decoding.remote.source import DEFAULT_TIMEOUT_S
+from decoding.errors import ModelLoadError, short_repr
+from decoding.remote.source import DEFAULT_TIMEOUT_S, KEY_ENV, TIMEOUT_ENV
+
+EXCERPT_CHARS = 120  # the most of a server's own text (an error message, a header) quoted to the user
+MAX_SHOWN_MODELS = 8  # the most served model names a message lists
 
 
 class RemoteError(ModelLoadError):
@@ -89,7 +95,7 @@ class Client:
             connection.close()
             raise RemoteError(f"the server at {self.base_url} did not answer within {self.timeout_s:g} s; "
                               "it may be overloaded or still loading the model: try again, or raise the timeout "
-                              "(DECODING_LAB_REMOTE_TIMEOUT_S)") from None
+                              f"({TIMEOUT_ENV})") from None
         except OSError as err:
             connection.close()
             raise RemoteError(f"cannot reach the server at {self.base_url} ({err.strerror or err}); is it running, "
@@ -101,13 +107,14 @@ class Client:
         finally:
             connection.close()
         if response.status == 429:
-            retry = response.getheader("Retry-After")
+            retry = (response.getheader("Retry-After") or "").strip()
+            retry = retry if retry.isdigit() and len(retry) <= 6 else ""  # seconds; anything else is not quoted
             raise RemoteError(f"the server at {self.base_url} is rate-limiting requests (HTTP 429)"
                               f"{f'; it asks to retry after {retry} s' if retry else ''}; wait, lower n, or ask "
                               "its operator for a higher limit")
         if response.status in (401, 403):
-            raise RemoteError(f"the server at {self.base_url} refused the API key (HTTP {response.status}); set "
-                              "DECODING_LAB_OPENAI_API_KEY to a valid key")
+            raise RemoteError(f"the server at {self.base_url} refused the API key (HTTP {response.status}); its "
+                              f"operator sets {KEY_ENV} to a valid key")
         if response.status != 200:
             raise RemoteError(f"the server at {self.base_url} answered HTTP {response.status}: {_message(raw)}")
         return self._parse(raw)
@@ -134,21 +141,36 @@ class Client:
         try:
             data = json.loads(raw)
         except json.JSONDecodeError:
-            raise RemoteError(f"the server at {self.base_url} did not answer JSON ({raw[:120]!r}); is this an "
+            raise RemoteError(f"the server at {self.base_url} did not answer JSON ({excerpt(raw)}); is this an "
                               "OpenAI-compatible base URL (it usually ends in /v1)?") from None
         if not isinstance(data, dict):
-            raise RemoteError(f"the server at {self.base_url} answered {raw[:120]!r}, not a JSON object")
+            raise RemoteError(f"the server at {self.base_url} answered {excerpt(raw)}, not a JSON object")
         if "error" in data and "choices" not in data:
             raise RemoteError(f"the server at {self.base_url} reported an error: {_message(raw)}")
         return data
 
 
+def excerpt(text, limit: int = EXCERPT_CHARS) -> str:
+    """A server's text as a message may quote it: at most `limit` characters, in quotes, newlines and control
+    characters escaped (repr), whatever its length."""
+    return short_repr(str(text)[: limit * 4].strip(), limit)
+
+
+def served_text(names) -> str:
+    """The model names a server lists, as a message shows them: at most MAX_SHOWN_MODELS, each short."""
+    names = list(names)
+    shown = ", ".join(excerpt(n, 60) for n in names[:MAX_SHOWN_MODELS])
+    more = f" and {len(names) - MAX_SHOWN_MODELS} more" if len(names) > MAX_SHOWN_MODELS else ""
+    return (shown + more) or "no model"
+
+
 def _message(raw: str) -> str:
-    """The server's own error message, short."""
+    """The server's own error message, as a short escaped excerpt."""
     try:
-        data = json.loads(raw)
+        data = json.loads(raw[: EXCERPT_CHARS * 64])  # a longer body is no message: quote its start
         error = data.get("error", data.get("detail", data)) if isinstance(data, dict) else data
         text = error.get("message", error) if isinstance(error, dict) else error
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         text = raw
-    return str(text).strip()[:300] or "(empty body)"
+    text = str(text)[: EXCERPT_CHARS * 4].strip()
+    return excerpt(text) if text else "(empty body)"

@@ -3,10 +3,11 @@
     python -m decoding run --model "openai:http://127.0.0.1:8000/v1#Qwen/Qwen2.5-0.5B-Instruct" --prompt "..."
 
 The engine (vLLM, TGI, SGLang, llama.cpp's server) runs the model; this side only asks for
-completions with log-probabilities. The API key is read from DECODING_LAB_OPENAI_API_KEY (or
-OPENAI_API_KEY) and is never part of the model name, so it never reaches a trace. The app accepts
-remote sources only where its operator sets DECODING_LAB_ALLOW_REMOTE=1 (a public Space must not
-make requests to any URL a visitor types); the CLI always accepts them.
+completions with log-probabilities. The API key is read from DECODING_LAB_OPENAI_API_KEY and is
+never part of the model name, so it never reaches a trace. The app accepts remote sources only where
+its operator sets DECODING_LAB_ALLOW_REMOTE=1, and only for the base URLs the operator lists in
+DECODING_LAB_REMOTE_ENGINES (a public Space must not make requests to any URL a visitor types, nor
+send it the key); the CLI accepts any URL unless that list is set (`decoding.remote.source`).
 
 What the OpenAI API gives is text: each generated token as a string, and the top alternatives as
 {string: logprob}. It does not give token ids, so a `RemoteLM` numbers the token strings it has
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import threading
 
-from decoding.remote.client import Client, RemoteError
+from decoding.remote.client import Client, RemoteError, excerpt, served_text
 from decoding.remote.source import PREFIX, api_key, parse_source, timeout_s
 
 EOS_ID = 0  # the end of text (a finish reason of the engine, never a token string)
@@ -43,7 +44,7 @@ class RemoteLM:
     def __init__(self, source: str):
         self.base_url, self.model_name = parse_source(source)
         self.name = f"{PREFIX}{self.base_url}#{self.model_name}"
-        self.client = Client(self.base_url, api_key(), timeout_s())
+        self.client = Client(self.base_url, api_key(self.base_url), timeout_s())
         self.engine = self._check_served()
         self.loaded, self.dtype = self, "remote"  # `generate` reads lm.loaded.dtype
         self.forward_passes = 0
@@ -56,8 +57,8 @@ class RemoteLM:
         model answer any name, so this is the only place a wrong name shows)."""
         served = self.client.models()
         if self.model_name not in served:
-            raise RemoteError(f"the server at {self.base_url} does not serve {self.model_name!r}; it serves "
-                              f"{', '.join(map(repr, served)) or 'no model'}: write one after the # in the model name")
+            raise RemoteError(f"the server at {self.base_url} does not serve {excerpt(self.model_name, 80)}; it "
+                              f"serves {served_text(served)}: write one after the # in the model name")
         owner = str(served[self.model_name].get("owned_by", ""))
         return {"me": "llama.cpp (llama-cpp-python)", "": "openai-compatible"}.get(owner, owner)
 

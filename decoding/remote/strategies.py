@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Iterator
 
+from decoding.papers import Uncited
 from decoding.contracts import Outcome, RunContext
 from decoding.events import Event, TokenStep
 from decoding.registry import Registry, StrategyInfo
@@ -39,6 +40,7 @@ NEUTRAL = {"top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0, "repetition_penalty"
 #          (llama.cpp's server defaults to top_k 40, min_p 0.05, repeat_penalty 1.1: greedy would not be argmax)
 
 REMOTE_SCALING = ("best-of-n", "majority-vote", "reward-beam", "particle-filter")  # step-wise: run as they are
+ENGINE_FORM = Uncited("the engine-side form of the local strategy of this name, which declares the papers")
 REMOTE: Registry[Callable] = Registry("remote strategy")  # strategy name -> fn(ctx, params, outcome)
 REMOTE_REFUSED = {
     "beam": "beam search keeps several rows of the model alive at every step; a completions API serves one sequence "
@@ -132,7 +134,8 @@ def stream_tokens(ctx: RunContext, outcome: Outcome, body: dict, greedy: bool) -
         chunks.close()
 
 
-@REMOTE.register("greedy", help="the engine decodes at temperature 0 and streams each token with its top-k")
+@REMOTE.register("greedy", help="the engine decodes at temperature 0 and streams each token with its top-k",
+                 papers=ENGINE_FORM)
 def remote_greedy(ctx: RunContext, params, outcome: Outcome) -> Iterator[Event]:
     yield from stream_tokens(ctx, outcome, {"temperature": 0.0}, greedy=True)
 
@@ -140,7 +143,8 @@ def remote_greedy(ctx: RunContext, params, outcome: Outcome) -> Iterator[Event]:
 UNSUPPORTED_KNOBS = {"typical_p": 1.0, "epsilon": 0.0, "eta": 0.0, "top_h": 0.0}  # off values
 
 
-@REMOTE.register("sample", help="the engine samples (temperature, top-k/p, min-p, repetition penalty, seed)")
+@REMOTE.register("sample", help="the engine samples (temperature, top-k/p, min-p, repetition penalty, seed)",
+                 papers=ENGINE_FORM)
 def remote_sample(ctx: RunContext, params: SamplingParams, outcome: Outcome) -> Iterator[Event]:
     used = [k for k, off in UNSUPPORTED_KNOBS.items() if getattr(params, k) != off]
     if used:

@@ -13,4 +13,13 @@
     tasks.py           the shipped arithmetic task set (SmolLM2's word problems)
     math_tasks.py      tiny-math's generated multi-step problems, their checker, the training noise
     math_eval.py       tiny-math's evaluation: greedy, pass@1, oracle pass@k, step errors by difficulty
+
+A new method is one module here (a new reward: one registration in `scoring.REWARDS` with its own
+parameter dataclass). Its dataclass subclasses `params.ScalingParams` and adds its own fields; its
+function drives a `run.ScalingRun` (`extend` a step for every particle, `event(...)` to yield the
+step's picture, `finish(...)` to choose) with the public helpers `methods.independent_samples` (N
+samples, no selection until the end), `run.score_weights` (weights from the particles' scores) and
+`run.identity_ancestors` (a step without resampling). See `methods.best_of_n`, the shortest.
 """
+
+MENU_ORDER = ("methods", "astar", "refine", "specreason")  # first in the menu, in this order (`decoding.discover`)

@@ -10,9 +10,12 @@ best complete solution seen wins, else the best partial one. Tokens go only belo
 promising prefix, where best-of-N spends them on N whole solutions.
 
 The paper takes its heuristic from a process reward, h(s) = 1 - r(s) (r: the newest step's
-reward). Its path cost g could not be read here, so ours is stated plainly: a path costs the doubt
-of its worst step, g(s) = max(1 - r) over the earlier steps, and f = max(g, h) (a bottleneck path
-cost: it never decreases along a path, which is what A* needs). A slip is never forgotten, even
+reward). Its path cost g could not be read: the abstract and the reviews found with the search
+tool (arXiv abstract and HTML page head, Moonlight and Emergent Mind summaries) stop before the
+formula, and no reference code was found. So the priority here is the project's own variant,
+stated plainly: a path costs the doubt of its worst step, g(s) = max(1 - r) over the earlier
+steps, and f = max(g, h) (a bottleneck path cost: it never decreases along a path, which is what
+A* needs), not the paper's additive f = g + h. A slip is never forgotten, even
 when the steps after it are right (tiny-math continues consistently from a wrong value), while a
 chain of good steps costs nothing more per step, so the search goes deep along it instead of
 breadth-first. A step the reward calls neutral (no arithmetic to check, e.g. the answer line)
@@ -34,6 +37,7 @@ from typing import Callable, Generic, Iterable, Iterator, TypeVar
 
 import torch
 
+from decoding import bibliography as bib
 from decoding.contracts import Outcome, RunContext
 from decoding.events import Event
 from decoding.params import param
@@ -94,12 +98,14 @@ def search(root: N, expand: Callable[[N], Iterable[tuple[N, float]]], heuristic:
 @dataclass(frozen=True)
 class AStarParams(ScalingParams):
     max_expansions: int = param(16, low=1, high=256,
-                                help="a-star: nodes expanded at most; each expansion samples n candidate steps.")
+                                help="a-star: nodes expanded at most; each expansion samples n candidate steps. The "
+                                     "frontier is ordered by the project's own cost f = max(1 - r) over checked steps.")
 
 
 def priority(rewards: list[float]) -> float:
     """f of a solution from its step rewards: the doubt (1 - r) of its worst checked step, i.e.
-    max(g, h) with g the earlier steps' and h the newest step's (see the module docstring)."""
+    max(g, h) with g the earlier steps' and h the newest step's. The project's own path cost, not
+    the paper's (whose g could not be read; see the module docstring); h = 1 - r is the paper's."""
     doubts = [1.0 - r for r in rewards if r != NEUTRAL]
     return max(doubts) if doubts else 1.0 - NEUTRAL
 
@@ -116,8 +122,10 @@ class _Node:
 
 
 @register_strategy("a-star", params=AStarParams, family="scaling", uses_seed=True,
-                   help="A*-decoding: expand the most promising partial solution (f = g + h from the step reward) "
-                        "by n sampled steps; stop at the first complete solution")
+                   help="A*-decoding: expand the most promising partial solution by n sampled steps; stop at the "
+                        "first complete solution popped. Priority: the project's own path cost, f = the doubt "
+                        "1 - r of the worst checked step (h = 1 - r is the paper's; its g was not read)",
+                   papers=(bib.CHATZIVEROGLOU_2025,))
 def a_star(ctx: RunContext, params: AStarParams, outcome: Outcome) -> Iterator[Event]:
     run = ScalingRun(ctx, params, "a-star", outcome)  # the reward, the prompt's batch, events and the final choice
     seed = int(torch.randint(0, 2**62, (1,), generator=ctx.generator))

@@ -10,7 +10,7 @@ Figures, overall and per difficulty (number of steps):
                 or operation, or `a` not the previous line's result) -- errors a checker of the
                 arithmetic alone cannot see
 
-    python -m decoding.scaling.math_tasks eval --model assets/tiny-math --split test --count 200 --samples 16
+    python -m decoding.scaling.math_eval --model assets/tiny-math --split test --count 200 --samples 16
 
 Splits (`math_tasks.HELD_OUT_SPLITS`): `test` and `val` are written with the training lists' names
 and items; `unseen` only with names and items no training problem has; `classic` is the first
@@ -19,12 +19,17 @@ tiny-math's test split (its 10 names and 10 items), to compare models across dat
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import torch
 
-from decoding.scaling.math_tasks import _STEP, SPLIT_SIZES, make_splits, parse_answer, prompt, step_errors
+from decoding.scaling.math_tasks import (_STEP, HELD_OUT_SPLITS, SPLIT_SIZES, make_splits, parse_answer, prompt,
+                                         step_errors)
 
 MAX_NEW_TOKENS = 160  # an 8-step solution is about 100 tokens
 
@@ -56,7 +61,7 @@ def misreads(text: str, problem) -> tuple[int, int]:
     text's own previous result): the operation and operand must be the question's, `a` the chain's."""
     steps = wrong = 0
     previous = int(_STEP.match(problem.steps[0]).group(1))
-    for i, line in enumerate(l for l in text.splitlines() if _STEP.match(l.strip())):
+    for i, line in enumerate(s for s in text.splitlines() if _STEP.match(s.strip())):
         a, op, b, c = _STEP.match(line.strip()).groups()
         ref = _STEP.match(problem.steps[i]) if i < len(problem.steps) else None
         steps += 1
@@ -117,3 +122,29 @@ def evaluate_model(path: str, split: str = "test", count: int = 200, samples: in
         "samples_shown": [{"question": p.question, "reference": p.solution(), "greedy": g[0], "sample": ss[0]}
                           for p, g, ss in list(zip(problems, greedy, sampled))[:3]],
     }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m decoding.scaling.math_eval",
+                                     description="greedy accuracy, pass@1 at T=1 and oracle pass@k on held-out problems")
+    parser.add_argument("--model", required=True, help="a trained model directory, e.g. assets/tiny-math")
+    parser.add_argument("--split", choices=HELD_OUT_SPLITS, default="test",
+                        help="val/test: the first tiny-math's held-out splits (10 names and items); open: names and "
+                             "items of the training lists; unseen: names and items never in training")
+    parser.add_argument("--count", type=int, default=200, help="problems (the first COUNT of the split)")
+    parser.add_argument("--samples", type=int, default=16, help="samples per problem at temperature 1")
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=0, help="sampling seed")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--json", type=Path, help="also write the figures (and a few samples) here")
+    args = parser.parse_args(argv)
+    report = evaluate_model(args.model, args.split, args.count, args.samples, args.temperature, args.seed,
+                            args.threads)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in report.items() if k != "samples"}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

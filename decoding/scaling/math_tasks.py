@@ -33,7 +33,7 @@ Glossary
 Everything follows from one seed, so the same command writes the same files:
 
     python -m decoding.scaling.math_tasks --out /tmp/tiny-math/data     # train.txt, val.txt, {train,val,test,open,unseen}.jsonl
-    python -m decoding.scaling.math_tasks eval --model assets/tiny-math --split test --count 200 --samples 16
+    python -m decoding.scaling.math_eval --model assets/tiny-math --split test --count 200 --samples 16
 """
 
 from __future__ import annotations
@@ -404,30 +404,9 @@ def step_errors(text: str) -> tuple[int, int]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m decoding.scaling.math_tasks", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="cmd")
     parser.add_argument("--out", type=Path, help="write the splits here")
     parser.add_argument("--seed", type=int, default=SEED)
-    e = sub.add_parser("eval", help="greedy accuracy, pass@1 at T=1 and oracle pass@k on held-out problems")
-    e.add_argument("--model", required=True, help="a trained model directory, e.g. assets/tiny-math")
-    e.add_argument("--split", choices=HELD_OUT_SPLITS, default="test",
-                   help="val/test: the first tiny-math's held-out splits (10 names and items); open: names and "
-                        "items of the training lists; unseen: names and items never in training")
-    e.add_argument("--count", type=int, default=200, help="problems (the first COUNT of the split)")
-    e.add_argument("--samples", type=int, default=16, help="samples per problem at temperature 1")
-    e.add_argument("--temperature", type=float, default=1.0)
-    e.add_argument("--seed", type=int, default=0, help="sampling seed")
-    e.add_argument("--threads", type=int, default=1)
-    e.add_argument("--json", type=Path, help="also write the figures (and a few samples) here")
     args = parser.parse_args(argv)
-    if args.cmd == "eval":
-        from decoding.scaling.math_eval import evaluate_model
-
-        report = evaluate_model(args.model, args.split, args.count, args.samples, args.temperature, args.seed,
-                                args.threads)
-        if args.json:
-            args.json.write_text(json.dumps(report, indent=2) + "\n")
-        print(json.dumps({k: v for k, v in report.items() if k != "samples"}, indent=2))
-        return 0
     if args.out is None:
         parser.error("--out is required to write the splits")
     print(json.dumps(write_splits(args.out, args.seed)))

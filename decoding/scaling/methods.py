@@ -16,9 +16,13 @@ Methods (each a strategy; all decode their N particles as one batch, `decoding.s
   ess_threshold * N, as options). The weight is always the current step's potential, as in
   the paper; with an ESS threshold a step without resampling simply keeps every particle
   (weights are not accumulated as importance ratios across steps). Finished particles keep their last reward and take part in
-  resampling, but are not extended. With `entropic` > 0 the resampling weights are flattened
-  until their entropy is at least that fraction of log N (entropic particle filtering, ePF,
-  Giannone et al. 2025; see `decoding.scaling.particles.entropic_weights`). When all weights are equal
+  resampling, but are not extended. Entropic particle filtering (ePF, Giannone et al. 2025):
+  `annealing=ess|entropy` is its Entropic Annealing as the authors' its_hub code writes it (the
+  particles are drawn from softmax(log w / tau), `decoding.scaling.particles.annealing_temperature`;
+  t counts the steps taken, T_max is `annealing_steps`); `entropic` > 0 is the project's own
+  variant (weights flattened until their entropy is at least that fraction of log N,
+  `entropic_weights`); `lookahead` is the project's own variant of its Look-ahead Modulation
+  (`lookahead_weights`). When all weights are equal
   there is nothing to select and the particles are kept (so a constant reward gives exactly
   independent sampling).
 - first-finish: First Finish Search (Agarwal et al. 2025): N samples in lockstep, `chunk_tokens`
@@ -45,21 +49,25 @@ from typing import Generator, Iterator
 
 import torch
 
+from decoding import bibliography as bib
 from decoding.contracts import Outcome, RunContext
 from decoding.events import Event
-from decoding.autoregressive import check_causal_run
+from decoding.token.autoregressive import check_causal_run
 from decoding.registry import family_check, register_strategy
 from decoding.scaling import particles as pf
 from decoding.scaling.params import (BestOfNParams, FirstFinishParams, ParticleFilterParams, RewardBeamParams,
                                      ScalingParams, VoteParams)
-from decoding.scaling.run import ScalingRun, _identity, _score_weights
+from decoding.scaling.run import ScalingRun, identity_ancestors, score_weights
 
 family_check("scaling")(check_causal_run)  # every particle's prompt + tokens fit the policy's context
 
 
-def _independent(ctx: RunContext, params: ScalingParams, outcome: Outcome, method: str,
-                 chunk_tokens: int | None = None) -> Generator[Event, None, ScalingRun]:
-    """N samples with no selection until the end; yields the events and returns the run."""
+def independent_samples(ctx: RunContext, params: ScalingParams, outcome: Outcome, method: str,
+                        chunk_tokens: int | None = None, first_finish: bool = False) -> Generator[Event, None, ScalingRun]:
+    """N samples with no selection until the end; yields the events and returns the run (`run.finish(...)` is
+    the caller's: it picks the answer). A method built on independent samples (best-of-N, majority vote, a
+    new one) starts here. `chunk_tokens`: a picture every this many tokens instead of every step;
+    `first_finish`: stop when the first sample has ended with a stop token."""
     run = ScalingRun(ctx, params, method, outcome)
     while not run.all_finished:
         if run.step:
@@ -68,9 +76,9 @@ def _independent(ctx: RunContext, params: ScalingParams, outcome: Outcome, metho
         if not run.extend(chunk_tokens, barrier=False):  # Stop during the step; no step barrier: nothing
             #                                            is selected before the end
             break
-        weights = _score_weights(run)
-        yield run.event(weights, _identity(params.n), False, weights, live)
-        if method == "first-finish" and any(p.finished and p.token_ids and p.token_ids[-1] in ctx.lm.stop_ids
+        weights = score_weights(run)
+        yield run.event(weights, identity_ancestors(params.n), False, weights, live)
+        if first_finish and any(p.finished and p.token_ids and p.token_ids[-1] in ctx.lm.stop_ids
                                             for p in run.particles):
             break
         if run.cancelled():
@@ -79,13 +87,13 @@ def _independent(ctx: RunContext, params: ScalingParams, outcome: Outcome, metho
 
 
 @register_strategy("best-of-n", params=BestOfNParams, family="scaling", uses_seed=True,
-                   help="N samples as one batch; the one the reward scores highest wins")
+                   help="N samples as one batch; the one the reward scores highest wins", papers=(bib.BROWN_2024,))
 def best_of_n(ctx: RunContext, params: BestOfNParams, outcome: Outcome) -> Iterator[Event]:
-    run = yield from _independent(ctx, params, outcome, "best-of-n")
+    run = yield from independent_samples(ctx, params, outcome, "best-of-n")
     scores = torch.tensor([run.score_of(i) for i in range(params.n)], dtype=torch.float64)
     if params.select == "max":
         chosen, rule = run.best(scores), f"highest score ({params.aggregate} of step rewards) among finished answers"
-        weights = _score_weights(run)
+        weights = score_weights(run)
     else:
         pool = torch.zeros(params.n, dtype=torch.bool)
         pool[run.ended() or list(range(params.n))] = True
@@ -116,19 +124,22 @@ def _vote_choice(run: ScalingRun, weights: list[float]) -> tuple[int, dict]:
 
 
 @register_strategy("majority-vote", params=VoteParams, family="scaling", uses_seed=True,
-                   help="self-consistency: N samples vote with their final answers (optionally reward-weighted)")
+                   help="self-consistency: N samples vote with their final answers (optionally reward-weighted)",
+                   papers=(bib.WANG_2023,))
 def majority_vote(ctx: RunContext, params: VoteParams, outcome: Outcome) -> Iterator[Event]:
-    run = yield from _independent(ctx, params, outcome, "majority-vote")
+    run = yield from independent_samples(ctx, params, outcome, "majority-vote")
     ballots = [run.score_of(i) if params.weighted else 1.0 for i in range(params.n)]
     chosen, votes = _vote_choice(run, ballots)
     rule = "answer with the largest total score" if params.weighted else "most frequent answer"
-    run.finish(outcome, chosen, pf.normalize(ballots) if sum(ballots) > 0 else _score_weights(run), votes, rule)
+    run.finish(outcome, chosen, pf.normalize(ballots) if sum(ballots) > 0 else score_weights(run), votes, rule)
 
 
 @register_strategy("first-finish", params=FirstFinishParams, family="scaling", uses_seed=True,
-                   help="First Finish Search: N samples in lockstep, the first to finish is the answer")
+                   help="First Finish Search: N samples in lockstep, the first to finish is the answer",
+                   papers=(bib.AGARWAL_2025,))
 def first_finish(ctx: RunContext, params: FirstFinishParams, outcome: Outcome) -> Iterator[Event]:
-    run = yield from _independent(ctx, params, outcome, "first-finish", chunk_tokens=params.chunk_tokens)
+    run = yield from independent_samples(ctx, params, outcome, "first-finish", chunk_tokens=params.chunk_tokens,
+                                         first_finish=True)
     ended = run.ended()
     pool = ended or range(params.n)
     chosen = min(pool, key=lambda i: (len(run.particles[i].token_ids), i))
@@ -138,34 +149,36 @@ def first_finish(ctx: RunContext, params: FirstFinishParams, outcome: Outcome) -
 
 
 @register_strategy("reward-beam", params=RewardBeamParams, family="scaling", uses_seed=True,
-                   help="beam search over reasoning steps: keep the N/beam_width best by reward, copy, expand")
+                   help="beam search over reasoning steps: keep the N/beam_width best by reward, copy, expand",
+                   papers=(bib.SNELL_2024,))
 def reward_beam(ctx: RunContext, params: RewardBeamParams, outcome: Outcome) -> Iterator[Event]:
     run = ScalingRun(ctx, params, "reward-beam", outcome)
     while not run.all_finished:
         new_steps = run.live()
         if not run.extend():  # Stop during the step
             break
-        weights = _score_weights(run)
+        weights = score_weights(run)
         live = [i for i, p in enumerate(run.particles) if not p.finished]
-        ancestors = _identity(params.n)
+        ancestors = identity_ancestors(params.n)
         if live:
             keep = max(1, len(live) // params.beam_width)
             best = sorted(live, key=lambda i: (-run.score_of(i), i))[:keep]
             for k, slot in enumerate(live):  # live slots are refilled with copies of the best, in turn
                 ancestors[slot] = best[k * keep // len(live)]
-        resampled = ancestors != _identity(params.n)
+        resampled = ancestors != identity_ancestors(params.n)
         after = [float(weights[a]) for a in ancestors]
         yield run.event(weights, ancestors, resampled, after, new_steps, {"kept": len(set(ancestors))})
         run.reorder(ancestors)
         if run.cancelled():
             break
     chosen = run.best([run.score_of(i) for i in range(params.n)])
-    run.finish(outcome, chosen, _score_weights(run),
+    run.finish(outcome, chosen, score_weights(run),
                rule=f"highest score ({params.aggregate} of step rewards) among finished answers")
 
 
 @register_strategy("particle-filter", params=ParticleFilterParams, family="scaling", uses_seed=True,
-                   help="particle filtering (Puri et al. 2025): weight steps by reward, resample, repeat")
+                   help="particle filtering (Puri et al. 2025): weight steps by reward, resample, repeat",
+                   papers=(bib.PURI_2025, bib.GIANNONE_2025, bib.LEW_2023))
 def particle_filter(ctx: RunContext, params: ParticleFilterParams, outcome: Outcome) -> Iterator[Event]:
     run = ScalingRun(ctx, params, "particle-filter", outcome)
     weights = torch.full((params.n,), 1.0 / params.n, dtype=torch.float64)
@@ -182,13 +195,17 @@ def particle_filter(ctx: RunContext, params: ParticleFilterParams, outcome: Outc
                 weights = pf.lookahead_weights(run.current_rewards(), ahead, params.lookahead, params.reward_temperature)
                 extra["lookahead_rewards"] = [round(float(a), 4) for a in ahead]
         draw_from = weights
+        if params.annealing != "none" and not unscored:
+            tau = pf.annealing_temperature(weights, run.step + 1, params.annealing_steps, params.annealing)
+            draw_from = pf.annealed_weights(weights, tau)
+            extra["annealing_temperature"] = tau
         if params.entropic > 0:
             beta = pf.entropic_exponent(weights, params.entropic)
             draw_from = pf.entropic_weights(weights, params.entropic)
             extra["entropic_beta"] = beta
         uniform = bool(torch.allclose(weights, torch.full_like(weights, 1.0 / params.n), atol=1e-12))
         if uniform or run.all_finished:
-            ancestors, resampled = _identity(params.n), False
+            ancestors, resampled = identity_ancestors(params.n), False
         else:
             ancestors, resampled = pf.resample(draw_from, params.n, ctx.generator, params.resampling,
                                                params.ess_threshold or None)

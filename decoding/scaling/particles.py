@@ -15,7 +15,11 @@ copied from, the its_hub and llamppl code):
   Inference-Time Scaling" (entropic particle filtering, ePF; arXiv:2510.05825): overconfident
   early rewards collapse the particle set ("premature exploitation", particle impoverishment);
   their Entropic Annealing flattens the resampling distribution when diversity drops.
-  `entropic_weights` implements a simplified variant (see its docstring).
+  `annealing_temperature` / `annealed_weights` implement Entropic Annealing as the authors' own
+  library writes it (its_hub, Red Hat AI Innovation Team: `EntropicParticleFiltering`, its
+  `_temperature_annealing`); `entropic_weights` is the project's own budget-free variant, kept
+  under its own name (`entropic`); `lookahead_weights` is the project's own variant of their
+  Look-ahead Modulation (its_hub leaves it unimplemented and the paper's formula was not read).
 - Resampling schemes: Douc, Cappé & Moulines 2005, "Comparison of Resampling Schemes for
   Particle Filtering" (multinomial, systematic); Kong, Liu & Wong 1994 for the ESS.
 
@@ -161,14 +165,12 @@ def entropic_exponent(weights: Sequence[float] | Tensor, min_entropy_fraction: f
 def entropic_weights(weights: Sequence[float] | Tensor, min_entropy_fraction: float) -> Tensor:
     """Flatten weights until their entropy is at least `min_entropy_fraction` * log N (N,).
 
-    ePF (Giannone et al. 2025) counters premature exploitation by annealing the resampling
-    distribution when particle diversity drops: their Entropic Annealing raises the temperature
-    of the weights by a factor driven by N / ESS and the remaining step budget. Here we implement
-    a simpler, budget-free variant with the same effect: the weights are tempered as w^beta / Z
+    The project's own variant of ePF's Entropic Annealing (Giannone et al. 2025), not the
+    paper's rule (that is `annealing_temperature`, which raises the temperature by a factor
+    driven by N / ESS and the step budget): budget-free, the weights are tempered as w^beta / Z
     with beta in [0, 1] chosen by bisection as the smallest flattening (largest beta) whose
     entropy reaches the requested fraction of the maximum log N. Weights that already meet the
-    floor come back unchanged (normalised); weight-0 particles (hard violations) stay at 0. ePF's
-    second technique, Look-ahead Modulation, is `lookahead_weights`.
+    floor come back unchanged (normalised); weight-0 particles (hard violations) stay at 0.
     """
     w = normalize(weights)  # (N,)
     beta = entropic_exponent(w, min_entropy_fraction)
@@ -177,12 +179,14 @@ def entropic_weights(weights: Sequence[float] | Tensor, min_entropy_fraction: fl
 
 def lookahead_weights(rewards: Sequence[float] | Tensor, ahead: Sequence[float] | Tensor, strength: float,
                       temperature: float = 1.0) -> Tensor:
-    """Look-ahead Modulation (our reading of ePF's LaM, Giannone et al. 2025): a particle's weight
-    also reflects the reward of a successor, one more step sampled from it and then discarded:
-    softmax((logit(r) + strength * logit(r_ahead)) / temperature) (N,). The paper's exact form could
-    not be read offline; its summaries say LaM "evaluates a state's potential based on its
-    successors", which is what this does. strength = 0 gives `weights_from_rewards(rewards)`.
-    Weight-0 particles (a hard violation now or in the look-ahead) get weight 0, unless all do."""
+    """The project's own variant of ePF's Look-ahead Modulation (LaM, Giannone et al. 2025): a
+    particle's weight also reflects the reward of a successor, one more step sampled from it and
+    then discarded: softmax((logit(r) + strength * logit(r_ahead)) / temperature) (N,). Not the
+    paper's formula: its abstract says only that LaM "adds a predictive guide to evaluate a
+    state's potential based on its successors"; the paper's method section could not be read with
+    the search tool, and the authors' library (its_hub) raises NotImplementedError for it.
+    strength = 0 gives `weights_from_rewards(rewards)`. Weight-0 particles (a hard violation now
+    or in the look-ahead) get weight 0, unless all do."""
     if not 0 <= strength <= 10:
         raise ValueError(f"`strength` must be in [0, 10], got {strength}")
     now = weights_from_rewards(rewards, temperature)  # (N,)
@@ -191,6 +195,53 @@ def lookahead_weights(rewards: Sequence[float] | Tensor, ahead: Sequence[float] 
     later = weights_from_rewards(ahead, temperature / strength)  # (N,) softmax(strength * logit(a) / T)
     product = now * later
     return normalize(product) if product.sum() > 0 else now
+
+
+ANNEALING_METHODS = ("none", "ess", "entropy")
+EA_ESS_THRESHOLD = 0.5  # its_hub's defaults: anneal only while ESS / N < 0.5 ...
+EA_EARLY_PHASE = 0.5  # ... and in the first half of the step budget (t / T_max < 0.5)
+
+
+def annealing_temperature(weights: Sequence[float] | Tensor, step: int, max_steps: int, method: str = "ess",
+                          ess_threshold: float = EA_ESS_THRESHOLD, early_phase: float = EA_EARLY_PHASE) -> float:
+    """ePF's Entropic Annealing temperature tau >= 1 (Giannone et al. 2025), as the authors' library
+    its_hub computes it (`EntropicParticleFiltering._temperature_annealing`; read, not copied).
+
+    With progress p = step / max_steps (step t = 1 after the first step) and the normalised
+    weights w of N particles: when ESS(w) / N < `ess_threshold` and p < `early_phase`,
+      method="ess":      tau = max(1, (1 - p) * N / ESS(w))
+      method="entropy":  tau = max(1, 1 / (H + (1 - H) * p)),  H = entropy(w) / log N
+    else tau = 1. The particles are then resampled from softmax(log w / tau) (`annealed_weights`).
+    its_hub clips probabilities to [1e-7, 1 - 1e-7] inside its ESS and entropy; here they are exact.
+    One particle: tau = 1.
+    """
+    if method not in ANNEALING_METHODS[1:]:
+        raise ValueError(f"`method` must be one of {', '.join(ANNEALING_METHODS[1:])}, got {method!r}")
+    for name, value in (("step", step), ("max_steps", max_steps)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"`{name}` must be an integer >= 1, got {value!r}")
+    _check_fraction("ess_threshold", ess_threshold)
+    _check_fraction("early_phase", early_phase)
+    w = normalize(weights)  # (N,)
+    n = w.numel()
+    if n == 1:
+        return 1.0
+    progress = step / max_steps
+    ratio = ess(w) / n
+    if not (ratio < ess_threshold and progress < early_phase):
+        return 1.0
+    if method == "ess":
+        return max(1.0, (1.0 - progress) / ratio)
+    h = weight_entropy(w) / math.log(n)
+    return max(1.0, 1.0 / (h + (1.0 - h) * progress))  # h + (1 - h) p >= p > 0
+
+
+def annealed_weights(weights: Sequence[float] | Tensor, temperature: float) -> Tensor:
+    """softmax(log w / temperature) (N,): the weights tempered by Entropic Annealing's tau; weight-0
+    particles stay at 0. temperature = 1 gives the normalised weights back."""
+    _check_temperature(temperature)
+    w = normalize(weights)  # (N,)
+    return w if temperature == 1.0 else _tempered(w, 1.0 / temperature)
 
 
 # --------------------------------------------------------------------------- resampling

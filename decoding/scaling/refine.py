@@ -18,12 +18,13 @@ from typing import Iterator
 
 import torch
 
+from decoding import bibliography as bib
 from decoding.contracts import Outcome, RunContext
 from decoding.events import Event
 from decoding.params import param
 from decoding.registry import register_strategy
 from decoding.scaling.params import ScalingParams
-from decoding.scaling.run import Particle, ScalingRun, _identity, _score_weights
+from decoding.scaling.run import Particle, ScalingRun, identity_ancestors, score_weights
 from decoding.scaling.scoring import aggregate
 
 
@@ -41,7 +42,7 @@ def first_bad_step(p: Particle, accept: float) -> int | None:
 
 @register_strategy("refine", params=RefineParams, family="scaling", uses_seed=True,
                    help="review, refine, repeat: sample n, check each step, rewrite the best one from its first "
-                        "bad step, for a few rounds")
+                        "bad step, for a few rounds", papers=(bib.MADAAN_2023,))
 def refine(ctx: RunContext, params: RefineParams, outcome: Outcome) -> Iterator[Event]:
     run = ScalingRun(ctx, params, "refine", outcome)
     seed = int(torch.randint(0, 2**62, (1,), generator=ctx.generator))
@@ -58,9 +59,9 @@ def refine(ctx: RunContext, params: RefineParams, outcome: Outcome) -> Iterator[
             live = run.live()
             if not run.extend():
                 break
-            weights = _score_weights(run)
+            weights = score_weights(run)
             extra = {"round": round_ + 1, "kept_steps": len(prefix.steps), "bad_step": bad}
-            yield run.event(weights, _identity(params.n), False, weights, live, extra)
+            yield run.event(weights, identity_ancestors(params.n), False, weights, live, extra)
             if run.cancelled():
                 break
         seen += [p.copy(parent=-1) for p in run.particles]
@@ -73,7 +74,7 @@ def refine(ctx: RunContext, params: RefineParams, outcome: Outcome) -> Iterator[
         prefix = best.prefix(bad if bad is not None else len(best.steps))
     ranked = sorted(range(len(seen)), key=lambda i: _rank(run, seen[i], i))[: params.n]
     run.particles = [seen[i] for i in ranked] or run.particles  # the best first, then the runners-up
-    run.finish(outcome, 0, _score_weights(run),
+    run.finish(outcome, 0, score_weights(run),
                rule="best solution over all rounds (complete first, then the highest score)")
 
 

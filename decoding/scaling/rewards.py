@@ -30,6 +30,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence
 
+from decoding.errors import short_repr
+
 # --------------------------------------------------------------------------- interface
 
 
@@ -41,9 +43,9 @@ class RewardResult:
 
     def __post_init__(self):
         if not isinstance(self.value, (int, float)) or not 0 <= self.value <= 1:
-            raise ValueError(f"`value` must be in [0, 1], got {self.value!r}")
+            raise ValueError(f"`value` must be in [0, 1], got {short_repr(self.value)}")
         if self.hard_violation and self.value != 0:
-            raise ValueError(f"`value` must be 0 when `hard_violation` is True, got {self.value!r}")
+            raise ValueError(f"`value` must be 0 when `hard_violation` is True, got {short_repr(self.value)}")
 
 
 class Reward(Protocol):
@@ -54,7 +56,7 @@ class Reward(Protocol):
 
 def _check_bool(name: str, value: Any) -> None:
     if not isinstance(value, bool):
-        raise ValueError(f"`{name}` must be True or False, got {value!r}")
+        raise ValueError(f"`{name}` must be True or False, got {short_repr(value)}")
 
 
 # --------------------------------------------------------------------------- numbers
@@ -138,7 +140,7 @@ class ArithmeticStepChecker:
         for key in ("floor", "ceiling", "neutral"):
             value = getattr(self, key)
             if not isinstance(value, (int, float)) or not 0 <= value <= 1:
-                raise ValueError(f"`{key}` must be in [0, 1], got {value!r}")
+                raise ValueError(f"`{key}` must be in [0, 1], got {short_repr(value)}")
         if self.floor > self.ceiling:
             raise ValueError(f"`floor` ({self.floor}) must not exceed `ceiling` ({self.ceiling})")
 
@@ -178,8 +180,9 @@ class LastDigitChecker(ArithmeticStepChecker):
 
 @dataclass(frozen=True)
 class ReferenceStepChecker(ArithmeticStepChecker):
-    """Reference-guided process reward in the spirit of SPARE (Rahman et al. 2025, "SPARE: Single-Pass
-    Annotation with Reference-Guided Evaluation for Automatic Process Supervision"): each step of
+    """Reference-guided process reward in the spirit of SPARE (Rizvi, Zhu and Gurevych 2025, arXiv 2506.15498,
+    "SPARE: Single-Pass Annotation with Reference-Guided Evaluation for Automatic Process Supervision and
+    Reward Modelling"): each step of
     the solution is aligned with the reference solution's step in the same place and scored by
     the match. For a tiny-math question the reference is read from the question itself
     (`math_tasks.parse_question`): step i must apply the question's i-th operation and operand to
@@ -235,10 +238,15 @@ class FinalAnswerChecker:
     name: str = "final_answer"
 
     def __post_init__(self):
-        if parse_number(str(self.reference)) is None:
-            raise ValueError(f"`reference` must be a number, got {self.reference!r}")
-        if not isinstance(self.tolerance, (int, float)) or self.tolerance < 0:
-            raise ValueError(f"`tolerance` must be >= 0, got {self.tolerance!r}")
+        text = self.reference
+        if isinstance(text, (int, float)) and not isinstance(text, bool):
+            text = str(text)
+        number = parse_number(text) if isinstance(text, str) else None
+        if number is None or not math.isfinite(number):
+            raise ValueError(f"`reference` must be a number, got {short_repr(self.reference)} (a finite number such "
+                             "as 42, 1,200, 3/4 or -2.5)")
+        if not isinstance(self.tolerance, (int, float)) or not 0 <= self.tolerance < math.inf:
+            raise ValueError(f"`tolerance` must be >= 0, got {short_repr(self.tolerance)}")
 
     def score(self, question: str, steps: list[str], final: bool) -> RewardResult:
         answer = extract_answer("\n".join(steps))
@@ -268,7 +276,7 @@ class ForbiddenLetter:
 
     def __post_init__(self):
         if not isinstance(self.letter, str) or len(self.letter) != 1 or not self.letter.isalpha():
-            raise ValueError(f"`letter` must be a single letter, got {self.letter!r}")
+            raise ValueError(f"`letter` must be a single letter, got {short_repr(self.letter)} (one letter such as e)")
         _check_bool("hard", self.hard)
 
     def score(self, question: str, steps: list[str], final: bool) -> RewardResult:
@@ -289,7 +297,7 @@ class MaxWordLength:
 
     def __post_init__(self):
         if not isinstance(self.n, int) or isinstance(self.n, bool) or self.n < 1:
-            raise ValueError(f"`n` must be an integer >= 1, got {self.n!r}")
+            raise ValueError(f"`n` must be an integer >= 1, got {short_repr(self.n)}")
         _check_bool("hard", self.hard)
 
     def score(self, question: str, steps: list[str], final: bool) -> RewardResult:
@@ -316,11 +324,11 @@ class RequiredWords:
     def __post_init__(self):
         words = (self.words,) if isinstance(self.words, str) else tuple(self.words)
         if not words or any(not isinstance(w, str) or not w.strip() for w in words):
-            raise ValueError(f"`words` must be a non-empty list of non-empty strings, got {self.words!r}")
+            raise ValueError(f"`words` must be a non-empty list of non-empty strings, got {short_repr(self.words)}")
         object.__setattr__(self, "words", tuple(w.strip() for w in words))
         _check_bool("hard", self.hard)
         if not isinstance(self.pending_credit, (int, float)) or not 0 <= self.pending_credit <= 1:
-            raise ValueError(f"`pending_credit` must be in [0, 1], got {self.pending_credit!r}")
+            raise ValueError(f"`pending_credit` must be in [0, 1], got {short_repr(self.pending_credit)}")
 
     def score(self, question: str, steps: list[str], final: bool) -> RewardResult:
         text = " ".join(steps)
@@ -352,9 +360,9 @@ class LMJudgeReward:
 
     def __post_init__(self):
         if not callable(self.judge):
-            raise ValueError(f"`judge` must be callable prompt -> P(Yes), got {self.judge!r}")
+            raise ValueError(f"`judge` must be callable prompt -> P(Yes), got {short_repr(self.judge)}")
         if not isinstance(self.template, str) or "{question}" not in self.template or "{step}" not in self.template:
-            raise ValueError(f"`template` must contain {{question}} and {{step}}, got {self.template!r}")
+            raise ValueError(f"`template` must contain {{question}} and {{step}}, got {short_repr(self.template)}")
 
     def build_prompt(self, question: str, steps: Sequence[str]) -> str:
         step = steps[-1] if steps else ""
@@ -363,5 +371,5 @@ class LMJudgeReward:
     def score(self, question: str, steps: list[str], final: bool) -> RewardResult:
         p_yes = float(self.judge(self.build_prompt(question, steps)))
         if not 0 <= p_yes <= 1:
-            raise ValueError(f"`judge` must return P(Yes) in [0, 1], got {p_yes!r}")
+            raise ValueError(f"`judge` must return P(Yes) in [0, 1], got {short_repr(p_yes)}")
         return RewardResult(p_yes, False, f"P(Yes) = {p_yes:.3f}")

@@ -280,10 +280,12 @@ def best_complete(values, ended: list[bool]) -> int:
     return max(pool, key=lambda i: (float(values[i]), -i))
 
 
-def _score_weights(run: ScalingRun, temperature: float = 1.0) -> torch.Tensor:
-    """Display / selection weights from solution scores: softmax(logit(score) / T)."""
+def score_weights(run: ScalingRun, temperature: float = 1.0) -> torch.Tensor:
+    """Display / selection weights from solution scores: softmax(logit(score) / T) over the particles (N,).
+    A method's `run.event(weights, ...)` and `run.finish(outcome, chosen, weights, ...)` take these."""
     return pf.weights_from_rewards([run.score_of(i) for i in range(len(run.particles))], temperature)
 
 
-def _identity(n: int) -> list[int]:
+def identity_ancestors(n: int) -> list[int]:
+    """The ancestors of a step without resampling: every slot continues itself."""
     return list(range(n))

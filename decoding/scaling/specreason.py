@@ -4,10 +4,14 @@ policy rewrites it.
 Papers followed
     Pan et al. 2025, "SpecReason: Fast and Accurate Inference-Time Compute via Speculative
     Reasoning" (a small model proposes each reasoning step; the large model judges the step and
-    regenerates it when the judgement is low) and Maheswaran et al. 2025, "Arbitrage" (route
-    each step to the drafter or the policy by an estimate of the step's quality). Here the
-    judgement is the run's step reward (the `arith-step` checker by default, a process reward),
-    compared with `accept`; SpecReason's judge is the large model scoring the step by a prompt.
+    regenerates it when the judgement is low). Here the judgement is the run's step reward (the
+    `arith-step` checker by default, a process reward), compared with a fixed `accept`;
+    SpecReason's judge is the large model scoring the step by a prompt.
+Cited for context, not implemented
+    Maheswaran et al. 2025, "Arbitrage: Efficient Reasoning via Advantage-Aware Speculation"
+    (arXiv 2512.05033) replaces exactly this fixed-threshold gate with a router trained to predict
+    when the policy would write a meaningfully better step (approximating an oracle that compares
+    both steps). Neither the router nor the oracle is implemented here.
 
 One step, for every unfinished particle at once (each model's rows are one batch):
     1. the drafter (`draft_model`, at `draft_temperature`) samples a step;
@@ -28,13 +32,14 @@ from typing import Iterator
 
 import torch
 
+from decoding import bibliography as bib
 from decoding.contracts import Cancelled, Outcome, RunContext
 from decoding.events import Event
 from decoding.params import param
 from decoding.registry import register_strategy
 from decoding.scaling.params import ScalingParams
 from decoding.scaling.particle_batch import ParticleBatch, slot_generators
-from decoding.scaling.run import ScalingRun, _identity, _score_weights
+from decoding.scaling.run import ScalingRun, identity_ancestors, score_weights
 from decoding.scaling.scoring import NEUTRAL
 
 
@@ -65,7 +70,7 @@ def _drafter(ctx: RunContext, params: StepSpeculationParams):
 
 @register_strategy("step-speculation", params=StepSpeculationParams, family="scaling", uses_seed=True,
                    help="SpecReason: a cheap drafter writes each step; the reward keeps it (one policy pass) or "
-                        "the policy rewrites it")
+                        "the policy rewrites it", papers=(bib.PAN_2025, bib.MAHESWARAN_2025))
 def step_speculation(ctx: RunContext, params: StepSpeculationParams, outcome: Outcome) -> Iterator[Event]:
     draft_lm = _drafter(ctx, params)
     run = ScalingRun(ctx, params, "step-speculation", outcome)
@@ -88,7 +93,7 @@ def step_speculation(ctx: RunContext, params: StepSpeculationParams, outcome: Ou
             top_p=params.top_p, banned=run.batch.banned, should_stop=ctx.should_stop))
     except Cancelled:
         outcome.stop_reason = "cancelled"
-        run.finish(outcome, 0, _score_weights(run))
+        run.finish(outcome, 0, score_weights(run))
         return
     totals = {"accepted_steps": 0, "rewritten_steps": 0, "draft_tokens": 0, "policy_tokens": 0, "accepted_tokens": 0}
     while not run.all_finished:
@@ -131,17 +136,17 @@ def step_speculation(ctx: RunContext, params: StepSpeculationParams, outcome: Ou
         totals["policy_tokens"] += sum(len(grown[i][0]) for i in rewritten)
         if not run.apply(grown):
             break
-        weights = _score_weights(run)
+        weights = score_weights(run)
         extra = {"speculation": {
             "accepted": accepted, "rewritten": rewritten,
             "drafts": {str(i): ctx.lm.decode(drafts[i][0]) for i in live},
             "draft_rewards": {str(i): round(float(judged[i]), 4) for i in live},
             "policy_logprob": {str(i): round(sum(v) / max(1, len(v)), 4) for i, v in verified.items()},
             **calls, **totals}}
-        yield run.event(weights, _identity(params.n), False, weights, set(live), extra)
+        yield run.event(weights, identity_ancestors(params.n), False, weights, set(live), extra)
         if run.cancelled():
             break
     chosen = run.best([run.score_of(i) for i in range(params.n)])
-    run.finish(outcome, chosen, _score_weights(run),
+    run.finish(outcome, chosen, score_weights(run),
                rule=f"highest score ({params.aggregate} of step rewards) among finished answers")
     outcome.extra["speculation"] = {**totals, **calls, "draft_model": draft_lm.name}

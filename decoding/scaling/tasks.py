@@ -91,15 +91,16 @@ MATH_MENU = 30  # tiny-math's held-out problems offered in the Scaling tab's tas
 
 
 def menu_tasks(math_count: int = MATH_MENU) -> list[dict]:
-    """The Scaling tab's task menu: tiny-math's first held-out test problems (ids "m0", "m1", ...;
-    the benchmark's first problems, prompt = the question line, policy tiny-math), then the shipped
-    SmolLM2 word problems (ids 0, 1, ...; prompt with the step instruction, policy smollm2-135m).
-    Each row: id, question, answer, prompt, model, and for tiny-math its difficulty (steps)."""
+    """The Scaling tab's task menu: tiny-math's first held-out validation problems (ids "m0", "m1", ...;
+    never trained on; prompt = the question line, policy tiny-math; the presets and the tests name
+    them), then the shipped SmolLM2 word problems (ids 0, 1, ...; prompt with the step instruction,
+    policy smollm2-135m). The benchmark scores the test split instead. Each row: id, question, answer,
+    prompt, model, and for tiny-math its difficulty (steps)."""
     from decoding.scaling import math_tasks
 
-    problems = math_tasks.make_splits(sizes={**math_tasks.SPLIT_SIZES, "train": 0, "val": 0, "test": math_count})
+    problems = math_tasks.make_splits(sizes={"val": math_count})["val"]
     rows = [{"id": f"m{i}", "question": p.question, "answer": str(p.answer), "prompt": math_tasks.prompt(p.question),
-             "model": "tiny-math", "difficulty": p.difficulty} for i, p in enumerate(problems["test"])]
+             "model": "tiny-math", "difficulty": p.difficulty} for i, p in enumerate(problems)]
     return rows + [t | {"prompt": task_prompt(t["question"]), "model": "smollm2-135m"} for t in load_tasks()]
 
 

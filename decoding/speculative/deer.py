@@ -29,7 +29,7 @@ from dataclasses import replace
 
 import torch
 
-from decoding.contracts import Drafter
+from decoding.speculative.base import Drafter
 from decoding.diffusion.lm import DiffusionLM
 from decoding.lm import LM
 from decoding.speculative.drafters import Draft, DraftTree, TreePlan, grow_tree

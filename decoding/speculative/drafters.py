@@ -4,7 +4,7 @@ Papers followed
     Leviathan et al. 2023 / Chen et al. 2023 (a small draft model sharing the tokenizer);
     Elhoushi et al. 2024, "LayerSkip" (self-speculation: the first L layers of the target draft,
     their KV shared in spirit; here the exit model is a view on the same weights);
-    Zarch et al. 2025, "DEL: Context-Aware Dynamic Exit Layer for Efficient Self-Speculative
+    Entezari Zarch et al. 2025, "DEL: Context-Aware Dynamic Exit Layer for Efficient Self-Speculative
     Decoding" (pick the exit layer and draft length per round from the acceptance each layer
     would have had on the tokens just verified);
     Li et al. 2024, "EAGLE-2" and Xiong et al. 2024, "DySpec" (dynamic trees grown by the
@@ -14,10 +14,10 @@ Papers followed
     rejection sampling: the default rule "rsd"); Sun et al. 2023, "SpecTr: Fast Speculative
     Decoding via Optimal Transport" (rule "spectr": siblings drawn i.i.d. from q, with
     replacement, for its k-sequential selection). Both are lossless; see
-    `decoding.speculative.verify`. How the dynamic tree stays lossless when sampling: `allot_children`. The confidence cut-off of a chain
-    (transformers' `assistant_confidence_threshold`): drafting stops after a token whose draft
-    probability is below the threshold; the draft's length is then a stopping time of the draft
-    itself, which keeps chain verification lossless (each position is still judged against q).
+    `decoding.speculative.verify`. How the dynamic tree stays lossless when sampling: `allot_children`. The
+    confidence cut-off of a chain (transformers' `assistant_confidence_threshold`): drafting stops after a token
+    whose draft probability is below the threshold; the draft's length is then a stopping time of the draft itself,
+    which keeps chain verification lossless (each position is still judged against q).
 
 Glossary
     plan        the tree shape for this round: chain, static (full width-ary tree) or dynamic;
@@ -37,7 +37,8 @@ from typing import Callable
 
 import torch
 
-from decoding.contracts import Drafter, Feedback, never
+from decoding.contracts import never
+from decoding.speculative.base import Drafter, Feedback
 from decoding.lm import LM, crop_cache
 from decoding.models import LoadedModel
 from decoding.sampling import tempered
@@ -272,8 +273,8 @@ class EarlyExitDrafter(ModelDrafter):
         model = target.model
         layer_params = sum(p.numel() for p in model.model.layers[0].parameters())
         head_params = model.get_output_embeddings().weight.numel()
-        self.cost = {l: (l * layer_params + head_params) / (num_layers * layer_params + head_params)
-                     for l in self.candidates}
+        self.cost = {n: (n * layer_params + head_params) / (num_layers * layer_params + head_params)
+                     for n in self.candidates}
         self._use(self.layer)
 
     def _use(self, layer: int) -> None:
@@ -326,7 +327,7 @@ class EarlyExitDrafter(ModelDrafter):
                 agree = torch.minimum(top_p.float(), torch.softmax(logits, -1)).sum(-1).mean().item()
             old = self.alpha[layer]
             self.alpha[layer] = agree if old is None else 0.7 * old + 0.3 * agree
-        best = max((self._value(l, k), l, k) for l in self.candidates for k in range(0, self.max_depth + 1))
+        best = max((self._value(n, k), n, k) for n in self.candidates for k in range(0, self.max_depth + 1))
         self.length = best[2]
         if best[2]:
             self._use(best[1])

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from decoding.contracts import Drafter, Feedback
+from decoding.speculative.base import Drafter, Feedback
 from decoding.models import cpu_native_bf16
 from decoding.speculative.drafters import Draft, TreePlan, grow_tree
 from decoding.speculative.verify import ROOT, DraftTree

@@ -27,7 +27,7 @@ import time
 
 import torch
 
-from decoding.contracts import Drafter
+from decoding.speculative.base import Drafter
 from decoding.speculative.drafters import Draft, ModelDrafter, TreePlan
 from decoding.speculative.retrieval import PromptLookupDrafter
 from decoding.speculative.verify import ROOT

@@ -22,7 +22,7 @@ import time
 
 import torch
 
-from decoding.contracts import Drafter, Feedback
+from decoding.speculative.base import Drafter, Feedback
 from decoding.speculative.drafters import Draft, TreePlan
 from decoding.speculative.verify import ROOT, DraftTree
 

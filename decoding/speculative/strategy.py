@@ -32,38 +32,34 @@ from typing import Callable, Iterator
 import torch
 from transformers import DynamicCache
 
-from decoding.contracts import Drafter, Feedback, Outcome, RunContext
+from decoding import bibliography as bib
+from decoding.contracts import Outcome, RunContext
+from decoding.speculative.base import Drafter, Feedback
 from decoding.errors import short_repr
 from decoding.events import Event, SpecRound
 from decoding.lm import LM, crop_cache
 from decoding.speculative.drafters import TOP_RECORDED, EarlyExitDrafter, ModelDrafter, TreePlan
 from decoding.speculative.retrieval import PromptLookupDrafter, TokenRecyclingDrafter
 from decoding.speculative.verify import ROOT, RULES, verify_tree
-from decoding.params import Params, param
+from decoding.params import Params, own_params, param
 from decoding.registry import Registry, family_check, register_strategy
 from decoding.sampling import tempered
-from decoding.autoregressive import point_mass, token_event
+from decoding.token.autoregressive import point_mass, token_event
 
-DRAFTERS: Registry[Callable[[LM, "SpeculativeParams"], Drafter]] = Registry("drafter")  # name -> factory(target, params)
-TREES = ("chain", "static", "dynamic")
-MODEL_DRAFTERS = ("model", "rasd")  # drafters that load `draft_model` (a causal model with the target's tokenizer)
 MAX_DRAFT_LENGTH = 16  # the longest chain / deepest tree (adaptive chains grow up to it)
 DEFAULT_DRAFT_LENGTH = 4
-# a drafter whose drafts cost nothing to make drafts further: its misses cost only verification positions
-DRAFTER_DRAFT_LENGTHS = {"prompt-lookup": 10}
-
-
-def draft_length_of(params) -> int:
-    """The draft length a run uses: `draft_length`, or the drafter's default when it is 0."""
-    return params.draft_length or DRAFTER_DRAFT_LENGTHS.get(params.drafter, DEFAULT_DRAFT_LENGTH)
+# name -> factory(target, params) -> Drafter. Capabilities a drafter declares when it registers:
+#   default_draft_length  the draft length when `draft_length` is 0 (a drafter whose drafts cost nothing
+#                         to make drafts further: its misses cost only verification positions)
+#   loads_draft_model     it loads a causal `draft_model` sharing the target's tokenizer (its own knob)
+DRAFTERS: Registry[Callable[[LM, "SpeculativeParams"], Drafter]] = Registry(
+    "drafter", capabilities={"default_draft_length": DEFAULT_DRAFT_LENGTH, "loads_draft_model": False})
+TREES = ("chain", "static", "dynamic")
 
 
 @dataclass(frozen=True)
 class SpeculativeParams(Params):
-    drafter: str = param("prompt-lookup", choices=DRAFTERS.names, help="Who proposes the draft tokens.")
-    draft_model: str = param("", note="name or hub id",
-                             help="drafter=model: a smaller model with the target's tokenizer; drafter=diffusion: a "
-                                  "masked diffusion model with it (default tiny-diffusion).")
+    drafter: str = param("prompt-lookup", plugins=DRAFTERS, help="Who proposes the draft tokens.")
     tree: str = param("chain", choices=TREES,
                       help="Shape of the draft: one chain, a full tree, or best-first by draft probability.")
     draft_length: int = param(0, low=0, high=MAX_DRAFT_LENGTH,
@@ -75,26 +71,18 @@ class SpeculativeParams(Params):
     confidence: float = param(0.0, low=0.0, high=1.0,
                               help="Chains from a model: stop drafting after a token the drafter gives less than this "
                                    "probability (0 = never; transformers' assistant_confidence_threshold is 0.4).")
-    exit_layer: int = param(0, low=0, high=256, note="[0, layers-1]",
-                            help="early-exit: draft with the first L layers; 0 picks L each round (DEL).")
-    ngram: int = param(3, low=1, high=8, help="prompt-lookup: longest n-gram matched in the context.")
     temperature: float = param(0.0, low=0.0, high=5.0,
                                help="0 verifies greedily; above 0 speculative sampling at this temperature.")
     rule: str = param("rsd", choices=RULES,
                       help="Sampled sibling drafts: rsd draws them without replacement and rejects recursively "
                            "(RSD/SpecInfer); spectr draws them i.i.d. and uses SpecTr's k-sequential selection. "
                            "Both are lossless; temperature 0 and deterministic drafters verify the same either way.")
+    own: Params | None = own_params()  # the chosen drafter's own knobs (`prompt-lookup.ngram`, ...)
 
     def __post_init__(self):
         super().__post_init__()
-        if self.drafter in ("model", "rasd") and not self.draft_model:
-            raise ValueError(f"`draft_model` is required with drafter={self.drafter} (e.g. draft_model=smollm2-135m)")
-        if self.drafter in ("model", "rasd"):
-            from decoding.models import REGISTRY
-
-            spec = REGISTRY.get(self.draft_model.strip()) if isinstance(self.draft_model, str) else None
-            if spec is not None and spec.kind != "causal":  # hub ids are checked when they load
-                raise _not_causal(self.draft_model.strip())
+        if self.draft_length == 0:  # resolved once: RunStarted records the length the run uses
+            object.__setattr__(self, "draft_length", DRAFTERS.capability(self.drafter, "default_draft_length"))
 
 
 def _not_causal(name: str) -> ValueError:
@@ -102,52 +90,101 @@ def _not_causal(name: str) -> ValueError:
                       "causal (autoregressive) model sharing the target's tokenizer (e.g. tiny-ar-draft for tiny-ar)")
 
 
-@DRAFTERS.register("model", help="a smaller model sharing the target's tokenizer (draft_model=NAME)")
+@dataclass(frozen=True)
+class DraftModelParams(Params):
+    draft_model: str = param("", note="name or hub id", help="A smaller causal model sharing the target's tokenizer "
+                                                              "(e.g. tiny-ar-draft for tiny-ar).")
+
+    def __post_init__(self):
+        super().__post_init__()
+        name = self.draft_model.strip()
+        if not name:
+            raise ValueError("`draft_model` is required: a smaller causal model sharing the target's tokenizer "
+                             "(e.g. tiny-ar-draft for tiny-ar)")
+        from decoding.models import REGISTRY
+
+        spec = REGISTRY.get(name)
+        if spec is not None and spec.kind != "causal":  # hub ids are checked when they load
+            raise _not_causal(name)
+
+
+@dataclass(frozen=True)
+class NgramParams(Params):
+    ngram: int = param(3, low=1, high=8, help="Longest n-gram of the context matched against earlier text.")
+
+
+@dataclass(frozen=True)
+class RASDParams(DraftModelParams, NgramParams):
+    """RASD's knobs: the draft model and the n-gram its retrieved sequences are matched by."""
+
+
+@dataclass(frozen=True)
+class DiffusionDrafterParams(Params):
+    draft_model: str = param("", note="diffusion model name or hub id",
+                             help="A masked diffusion model sharing the target's tokenizer (empty = tiny-diffusion, "
+                                  "which drafts for tiny-ar).")
+
+
+@dataclass(frozen=True)
+class EarlyExitParams(Params):
+    exit_layer: int = param(0, low=0, high=256, note="[0, layers-1]",
+                            help="Draft with the target's first L layers; 0 picks L (and the length) each round (DEL).")
+
+
+@DRAFTERS.register("model", help="a smaller model sharing the target's tokenizer (model.draft_model=NAME)",
+                   params=DraftModelParams, loads_draft_model=True, papers=(bib.LEVIATHAN_2023, bib.CHEN_2023))
 def _model_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
     from decoding.models import load_model, model_kind
 
-    loaded = load_model(params.draft_model, device=str(lm.loaded.device), dtype=str(lm.loaded.dtype).removeprefix("torch."))
+    name = params.own.draft_model
+    loaded = load_model(name, device=str(lm.loaded.device), dtype=str(lm.loaded.dtype).removeprefix("torch."))
     if model_kind(loaded) != "causal":
-        raise _not_causal(params.draft_model)
+        raise _not_causal(name)
     draft = LM(loaded)
     if draft.vocab_size != lm.vocab_size or draft.tokenizer.get_vocab() != lm.tokenizer.get_vocab():
-        raise ValueError(f"`draft_model` {params.draft_model!r} does not share the target's tokenizer "
+        raise ValueError(f"`draft_model` {name!r} does not share the target's tokenizer "
                          f"({draft.vocab_size} vs {lm.vocab_size} vocabulary rows); pick a model of the same family")
     return ModelDrafter(draft, f"model:{draft.name}")
 
 
 @DRAFTERS.register("rasd", help="RASD: a draft model's tree with prompt-lookup sequences fused in, pruned by the "
-                                "draft model (draft_model=NAME)")
+                                "draft model (rasd.draft_model=NAME)", params=RASDParams, loads_draft_model=True,
+                   papers=(bib.QUAN_2025,))
 def _rasd_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
     from decoding.speculative.rasd import RASDDrafter
 
-    return RASDDrafter(_model_drafter(lm, params), PromptLookupDrafter(params.ngram), retrieved=max(2, params.width))
+    return RASDDrafter(_model_drafter(lm, params), PromptLookupDrafter(params.own.ngram), retrieved=max(2, params.width))
 
 
 @DRAFTERS.register("diffusion", help="DEER: a masked diffusion model drafts the whole block in one pass "
-                                     "(draft_model=tiny-diffusion for tiny-ar, the default)")
+                                     "(diffusion.draft_model; tiny-diffusion for tiny-ar, the default)",
+                   params=DiffusionDrafterParams, papers=(bib.CHENG_2025,))
 def _diffusion_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
     from decoding.speculative.deer import diffusion_drafter
 
-    return diffusion_drafter(lm, params.draft_model)
+    return diffusion_drafter(lm, params.own.draft_model)
 
 
-@DRAFTERS.register("early-exit", help="the target's own first layers draft (LayerSkip; exit_layer=0 picks per round, DEL)")
+@DRAFTERS.register("early-exit", help="the target's own first layers draft (LayerSkip; exit_layer=0 picks per round, DEL)",
+                   params=EarlyExitParams, papers=(bib.ELHOUSHI_2024, bib.ENTEZARI_ZARCH_2025))
 def _early_exit_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
-    return EarlyExitDrafter(lm, params.exit_layer, max_depth=draft_length_of(params))
+    return EarlyExitDrafter(lm, params.own.exit_layer, max_depth=params.draft_length)
 
 
-@DRAFTERS.register("prompt-lookup", help="continuations of earlier occurrences of the last n-gram")
+@DRAFTERS.register("prompt-lookup", help="continuations of earlier occurrences of the last n-gram",
+                   params=NgramParams, default_draft_length=10, papers=(bib.SAXENA_2023,))
 def _prompt_lookup_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
-    return PromptLookupDrafter(params.ngram)
+    return PromptLookupDrafter(params.own.ngram)
 
 
-@DRAFTERS.register("token-recycling", help="the target's own top candidates after each token, from earlier passes")
+@DRAFTERS.register("token-recycling", help="the target's own top candidates after each token, from earlier passes",
+                   papers=(bib.LUO_2024,))
 def _token_recycling_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
     return TokenRecyclingDrafter(lm.vocab_size)
 
 
-@DRAFTERS.register("eagle", help="EAGLE: a one-layer head trained on the target's own features drafts (smollm2-135m)")
+@DRAFTERS.register("eagle", help="EAGLE: a one-layer head trained on the target's own features drafts (smollm2-135m)",
+                   papers=(bib.LI_2024_EAGLE, bib.LI_2024_EAGLE2, bib.ZHAO_2025, bib.LI_2025_EAGLE3))
 def _eagle_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
     from decoding.speculative.eagle import eagle_drafter
 
@@ -158,7 +195,7 @@ def _eagle_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
 def check_run(lm: LM, params: SpeculativeParams, prompt_ids: list[int], max_new_tokens: int,
               prefix_ids: list[int]) -> None:
     """Before a run: the prompt, the new tokens and the deepest draft a round verifies fit the target's context."""
-    lookahead = MAX_DRAFT_LENGTH if params.adaptive and params.tree == "chain" else draft_length_of(params)
+    lookahead = MAX_DRAFT_LENGTH if params.adaptive and params.tree == "chain" else params.draft_length
     lm.check_fits(len(prompt_ids) + len(prefix_ids), max_new_tokens, lookahead)
 
 
@@ -167,7 +204,9 @@ def make_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
 
 
 @register_strategy("speculative", params=SpeculativeParams, family="speculative", uses_seed=True,
-                   help="speculative decoding: a drafter proposes a token tree, the target verifies it in one pass")
+                   help="speculative decoding: a drafter proposes a token tree, the target verifies it in one pass",
+                   papers=(bib.LEVIATHAN_2023, bib.CHEN_2023, bib.MIAO_2024, bib.CHEN_2024, bib.JEON_2024, bib.SUN_2023,
+                           bib.LI_2024_EAGLE2, bib.XIONG_2024))
 def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) -> Iterator[Event]:
     lm, temperature = ctx.lm, params.temperature
     greedy = temperature == 0
@@ -180,7 +219,7 @@ def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) ->
     if len(context) > 1:
         out, prefill_passes = _prefill(lm, drafter, context[:-1], cache, greedy, temperature), 1
         cache = out.cache
-    pending, length, step = [context[-1]], draft_length_of(params), ctx.step_offset
+    pending, length, step = [context[-1]], params.draft_length, ctx.step_offset
     for round_index in range(ctx.max_new_tokens):
         plan = TreePlan(params.tree, length, params.width, params.node_budget, params.confidence,
                         should_stop=ctx.should_stop, rule=params.rule)

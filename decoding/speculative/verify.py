@@ -2,7 +2,8 @@
 
 Papers followed
     Leviathan et al. 2023, "Fast Inference from Transformers via Speculative Decoding";
-    Chen et al. 2023, "Accelerating LLM Decoding with Speculative Sampling" (accept x with
+    Chen et al. 2023, "Accelerating Large Language Model Decoding with
+    Speculative Sampling" (accept x with
     probability min(1, p(x)/q(x)); on rejection sample norm(max(0, p - q)); a bonus token from p
     when every draft token was accepted);
     Miao et al. 2024, "SpecInfer" (multi-candidate verification of a token tree: on rejection of

@@ -39,6 +39,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from decoding.training.checkpoint import load_checkpoint, save_checkpoint
 from decoding.training.train import encode_stream, load_trained, read_documents, save_fp16, window_batches
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -198,14 +199,9 @@ def train(model, tokenizer, train_ids: torch.Tensor, val_batches: list, cfg: Lay
     info = dict(info or {})
     out.mkdir(parents=True, exist_ok=True)
     ckpt_path = out / "checkpoint.pt"
+    generators = {"generator": generator, "dropout_generator": dropout_generator}
     if resume:
-        if not ckpt_path.exists():
-            raise ValueError(f"--resume: no checkpoint at {ckpt_path}")
-        state = torch.load(ckpt_path, weights_only=False)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        generator.set_state(state["generator"])
-        dropout_generator.set_state(state["dropout_generator"])
+        state = load_checkpoint(ckpt_path, model, optimizer, generators)
         step, spent, info = state["step"], state["cpu_seconds"], state["info"]
         log(f"resumed at step {step}, {spent / 60:.1f} CPU minutes spent")
     hooks = add_layer_dropout(model, cfg.layer_dropout, dropout_generator) if cfg.layer_dropout > 0 else []
@@ -219,9 +215,7 @@ def train(model, tokenizer, train_ids: torch.Tensor, val_batches: list, cfg: Lay
         info.update(steps=step, tokens=step * cfg.batch_size * cfg.seq_len, cpu_minutes=round(cpu() / 60, 2))
         info["after"] = exit_metrics(model, val_batches)
         log(f"{'final' if final else 'eval'} step {step} cpu {cpu() / 60:.1f}min {format_metrics(info['after'])}")
-        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
-                    "dropout_generator": dropout_generator.get_state(), "step": step, "cpu_seconds": cpu(),
-                    "info": info}, ckpt_path)
+        save_checkpoint(ckpt_path, model, optimizer, generators, step=step, cpu_seconds=cpu(), info=info)
         save_fp16(model, tokenizer, out, info)
 
     def cpu() -> float:
@@ -261,7 +255,8 @@ def train(model, tokenizer, train_ids: torch.Tensor, val_batches: list, cfg: Lay
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m decoding.training.layerskip", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", required=True, help="train.txt written by `python -m decoding.training.train corpus` (val.txt beside it)")
+    parser.add_argument("--data", required=True,
+                        help="train.txt written by `python -m decoding.training.train corpus` (val.txt beside it)")
     parser.add_argument("--base", default=str(ASSETS / "tiny-ar"), help="the model to continue training")
     parser.add_argument("--out", required=True, help="folder for the checkpoint, the float16 export and train.log")
     parser.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from decoding.models import TINY_DIFFUSION_MODEL, TINY_MODEL, LoadedModel
+from decoding.loaded_model import TINY_DIFFUSION_MODEL, TINY_MODEL, LoadedModel
 
 def build_tiny_model(
     *, hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
@@ -22,7 +22,8 @@ def build_tiny_model(
     config = LlamaConfig(
         vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=intermediate_size,
         num_hidden_layers=num_hidden_layers, num_attention_heads=num_attention_heads,
-        num_key_value_heads=num_key_value_heads, max_position_embeddings=4096,  # room for the longest run (2048 new tokens) and a long prompt
+        # max_position_embeddings: room for the longest run (2048 new tokens) and a long prompt
+        num_key_value_heads=num_key_value_heads, max_position_embeddings=4096,
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=False,
     )

@@ -46,6 +46,7 @@ import torch
 import torch.nn.functional as F
 
 from decoding.diffusion.samplers import select_top_k
+from decoding.training.checkpoint import load_checkpoint, save_checkpoint
 
 MASK_TOKEN = "<|mask|>"
 EOS_TOKEN = "<|endoftext|>"
@@ -342,14 +343,6 @@ def save_fp16(model, tokenizer, out: Path, info: dict) -> None:
     (out / "training.json").write_text(json.dumps(info, indent=2) + "\n")
 
 
-def _checkpoint(path: Path, model, opt, generator, step: int, spent: float, info: dict, history: list) -> None:
-    """Everything `train(resume=True)` needs to go on: float32 weights, optimizer, data order, time spent."""
-    state = {"model": model.state_dict(), "optimizer": opt.state_dict(), "generator": generator.get_state(),
-             "rng": torch.get_rng_state(), "step": step, "spent": spent, "info": info, "history": history}
-    torch.save(state, path.with_suffix(".tmp"))
-    path.with_suffix(".tmp").replace(path)  # never a half-written checkpoint
-
-
 def train(model, tokenizer, train_ids, val_batches: list, cfg: TrainConfig, out: Path | None = None, log=print,
           resume: bool = False) -> dict:
     """Train `model` in place; returns a summary dict.
@@ -375,13 +368,7 @@ def train(model, tokenizer, train_ids, val_batches: list, cfg: TrainConfig, out:
     info = {"config": asdict(cfg), "params": sum(p.numel() for p in model.parameters())}
     ckpt = out / "checkpoint.pt" if out is not None else None
     if resume:
-        if ckpt is None or not ckpt.exists():
-            raise ValueError(f"resume: no checkpoint at {ckpt}")
-        state = torch.load(ckpt, weights_only=False)
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        generator.set_state(state["generator"])
-        torch.set_rng_state(state["rng"])
+        state = load_checkpoint(ckpt, model, opt, {"generator": generator}, what="resume")
         step, spent, history = state["step"], state["spent"], state["history"]
         info.update({k: v for k, v in state["info"].items() if k != "config"})
         log(f"resumed at step {step}, {spent / 60:.1f} minutes ({cfg.clock}) spent")
@@ -421,7 +408,8 @@ def train(model, tokenizer, train_ids, val_batches: list, cfg: TrainConfig, out:
             info["val_loss"] = evaluate(model, cfg.kind, val_batches, mask_id)
             log(f"eval step {step} val {info['val_loss']:.4f}")
             save_fp16(model, tokenizer, out, info)
-            _checkpoint(ckpt, model, opt, generator, step, clock() - start, info, history)
+            save_checkpoint(ckpt, model, opt, {"generator": generator}, step=step, spent=clock() - start, info=info,
+                            history=history)
     info.update(steps=step, tokens=step * cfg.batch_size * cfg.seq_len, minutes=(clock() - start) / 60)
     if window:
         info["train_loss"] = sum(window) / len(window)
@@ -504,7 +492,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--vocab", type=int, default=4096)
-    p.add_argument("--docs", choices=DOCS, default="lines", help="documents: one per line, blank-line separated, or blank-line separated prompt line + answer")
+    p.add_argument("--docs", choices=DOCS, default="lines",
+                   help="documents: one per line, blank-line separated, or blank-line separated prompt line + answer")
     p.add_argument("--split-digits", action="store_true", help="one token per digit (arithmetic data)")
     p.add_argument("--prompt-line-template", action="store_true",
                    help="a chat template that writes the user's message as one prompt line (prompt-answer models)")
@@ -513,7 +502,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tokenizer", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--log", default=None, help="log file (default OUT/train.log)")
-    p.add_argument("--docs", choices=DOCS, default="lines", help="documents: one per line, blank-line separated, or blank-line separated prompt line + answer")
+    p.add_argument("--docs", choices=DOCS, default="lines",
+                   help="documents: one per line, blank-line separated, or blank-line separated prompt line + answer")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt (same options)")
     for name, default in asdict(TrainConfig()).items():
         p.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)

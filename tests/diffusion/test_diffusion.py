@@ -12,7 +12,7 @@ from decoding.__main__ import main
 from decoding.diffusion.lm import DiffusionLM, find_mask_id, needs_logit_shift
 from decoding.events import Trace, stats
 from decoding.models import LoadedModel, load_model
-from decoding.run import as_lm, generate, run_to_trace
+from decoding.run import as_lm, generate, make_params, run_to_trace
 from decoding.diffusion import samplers as dd
 from decoding.registry import param_specs
 
@@ -94,6 +94,20 @@ def test_localleap_linear_decay_raises_the_relaxed_threshold_with_the_distance_f
     assert chosen.nonzero()[:, 0].tolist() == [0, 3, 6, 7]
 
 
+def test_localleap_decay_none_is_the_reference_codes_window_and_linear_is_labelled_our_own():
+    # the reference rule (0.9 / 0.75 / radius 4): masked positions within 4 of an anchor, both sides, need 0.75;
+    # the others 0.9; the most confident is always committed
+    scores = torch.tensor([0.8, 0.1, 0.8, 0.1, 0.1, 0.1, 0.95, 0.1, 0.1, 0.1, 0.76, 0.8, 0.1], dtype=torch.float64)
+    candidates = torch.ones(13, dtype=torch.bool)
+    candidates[0] = False  # already committed: never chosen again
+    chosen, anchors = dd.select_localleap(scores, candidates, 0.9, 0.75, 4)
+    assert anchors.nonzero()[:, 0].tolist() == [6]
+    assert chosen.nonzero()[:, 0].tolist() == [2, 6, 10]  # 2 and 10 at distance 4; 11 (distance 5) needs 0.9
+    from decoding.params import specs
+    helps = {s.name: s.help for s in specs(dd.LocalLeapParams)}
+    assert "reference code" in helps["decay"] and "project's own variant" in helps["decay"]
+
+
 def test_helpers_do_not_modify_their_inputs():
     scores, candidates = torch.rand(6, dtype=torch.float64), torch.ones(6, dtype=torch.bool)
     before = scores.clone(), candidates.clone()
@@ -141,7 +155,7 @@ def test_runs_end_unmasked_within_their_schedule(dlm, params):
     stop = next((i for i, t in enumerate(canvas) if t in dlm.stop_ids), None)
     assert finish.token_ids == (canvas if stop is None else canvas[:stop + 1])
     assert finish.text == dlm.decode(finish.token_ids) and "<mask>" not in finish.text
-    p = dd.DiffusionParams(**params)
+    p = make_params("diffusion", params)
     block = p.block_length or 16
     for e in steps:  # semi-AR: never outside the current block
         assert all(e.block * block <= i < (e.block + 1) * block for i in e.unmasked)
@@ -197,7 +211,8 @@ def test_cancel_stops_between_steps(dlm):
 
 @pytest.mark.parametrize("params, length, message", [
     ({"steps": -1}, 8, "`steps` must be"), ({"steps": 9}, 8, r"`steps` must be in \[1, max_new_tokens=8\]"),
-    ({"block_length": 3}, 8, "`block_length` must divide"), ({"steps": 1, "block_length": 4}, 8, "`steps` must be >= the number of blocks"),
+    ({"block_length": 3}, 8, "`block_length` must divide"),
+    ({"steps": 1, "block_length": 4}, 8, "`steps` must be >= the number of blocks"),
     ({"remasking": "lowest"}, 8, "`remasking` must be one of"), ({"threshold": 1.5}, 8, "`threshold` must be"),
     ({"sampler": "leap"}, 8, "`sampler` must be one of"), ({"sampler": "localleap"}, 8, "`threshold` must be in"),
     ({"radius": -1}, 8, "`radius`"), ({"anchor_threshold": 0}, 8, "`anchor_threshold`"),
@@ -209,6 +224,7 @@ def test_bad_params_name_the_parameter(dlm, params, length, message):
         run_to_trace(dlm, PROMPT, strategy="diffusion", params=params, max_new_tokens=length)
 
 
+@pytest.mark.slow  # the real model tiny-ar
 def test_model_kinds_are_checked(dlm, tiny_lm):
     with pytest.raises(ValueError, match="masked diffusion model: it decodes with strategy 'diffusion' only, not 'greedy'"):
         run_to_trace(dlm, PROMPT, strategy="greedy", max_new_tokens=4)
@@ -221,7 +237,10 @@ def test_model_kinds_are_checked(dlm, tiny_lm):
 
 def test_every_parameter_is_documented():
     rows = param_specs("diffusion")
-    assert {r["name"] for r in rows} == {f for f in dd.DiffusionParams.__dataclass_fields__}
+    family = {r["name"] for r in rows if r["plugin"] is None}
+    assert family == {f for f in dd.DiffusionParams.__dataclass_fields__} - {"own"}
+    assert {r["name"] for r in rows if r["plugin"]} == {f"{n}.{f}" for n in dd.SAMPLERS.names()
+                                                      for f in dd.SAMPLERS.params_of(n).__dataclass_fields__}
     assert all(r["range"] and r["help"] for r in rows)
 
 
@@ -265,6 +284,7 @@ def test_mask_id_comes_from_tokenizer_then_config_then_model_type():
         find_mask_id(ns(), ns(model_type="llama"))
 
 
+@pytest.mark.slow  # the real models tiny-ar, tiny-diffusion
 def test_a_saved_model_folder_loads_as_a_diffusion_model(tmp_path, monkeypatch):
     built = tiny.build_tiny_diffusion_model(seed=3)
     built.model.save_pretrained(tmp_path / "tiny-diffusion")

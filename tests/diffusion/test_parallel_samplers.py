@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from decoding import run_to_trace
+from decoding.run import make_params
 from decoding import models
 from decoding.training import tiny
 from decoding.diffusion import learn2pd
@@ -89,12 +90,12 @@ def test_freedave_saves_calls_when_its_drafts_hold():
     ({"sampler": "freedave", "threshold": 0.5}, "`threshold` must be 0 for sampler=freedave"),
     ({"sampler": "freedave", "remasking": "random"}, "`remasking` must be low-confidence, margin or entropy"),
     ({"sampler": "freedave", "cache": "delayed"}, "`cache` must be none for sampler=freedave"),
-    ({"sampler": "freedave", "draft_steps": 0}, "`draft_steps` must be an integer in \\[1, 16\\]"),
-    ({"sampler": "learn2pd", "filter_threshold": 0.0}, "`filter_threshold` must be in"),
+    ({"sampler": "freedave", "draft_steps": 0}, "`freedave.draft_steps` must be an integer in \\[1, 16\\]"),
+    ({"sampler": "learn2pd", "filter_threshold": 0.0}, "`learn2pd.filter_threshold` must be in"),
 ])
 def test_bad_parallel_sampler_settings_are_refused_with_the_parameter_named(params, message):
     with pytest.raises(ValueError, match=message):
-        DiffusionParams(**params)
+        make_params("diffusion", params)
 
 
 def test_the_schedule_lists_every_step_of_every_block():
@@ -147,6 +148,7 @@ def test_learn2pd_needs_a_filter_then_commits_what_it_predicts_final(folder_mode
     assert learn2pd.precision_recall(f, x, y, 0.5)["examples"] == len(y)
 
 
+@pytest.mark.slow  # the real model tiny-parallel
 def test_on_tiny_parallel_freedave_equals_one_per_step_with_fewer_counted_calls():
     """The real task model: FreeDave's answer is the sequential one on held-out problems of every
     task, with NFE equal to the model calls made and fewer of them; Learn2PD (its shipped filter)

@@ -72,6 +72,7 @@ def test_scaling_tab_runs_best_of_n_on_the_engine(llama_server):
     assert trace.start.source["engine"].startswith("llama.cpp")
 
 
+@pytest.mark.fast("names smollm2-135m for its strategy menu; loads no model")
 @pytest.mark.parametrize("model, offered", [
     ("openai:http://127.0.0.1:8000/v1#m", ["greedy", "sample"]),
     ("smollm2-135m", None),  # every Playground strategy

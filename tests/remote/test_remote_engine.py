@@ -19,7 +19,7 @@ from decoding import run_to_trace
 from decoding.events import Trace
 from decoding.remote.client import Client, RemoteError
 from decoding.remote.lm import RemoteLM
-from decoding.remote.source import ALLOW_ENV, KEY_ENVS
+from decoding.remote.source import ALLOW_ENV, ENGINES_ENV, KEY_ENV
 from decoding.remote.strategies import NEUTRAL, TOP_ALTERNATIVES, entropy_lower_bound
 from decoding.run import generate
 
@@ -71,16 +71,19 @@ def test_malformed_sources_are_refused_with_the_form_to_use(name, match):
 
 @pytest.mark.parametrize("strategy, field", [("speculative", "draft_model"), ("best-of-n", "judge_model")])
 def test_a_remote_engine_is_never_a_helper_model(strategy, field):
-    params = {field: "openai:http://127.0.0.1:9/v1#m"} | ({"reward": "lm-judge"} if field == "judge_model" else {})
-    with pytest.raises(ValueError, match=f"`{field}` must be a local model or hub id"):
+    chooser = {"reward": "lm-judge"} if field == "judge_model" else {"drafter": "model"}
+    params = {field: "openai:http://127.0.0.1:9/v1#m"} | chooser
+    with pytest.raises(ValueError, match=rf"`[\w-]+\.{field}` must be a local model or hub id"):  # the plug-in's own
         list(generate("tiny-random", "hi", strategy=strategy, params=params))
 
 
-def test_unreachable_server_says_so():
+def test_unreachable_server_says_so(remote_allowed):
     from decoding.remote.llama_server import free_port
 
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    remote_allowed(url)
     with pytest.raises(RemoteError, match=r"cannot reach the server at http://127.0.0.1:\d+/v1.*is it running"):
-        list(generate(f"openai:http://127.0.0.1:{free_port()}/v1#m", "hi"))
+        list(generate(f"openai:{url}#m", "hi"))
 
 
 class _FakeServer(http.server.BaseHTTPRequestHandler):
@@ -123,12 +126,13 @@ class _FakeServer(http.server.BaseHTTPRequestHandler):
     ("no-logprobs", "sent tokens without log-probabilities.*logits_all"),
     ("silent", "did not answer within 0.5 s"),
 ])
-def test_fake_server_errors_reach_the_user_as_sentences(behaviour, match, monkeypatch):
+def test_fake_server_errors_reach_the_user_as_sentences(behaviour, match, monkeypatch, remote_allowed):
     """FAKE server: what a real llama.cpp server cannot be made to do here."""
     monkeypatch.setenv("DECODING_LAB_REMOTE_TIMEOUT_S", "0.5")
     handler = type("Handler", (_FakeServer,), {"behaviour": behaviour})
     fake = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=fake.serve_forever, daemon=True).start()
+    remote_allowed(f"http://127.0.0.1:{fake.server_address[1]}/v1")
     try:
         lm = RemoteLM(f"openai:http://127.0.0.1:{fake.server_address[1]}/v1#m")
         with pytest.raises(RemoteError, match=match):
@@ -262,12 +266,13 @@ class _FakeBatchServer(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_particles_sharing_a_prefix_share_one_request_with_n_completions():
+def test_particles_sharing_a_prefix_share_one_request_with_n_completions(remote_allowed):
     """FAKE server answering n choices (vLLM's behaviour): 4 particles start from the prompt in one request;
     after a best-of-n step each continues its own text, one request each."""
     handler = type("Handler", (_FakeBatchServer,), {"requests": []})
     fake = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=fake.serve_forever, daemon=True).start()
+    remote_allowed(f"http://127.0.0.1:{fake.server_address[1]}/v1")
     try:
         lm = RemoteLM(f"openai:http://127.0.0.1:{fake.server_address[1]}/v1#m")
         trace = run_to_trace(lm, "Q:\n", strategy="best-of-n", max_new_tokens=4, params={"n": 4, "reward": "none"})
@@ -285,7 +290,7 @@ def test_particles_sharing_a_prefix_share_one_request_with_n_completions():
 def test_a_remote_trace_exports_and_replays_without_the_key(llama_server, tmp_path, monkeypatch):
     from visualizers.entropy import entropy_figure
 
-    monkeypatch.setenv(KEY_ENVS[0], "sk-never-in-a-trace")  # llama.cpp's server ignores it
+    monkeypatch.setenv(KEY_ENV, "sk-never-in-a-trace")  # llama.cpp's server ignores it
     trace = run_to_trace(RemoteLM(source(llama_server)), PROMPT, strategy="sample", max_new_tokens=8, seed=3,
                          params={"temperature": 0.7})
     path = tmp_path / "remote.json"
@@ -302,6 +307,7 @@ def test_cli_runs_a_model_on_the_server(llama_server, capsys, monkeypatch):
 
     monkeypatch.delenv(ALLOW_ENV)  # the command line allows remote engines by itself
     monkeypatch.setenv(ALLOW_ENV, "0")  # restored after the test (main sets it)
+    monkeypatch.setenv(ENGINES_ENV, "")  # unset: the command line reaches any URL (main sets "*")
     assert main(["run", "--model", f"openai:{llama_server}#smollm2-135m", "--prompt", PROMPT, "--max-new-tokens", "8",
                  "--json", "--quiet"]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -52,6 +52,14 @@ def test_priority_is_the_doubt_of_the_worst_checked_step():
     assert astar.priority([]) == astar.priority([neutral]) == pytest.approx(0.5)
 
 
+def test_the_priority_is_labelled_as_the_projects_own_where_a_user_reads_it():
+    from decoding.params import specs
+    from decoding.registry import STRATEGIES
+
+    assert "project's own" in STRATEGIES["a-star"].help and "f = g + h" not in STRATEGIES["a-star"].help
+    assert "project's own" in {s.name: s.help for s in specs(astar.AStarParams)}["max_expansions"]
+
+
 # ---------------------------------------------------------------- the strategy on tiny-math
 
 @pytest.fixture(scope="module")
@@ -88,6 +96,7 @@ def test_a_star_reports_the_tokens_it_spent_over_all_expansions(trace):
     assert Trace.from_json(trace.to_json()).to_dict() == json.loads(trace.to_json())  # a valid, replayable trace
 
 
+@pytest.mark.slow  # the real model tiny-math
 def test_a_star_stops_within_one_expansion(problem):
     stop, events = [], []
     for event in generate("tiny-math", prompt(problem.question), strategy="a-star",
@@ -99,6 +108,7 @@ def test_a_star_stops_within_one_expansion(problem):
     assert events[-1].stop_reason == "cancelled" and len([e for e in events if e.kind == "particles"]) == 1
 
 
+@pytest.mark.slow  # the real model tiny-math
 def test_max_expansions_is_checked():
     with pytest.raises(ValueError, match="max_expansions"):
         run_to_trace("tiny-math", "Leo has 3 apples.\n", strategy="a-star", params={"max_expansions": 0})

@@ -48,11 +48,11 @@ def test_training_noise_is_step_local(splits):
         lines = text.splitlines()
         assert lines[0] == problem.question and len(lines) == problem.difficulty + 2
         previous = None
-        for clean, noisy in zip(problem.steps, lines[1:-1]):
+        for _, noisy in zip(problem.steps, lines[1:-1]):
             a, op, b, c = STEP.match(noisy).groups()
             if previous is not None:
                 assert int(a) == previous
-            true = eval(f"{a} {op} {b}")  # noqa: S307
+            true = eval(f"{a} {op} {b}")  # noqa: S307 (digits and one op)
             if true != int(c):
                 slipped += 1
                 diff = abs(true - int(c))

@@ -246,9 +246,60 @@ def test_lookahead_weights_modulate_by_the_successor():
     assert torch.allclose(lookahead_weights(now, ahead, 0.0), weights_from_rewards(now))
     w = lookahead_weights(now, ahead, 1.0)
     assert w[1] > w[0]  # same reward now; the one whose next step checks out gains
-    logit = lambda r: math.log(r / (1 - r))  # noqa: E731
+    logit = lambda r: math.log(r / (1 - r))
     expected = torch.softmax(torch.tensor([logit(a) + logit(b) for a, b in zip(now, ahead)], dtype=torch.float64), 0)
     assert torch.allclose(w, expected)
     assert lookahead_weights([0.8, 0.6], [0.0, 0.5], 1.0)[0] == 0  # a violation in the look-ahead kills
     with pytest.raises(ValueError, match="strength"):
         lookahead_weights(now, ahead, -1.0)
+
+
+# --------------------------------------------------------------------------- ePF's Entropic Annealing
+
+
+def test_annealing_temperature_is_its_hubs_ess_rule_on_a_hand_computed_case():
+    from decoding.scaling.particles import annealing_temperature
+
+    w = [0.7, 0.1, 0.1, 0.1]  # ESS = 1 / 0.52, ESS / N = 0.4808 < 0.5
+    # t = 1 of T_max = 8: tau = (1 - 1/8) * N / ESS = 0.875 * 4 * 0.52 = 1.82
+    assert annealing_temperature(w, 1, 8, "ess") == pytest.approx(1.82)
+    # entropy: H = -(0.7 ln 0.7 + 0.3 ln 0.1) / ln 4 = 0.67839; tau = 1 / (H + (1 - H) / 8) = 1.39161
+    assert annealing_temperature(w, 1, 8, "entropy") == pytest.approx(1.39161, abs=1e-5)
+    assert annealing_temperature(w, 3, 8, "ess") == pytest.approx(0.625 * 2.08)  # progress lowers tau
+    assert annealing_temperature(w, 4, 8, "ess") == 1.0  # t / T_max = 0.5: the early phase is over
+    assert annealing_temperature([0.4, 0.2, 0.2, 0.2], 1, 8, "ess") == 1.0  # ESS / N = 0.89: diverse enough
+    assert annealing_temperature([0.97, 0.01, 0.01, 0.01], 3, 4, "ess") == 1.0  # p = 0.75 >= 0.5
+    assert annealing_temperature([1.0], 1, 8) == 1.0  # one particle: nothing to anneal
+    # the floor: ESS / N = 0.4808 but (1 - p) small: max(1, 0.5 * 2.08) = 1.04; with p = 0.49 it is 1.0608
+    assert annealing_temperature(w, 49, 100, "ess") == pytest.approx(0.51 * 2.08)
+
+
+def test_annealed_weights_are_softmax_of_log_weights_over_tau_and_keep_hard_zeros():
+    from decoding.scaling.particles import annealed_weights
+
+    w = torch.tensor([0.7, 0.1, 0.1, 0.1], dtype=torch.float64)
+    assert torch.allclose(annealed_weights(w, 1.82), torch.softmax(torch.log(w) / 1.82, 0))
+    assert torch.allclose(annealed_weights(w, 1.0), w)
+    out = annealed_weights([0.0, 0.9, 0.1], 3.0)
+    assert out[0] == 0 and out[1] > out[2] and out[1] < 0.9
+
+
+def test_annealing_validation_names_the_field():
+    from decoding.scaling.particles import annealed_weights, annealing_temperature
+
+    with pytest.raises(ValueError, match="`method` must be one of ess, entropy, got 'none'"):
+        annealing_temperature([0.5, 0.5], 1, 8, "none")
+    with pytest.raises(ValueError, match="`step` must be an integer >= 1, got 0"):
+        annealing_temperature([0.5, 0.5], 0, 8)
+    with pytest.raises(ValueError, match="`max_steps` must be an integer >= 1"):
+        annealing_temperature([0.5, 0.5], 1, 0)
+    with pytest.raises(ValueError, match="`temperature` must be a finite number > 0"):
+        annealed_weights([0.5, 0.5], 0.0)
+
+
+def test_the_projects_own_variants_say_so_where_a_user_reads_them():
+    from decoding.params import specs
+    from decoding.scaling.params import ParticleFilterParams
+
+    helps = {s.name: s.help for s in specs(ParticleFilterParams)}
+    assert "own" in helps["entropic"] and "own" in helps["lookahead"] and "its_hub" in helps["annealing"]

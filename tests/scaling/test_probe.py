@@ -29,6 +29,7 @@ def test_solution_text_puts_each_step_on_its_own_line():
     assert pr.solution_text(["3 + 4 = 7\n", "  ", "The answer is 7."]) == "3 + 4 = 7\nThe answer is 7.\n"
 
 
+@pytest.mark.slow  # the real model tiny-math
 def test_step_states_reads_one_state_per_line():
     lm = as_lm("tiny-math")
     task = menu_tasks()[0]
@@ -38,12 +39,14 @@ def test_step_states_reads_one_state_per_line():
     assert torch.allclose(alone[0], states[0], atol=1e-4)  # a causal state does not see the later line
 
 
+@pytest.mark.slow  # the real model tiny-ar
 def test_the_probe_reward_needs_a_trained_probe():
     with pytest.raises(ValueError, match="probe trained for 'tiny-ar'.*decoding.scaling.probe train"):
         run_to_trace("tiny-ar", "abc", strategy="particle-filter", params={"n": 2, "reward": "probe"},
                      max_new_tokens=4)
 
 
+@pytest.mark.slow  # the real model tiny-math
 def test_the_shipped_probe_scores_steps_and_beats_chance_on_held_out_samples():
     probe = pr.probe_for(as_lm("tiny-math"))
     assert probe.info["held_out"]["auc"] > 0.55  # measured on test-split samples it never saw (the model card)

@@ -43,6 +43,7 @@ def test_a_solution_with_no_bad_step_ends_after_one_round():
     assert trace.finish.extra["answer"] == TASKS["m0"]["answer"]
 
 
+@pytest.mark.slow  # the real model tiny-math
 def test_under_a_constant_reward_refine_is_plain_sampling():
     same = {"n": 3, "temperature": 1.0, "reward": "none"}
     refined = run_to_trace("tiny-math", TASKS["m1"]["prompt"], strategy="refine", params=same, max_new_tokens=160,
@@ -65,6 +66,7 @@ def test_the_particles_header_says_the_round_and_where_it_rewrites():
     assert f"round 2, rewriting from step {later.extra['bad_step'] + 1}" in particles_html(later)
 
 
+@pytest.mark.slow  # the real model tiny-math
 def test_events_mark_particles_cut_off_at_their_cap():
     trace = run_to_trace("tiny-math", TASKS["m1"]["prompt"], strategy="best-of-n", params=SETTINGS,
                          max_new_tokens=20, seed=0, chat=False)  # too short for any answer

@@ -218,11 +218,13 @@ def test_one_reward_registry_builds_each_reward_from_cli_strings():
 
 @pytest.mark.parametrize("sets, match", [
     ({"reward": "oracle"}, "`reward` must be one of arith-step, arith-lastdigit, spare, final-answer"),
-    ({"reward": "max-word-length", "max_word_length": "five"}, "`max_word_length` must be an integer, got 'five'"),
-    ({"reward": "max-word-length", "max_word_length": "0"}, r"`max_word_length` must be an integer in \[1, 40\], got 0"),
-    ({"reward": "forbid-letter", "hard": "maybe"}, "`hard` must be true or false, got 'maybe'"),
+    ({"reward": "max-word-length", "max_word_length": "five"},
+     "`max-word-length.max_word_length` must be an integer, got 'five'"),
+    ({"reward": "max-word-length", "max_word_length": "0"},
+     r"`max-word-length.max_word_length` must be an integer in \[1, 40\], got 0"),
+    ({"reward": "forbid-letter", "hard": "maybe"}, "`forbid-letter.hard` must be true or false, got 'maybe'"),
     ({"reward": "final-answer", "reference": "x"}, "`reference` must be a number"),
-    ({"reward": "required-words", "words": " , "}, "`words` must be a non-empty list"),
+    ({"reward": "required-words", "words": " , "}, "`required-words.words` must be a non-empty list"),
 ])
 def test_reward_parameters_are_checked_when_the_parameters_are_made(sets, match):
     from decoding.run import make_params

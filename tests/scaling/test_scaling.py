@@ -54,6 +54,7 @@ def test_batched_particles_get_the_tokens_they_get_alone(tiny_lm):
     assert second[0][0] != second[2][0]  # two copies of one particle continue differently
 
 
+@pytest.mark.slow  # SmolLM2
 def test_batched_particles_match_alone_on_the_real_model(smol_lm):
     prompt, _, _ = smol_lm.encode_prompt("Name three fruits.")
     batch = ParticleBatch(smol_lm, prompt, slot_generators(1, 3), temperature=1.0)
@@ -78,7 +79,7 @@ def test_padding_is_hidden_from_the_waiting_rows(tiny_lm):
 def _steps_under(batch_extend, tiny_lm, prompt, n=4, budget=30, cap=6):
     """Every row's steps, called step by step until each row has used its budget or ended."""
     batch = ParticleBatch(tiny_lm, prompt, slot_generators(11, n), temperature=1.0)
-    step_done = lambda ids: ids[-1] % 5 == 0  # noqa: E731  (a step ends at an arbitrary token class)
+    step_done = lambda ids: ids[-1] % 5 == 0  # a step ends at an arbitrary token class
     used, steps, live = [0] * n, [[] for _ in range(n)], list(range(n))
     while live:
         grown = batch_extend(batch, live, step_done, cap, {i: budget - used[i] for i in live})
@@ -131,6 +132,7 @@ def runs(smol_lm):
                             max_new_tokens=40, seed=3) for m in METHODS}
 
 
+@pytest.mark.slow  # SmolLM2
 @pytest.mark.parametrize("method", METHODS)
 def test_every_method_streams_particles_and_reports_its_budget(runs, method):
     trace = runs[method]
@@ -148,6 +150,7 @@ def test_every_method_streams_particles_and_reports_its_budget(runs, method):
     assert Trace.from_json(trace.to_json()).to_dict() == json.loads(trace.to_json())
 
 
+@pytest.mark.slow  # SmolLM2
 @pytest.mark.parametrize("method", METHODS)
 def test_lineage_is_consistent_with_the_resampling_indices(runs, method):
     """Slot j at step s + 1 continues slot ancestors_s[j]: its parent says so and its text extends
@@ -163,6 +166,7 @@ def test_lineage_is_consistent_with_the_resampling_indices(runs, method):
                 assert particle["text"] == before.particles[a]["text"] and particle["step_text"] == ""
 
 
+@pytest.mark.slow  # SmolLM2
 def test_weights_are_normalised_and_ess_matches(runs):
     for method in METHODS:
         for step in particle_steps(runs[method]):
@@ -171,6 +175,7 @@ def test_weights_are_normalised_and_ess_matches(runs):
             assert step.ess == pytest.approx(1 / sum(w * w for w in weights))
 
 
+@pytest.mark.slow  # SmolLM2
 def test_best_of_n_spends_exactly_its_samples_tokens(runs):
     trace = runs["best-of-n"]
     extra = trace.finish.extra
@@ -179,17 +184,19 @@ def test_best_of_n_spends_exactly_its_samples_tokens(runs):
     assert extra["particles"][extra["chosen"]]["score"] == max(p["score"] for p in complete)
 
 
+@pytest.mark.slow  # SmolLM2
 def test_particle_filter_with_a_constant_reward_is_independent_sampling(smol_lm):
     prompt = task_prompt(load_tasks()[1]["question"])
     common = {"n": 3, "reward": "none", "max_step_tokens": 12}
     pf = run_to_trace(smol_lm, prompt, strategy="particle-filter", params=common, max_new_tokens=24, seed=11)
     bon = run_to_trace(smol_lm, prompt, strategy="best-of-n", params=common, max_new_tokens=24, seed=11)
     assert stats(pf)["resampling_events"] == 0
-    texts = lambda t: [p["text"] for p in t.finish.extra["particles"]]  # noqa: E731
+    texts = lambda t: [p["text"] for p in t.finish.extra["particles"]]
     assert texts(pf) == texts(bon)
     assert len(set(texts(pf))) == 3
 
 
+@pytest.mark.slow  # SmolLM2
 def test_reward_beam_keeps_the_best_live_beams(runs):
     for step in particle_steps(runs["reward-beam"]):
         live = [p for p in step.particles if not p["finished"]]
@@ -201,6 +208,7 @@ def test_reward_beam_keeps_the_best_live_beams(runs):
         assert kept == {p["id"] for p in best}
 
 
+@pytest.mark.slow  # SmolLM2
 def test_first_finish_returns_the_shortest_finished_sample(runs):
     trace = runs["first-finish"]
     extra = trace.finish.extra
@@ -215,6 +223,7 @@ def test_majority_vote_picks_the_most_common_answer():
     assert scaling.vote([None, None], [1, 1]) == {}
 
 
+@pytest.mark.slow  # SmolLM2
 def test_hard_zero_particles_are_never_resampled(smol_lm):
     """max-word-length as a hard constraint: a particle with a long word has weight 0, and no
     slot of the next step descends from it (unless every particle is at 0)."""
@@ -231,6 +240,7 @@ def test_hard_zero_particles_are_never_resampled(smol_lm):
     assert zero_seen
 
 
+@pytest.mark.slow  # SmolLM2
 def test_forbidden_letter_is_never_written(smol_lm):
     trace = run_to_trace(smol_lm, "Write a sentence about the sea.", strategy="particle-filter",
                          params={"n": 3, "reward": "forbid-letter", "letter": "e", "max_step_tokens": 10},
@@ -241,6 +251,7 @@ def test_forbidden_letter_is_never_written(smol_lm):
     assert all(0 < r < 1 for r in rewards)  # the mass the model kept on allowed tokens
 
 
+@pytest.mark.slow  # SmolLM2
 def test_ess_threshold_resamples_only_below_it(smol_lm):
     prompt = task_prompt(load_tasks()[2]["question"])
     trace = run_to_trace(smol_lm, prompt, strategy="particle-filter",
@@ -252,6 +263,7 @@ def test_ess_threshold_resamples_only_below_it(smol_lm):
             assert step.ancestors == [0, 1, 2, 3]
 
 
+@pytest.mark.slow  # SmolLM2
 def test_entropic_resampling_records_its_flattening(smol_lm):
     trace = run_to_trace(smol_lm, "Describe a cat.", strategy="particle-filter",
                          params={"n": 4, "reward": "max-word-length", "hard": False, "entropic": 0.9,
@@ -260,6 +272,24 @@ def test_entropic_resampling_records_its_flattening(smol_lm):
     assert betas and all(0 <= b <= 1 for b in betas)
 
 
+def test_entropic_annealing_tempers_each_steps_weights_by_its_hub_rule(tiny_lm, monkeypatch):
+    from decoding.scaling import particles as pf
+
+    skewed = torch.tensor([0.7, 0.1, 0.1, 0.1], dtype=torch.float64)  # ESS / N = 0.4808: every step anneals early
+    monkeypatch.setattr(scaling.pf, "weights_from_rewards", lambda rewards, temperature: skewed.clone())
+    drawn = []
+    real_resample = pf.resample
+    monkeypatch.setattr(scaling.pf, "resample", lambda w, *a: drawn.append(w.clone()) or real_resample(w, *a))
+    trace = run_to_trace(tiny_lm, "Describe a cat.", strategy="particle-filter",
+                         params={"n": 4, "reward": "max-word-length", "annealing": "ess", "annealing_steps": 6,
+                                 "max_step_tokens": 4}, max_new_tokens=16, seed=1)
+    taus = [s.extra["annealing_temperature"] for s in particle_steps(trace)]
+    # t = 1, 2 (t counts the steps taken): (1 - t/6) * 4 * 0.52; from t = 3 on, t / 6 >= 0.5: no annealing
+    assert taus[:3] == pytest.approx([5 / 6 * 2.08, 4 / 6 * 2.08, 1.0])
+    assert torch.allclose(drawn[0], torch.softmax(torch.log(skewed) / taus[0], 0))
+
+
+@pytest.mark.slow  # SmolLM2
 def test_cancelling_after_a_step_ends_the_run_before_the_next_model_call(smol_lm):
     stop, passes = [], smol_lm.forward_passes
     events = []
@@ -272,6 +302,7 @@ def test_cancelling_after_a_step_ends_the_run_before_the_next_model_call(smol_lm
     assert smol_lm.forward_passes == stop[0] > passes  # no model call after Stop
 
 
+@pytest.mark.slow  # SmolLM2
 def test_lm_judge_is_p_yes_over_yes_and_no(smol_lm):
     from decoding.scaling.scoring import lm_judge
 
@@ -286,6 +317,7 @@ def test_lm_judge_is_p_yes_over_yes_and_no(smol_lm):
     assert value == pytest.approx(float(expected), rel=1e-5)
 
 
+@pytest.mark.slow  # SmolLM2
 def test_lm_judge_reward_runs_and_counts_its_calls(smol_lm):
     trace = run_to_trace(smol_lm, PROMPT, strategy="reward-beam",
                          params={"n": 2, "reward": "lm-judge", "max_step_tokens": 8}, max_new_tokens=16, seed=0)
@@ -304,7 +336,9 @@ def test_lm_judge_reward_runs_and_counts_its_calls(smol_lm):
     ("reward-beam", {"n": 6, "beam_width": 4}, "must be a multiple of `beam_width`"),
     ("particle-filter", {"ess_threshold": 2}, "`ess_threshold` must be in [0, 1], got 2"),
     ("particle-filter", {"reward": "final-answer"}, "reward final-answer needs `reference`"),
-    ("particle-filter", {"reward": "forbid-letter", "letter": "ee"}, "`letter` must be a single letter"),
+    ("particle-filter", {"entropic": 0.7, "annealing": "ess"}, "`annealing` must be none when `entropic` > 0"),
+    ("particle-filter", {"annealing": "linear"}, "`annealing` must be one of none, ess, entropy"),
+    ("particle-filter", {"reward": "forbid-letter", "letter": "ee"}, "`forbid-letter.letter` must be a single letter"),
     ("majority-vote", {"step_delimiter": "comma"}, "`step_delimiter` must be one of newline, blank-line"),
 ])
 def test_bad_parameters_are_named(strategy, params, message):
@@ -314,9 +348,10 @@ def test_bad_parameters_are_named(strategy, params, message):
 
 def test_cli_strings_convert():
     params = make_params("particle-filter", {"n": "8", "reward": "forbid-letter", "letter": "e", "hard": "true"})
-    assert params.n == 8 and params.hard is True
+    assert params.n == 8 and params.own.hard is True and params.own.letter == "e"
 
 
+@pytest.mark.slow  # SmolLM2
 def test_prm_reads_the_probability_at_each_step_separator(smol_lm):
     logits = torch.tensor([[0.0, 0.0], [0.0, 2.0], [5.0, 5.0], [1.0, -1.0]])  # (T, 2)
     ids = torch.tensor([1, 9, 2, 9])
@@ -352,6 +387,7 @@ def test_malformed_task_file_is_named(tmp_path):
         load_tasks(path)
 
 
+@pytest.mark.slow  # SmolLM2
 def test_tokens_per_particle_step_counts_each_extension(runs):
     trace = runs["best-of-n"]  # no copies: every particle's tokens were generated by itself
     steps = particle_steps(trace)
@@ -376,7 +412,7 @@ def test_progress_shows_each_steps_tokens_as_sampled_and_changes_nothing(tiny_lm
         seen.append(event)
         watched.append(event)
     alone = run_to_trace(tiny_lm, PROMPT, **kwargs)
-    strip = lambda t: [{k: v for k, v in e.to_dict().items() if k != "elapsed_s"} for e in t.events]  # noqa: E731
+    strip = lambda t: [{k: v for k, v in e.to_dict().items() if k != "elapsed_s"} for e in t.events]
     assert strip(watched) == strip(alone) and stats(watched)["tokens_spent"] == stats(alone)["tokens_spent"]
     Trace.from_dict(json.loads(watched.to_json()))  # valid (decoding/trace_checks.py)
 

@@ -69,7 +69,7 @@ def test_every_step_rewritten_is_plain_sampling_by_the_policy(math_lm, problem):
     spec = run_to_trace(math_lm, prompt, strategy="step-speculation",
                         params={"n": 2, "accept": 1.0}, **common)
     plain = run_to_trace(math_lm, prompt, strategy="best-of-n", params={"n": 2}, **common)
-    texts = lambda t: [p["text"] for p in t.finish.extra["particles"]]  # noqa: E731
+    texts = lambda t: [p["text"] for p in t.finish.extra["particles"]]
     assert texts(spec) == texts(plain)
     assert spec.finish.extra["speculation"]["accepted_steps"] == 0
     from visualizers.particles import particles_html
@@ -91,12 +91,14 @@ def test_accepted_steps_cost_the_policy_one_call_each(math_lm, problem):
     assert last["accepted"] == [0] and "0" in last["drafts"] and last["policy_logprob"]["0"] <= 0
 
 
+@pytest.mark.slow  # the real model tiny-ar
 def test_a_drafter_with_another_tokenizer_is_refused(math_lm, problem):
     with pytest.raises(ValueError, match="tokenizer"):
         run_to_trace(math_lm, math_tasks.prompt(problem.question), strategy="step-speculation",
                      params={"draft_model": "tiny-ar"}, max_new_tokens=20, chat=False)
 
 
+@pytest.mark.slow  # the real model tiny-math-draft
 def test_the_shipped_drafter_drafts_for_tiny_math(math_lm, problem):
     """tiny-math-draft shares tiny-math's tokenizer; its calls are counted apart from the policy's."""
     trace = run_to_trace(math_lm, math_tasks.prompt(problem.question), strategy="step-speculation",

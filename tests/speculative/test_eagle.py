@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from decoding import run_to_trace
-from decoding.contracts import Feedback
+from decoding.speculative.base import Feedback
 from decoding.events import stats
 from decoding.speculative import eagle
 from decoding.speculative.drafters import TreePlan
@@ -117,6 +117,7 @@ def test_a_target_without_a_trained_head_is_refused_with_a_sentence(tiny_lm):
         run_to_trace(tiny_lm, PROMPT, strategy="speculative", params={"drafter": "eagle"}, max_new_tokens=4)
 
 
+@pytest.mark.slow  # the real model smollm2-135m
 def test_the_shipped_head_has_the_stated_shape():
     folder = eagle.HEADS["smollm2-135m"]
     config = json.loads((folder / "config.json").read_text())

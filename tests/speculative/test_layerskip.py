@@ -194,7 +194,7 @@ def test_the_trained_early_exit_preset_note_holds():
     from decoding.events import stats
     from decoding.presets import find_preset
 
-    preset = find_preset("speculative", "16-speculative-trained-early-exit")
+    preset = find_preset("speculative", "27-speculative-trained-early-exit")
     runs = {m: run_to_trace(m, preset.prompt, strategy="speculative", params=preset.params, chat=False,
                             max_new_tokens=preset.max_new_tokens) for m in (preset.model, "tiny-ar")}
     got = {m: (stats(t)["num_tokens"], round(stats(t)["acceptance_rate"], 2), stats(t)["target_forward_passes"])

@@ -72,5 +72,5 @@ def test_greedy_rasd_equals_the_targets_greedy_text_and_records_sources(tiny_lm)
 
 
 def test_rasd_needs_a_draft_model():
-    with pytest.raises(ValueError, match="`draft_model` is required with drafter=rasd"):
+    with pytest.raises(ValueError, match="`rasd.draft_model` is required: a smaller causal model"):
         run_to_trace("tiny-random", "hi", strategy="speculative", max_new_tokens=3, params={"drafter": "rasd"})

@@ -32,8 +32,9 @@ Q = torch.tensor([0.05, 0.1, 0.15, 0.3, 0.25, 0.15], dtype=torch.float64)  # a p
 CHILD_P = torch.tensor([0.1, 0.5, 0.1, 0.1, 0.1, 0.1], dtype=torch.float64)  # target after any first token
 
 
-def first_token_counts(make_tree, trials=20_000, seed=0):
-    """Run verification many times on hand-made distributions; count the first output token."""
+def first_token_counts(make_tree, trials=5_000, seed=0):
+    """Run verification many times on hand-made distributions; count the first output token. 5,000 runs: the
+    wrong rules below score p < 1e-17 there (the tests ask < 1e-6), the right ones p > 0.5."""
     gen = torch.Generator().manual_seed(seed)
     counts = [0] * len(P)
     for _ in range(trials):
@@ -89,14 +90,14 @@ def test_speculative_sampling_output_follows_the_target(make_tree):
 def test_the_statistical_test_catches_a_wrong_rule(make_tree, monkeypatch):
     """Resampling from p instead of the residual after a rejection is a classic bug: it must fail."""
     monkeypatch.setattr(verify, "residual_distribution", lambda p, q: p.clone())
-    counts = first_token_counts(make_tree, trials=20_000, seed=1)
+    counts = first_token_counts(make_tree, seed=1)
     assert chi2_pvalue(counts, P.tolist()) < 1e-6, counts
 
 
 def test_the_statistical_test_catches_a_wrong_spectr_residual(monkeypatch):
     """SpecTr with speculative sampling's one-draft residual norm(max(0, p - q)) instead of its own: it must fail."""
     monkeypatch.setattr(verify, "spectr_residual", lambda p, q, k, rho: verify.residual_distribution(p, q))
-    counts = first_token_counts(iid_siblings, trials=20_000, seed=1)
+    counts = first_token_counts(iid_siblings, seed=1)
     assert chi2_pvalue(counts, P.tolist()) < 1e-6, counts
 
 
@@ -116,7 +117,7 @@ def test_two_token_sequences_follow_the_target():
     """Accepted token then the bonus: the pair is distributed as p(x1) p(x2 | x1)."""
     gen = torch.Generator().manual_seed(3)
     counts: dict[tuple, int] = {}
-    trials = 30_000
+    trials = 10_000
     for _ in range(trials):
         x = int(torch.multinomial(Q, 1, generator=gen))
         probs = torch.stack([P, CHILD_P])
@@ -132,7 +133,7 @@ def test_two_token_sequences_follow_the_target():
     total = sum(expected.values())
     keys = sorted(expected)
     assert chi2_pvalue([counts.get(k, 0) for k in keys], [expected[k] / total for k in keys]) > 0.001
-    assert sum(counts.values()) / trials == pytest.approx(total, abs=0.01)
+    assert sum(counts.values()) / trials == pytest.approx(total, abs=4 * math.sqrt(total * (1 - total) / trials))  # 4 sd
 
 
 def test_greedy_verification_accepts_exactly_the_argmax_path():
@@ -263,6 +264,7 @@ def test_spectr_rounds_draw_siblings_with_replacement_and_record_rho(tiny_lm):
                 assert n["accept_prob"] == pytest.approx(min(1.0, n["p"] / (d["rho"] * n["q"])), rel=1e-4)
 
 
+@pytest.mark.slow  # SmolLM2
 @pytest.mark.parametrize("params", [
     {"drafter": "early-exit", "exit_layer": 24, "tree": "chain"},
     {"drafter": "early-exit", "tree": "dynamic"},
@@ -279,6 +281,7 @@ def test_greedy_speculative_equals_target_greedy_on_the_real_model(smol_lm, para
     assert s["mean_accepted_length"] >= 0
 
 
+@pytest.mark.slow  # the real models tiny-ar, tiny-ar-draft
 @pytest.mark.parametrize("tree", ["chain", "static"])
 def test_tiny_ar_draft_drafts_for_tiny_ar_losslessly_and_is_often_accepted(tree):
     """The offline trained pair: a 0.85M drafter for the 4.3M tiny-ar, same tokenizer and data."""
@@ -331,7 +334,7 @@ def test_rounds_record_the_tree_and_timing(tiny_lm):
     ({"drafter": "oracle"}, "`drafter` must be one of"),
     ({"tree": "forest"}, "`tree` must be one of"),
     ({"rule": "specinfer"}, "`rule` must be one of"),
-    ({"drafter": "model"}, "`draft_model` is required"),
+    ({"drafter": "model"}, "`model.draft_model` is required"),
     ({"draft_length": -1}, r"`draft_length` must be an integer in \[0, 16\]"),
     ({"draft_length": 17}, r"`draft_length` must be an integer in \[0, 16\]"),
     ({"temperature": -1}, "`temperature`"),
@@ -342,6 +345,7 @@ def test_bad_speculative_parameters(tiny_lm, params, message):
         list(generate(tiny_lm, PROMPT, strategy="speculative", params=params, max_new_tokens=4))
 
 
+@pytest.mark.slow  # SmolLM2
 def test_a_draft_model_with_another_tokenizer_is_refused(smol_lm):
     with pytest.raises(ValueError, match="does not share the target's tokenizer"):
         list(generate(smol_lm, PROMPT, strategy="speculative", max_new_tokens=4,
@@ -365,6 +369,7 @@ def test_tree_levels_fed_incrementally_equal_one_pass(tiny_lm):
         tiny_lm.forward_tree([1], parents, tokens, cache, cached_nodes=2)
 
 
+@pytest.mark.slow  # SmolLM2
 def test_dynamic_exit_declines_to_draft_when_early_exit_cannot_pay(smol_lm):
     """On SmolLM2 (not trained for early exit, LM head as heavy as 8 layers) DEL's estimates,
     seeded from the prompt, say no exit layer pays for itself: it decodes plainly."""

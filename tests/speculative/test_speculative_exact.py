@@ -142,7 +142,8 @@ def test_greedy_dynamic_trees_are_eagle2s_best_first_trees():
     logq = torch.log_softmax(Q_LOGITS, -1)
     scores = {}
     for node, (parent, token) in enumerate(zip(ours.parents, ours.tokens)):
-        scores[node] = (scores[parent] if parent != ROOT else 0.0) + logq[0 if parent == ROOT else ours.tokens[parent], token].item()
+        scores[node] = ((scores[parent] if parent != ROOT else 0.0)
+                        + logq[0 if parent == ROOT else ours.tokens[parent], token].item())
     # every level holds the `width` best (parent, child) pairs of that level
     level_of = ours.depths()
     for level in (2, 3):

@@ -5,6 +5,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 import torch
 
 from decoding import run_to_trace
@@ -23,6 +24,7 @@ def test_the_logged_training_loss_is_near_zero():
     assert info["train_loss"] == epochs[-1] or abs(info["train_loss"] - epochs[-1]) < 1e-4
 
 
+@pytest.mark.slow  # the real models tiny-ar and tiny-ar-hyperfit
 def test_hyperfit_model_loads_generates_and_is_sharper():
     prompt = "And the king said"
     entropies = {}
@@ -46,17 +48,18 @@ def test_pick_windows_is_seeded_and_refuses_too_little_data():
         raise AssertionError("expected a ValueError")
 
 
-def test_preset_07_note_holds():
+@pytest.mark.slow  # the real models tiny-ar and tiny-ar-hyperfit
+def test_hyperfitted_model_preset_note_holds():
     """What the hyperfitting preset's note says: the hyperfitted model's greedy line and entropy, the base model's loop."""
-    from decoding.presets import load_presets
+    from decoding.presets import find_preset
 
-    preset = next(p for p in load_presets() if p.name.startswith("07-"))
+    preset = find_preset("playground", "07-hyperfitted-model")
     runs = {}
     for name in ("tiny-ar-hyperfit", "tiny-ar"):
         lm = LM(load_model(name, dtype="float32", progress=None))
         runs[name] = run_to_trace(lm, preset.prompt, strategy="greedy", max_new_tokens=preset.max_new_tokens, chat=False)
     hyper, base = runs["tiny-ar-hyperfit"], runs["tiny-ar"]
-    mean = lambda t: sum(e.entropy for e in t.of_kind("token")) / len(t.of_kind("token"))  # noqa: E731
+    mean = lambda t: sum(e.entropy for e in t.of_kind("token")) / len(t.of_kind("token"))
     assert "after all thy wickedness, (woe, woe unto thee! saith the LORD GOD;)" in hyper.finish.text
     assert mean(hyper) < 0.15 and mean(base) > 2.5
     assert "and went out, and went out, and went out" in base.finish.text

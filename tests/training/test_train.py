@@ -10,6 +10,8 @@ import torch.nn.functional as F
 
 from decoding.training import train as T
 
+pytestmark = pytest.mark.slow  # training runs, and the shipped tiny models
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "data" / "genesis1.txt"
 ASSETS = {"diffusion": ROOT / "assets" / "tiny-diffusion", "ar": ROOT / "assets" / "tiny-ar"}
@@ -36,7 +38,8 @@ def test_tokenizer_round_trip_and_specials(tokenizer, tmp_path):
 
 
 def test_clean_bible_strips_headers_and_verse_numbers():
-    raw = "\nGenesis 1\n\n  1 In the beginning God created the heaven\nand the earth.\n  2 And the earth.\n\n1 John 2\n\n  1 My little children.\n"
+    raw = ("\nGenesis 1\n\n  1 In the beginning God created the heaven\nand the earth.\n  2 And the earth.\n\n"
+           "1 John 2\n\n  1 My little children.\n")
     verses = T.clean_bible(raw)
     assert verses == [("Genesis 1", "In the beginning God created the heaven and the earth."),
                       ("Genesis 1", "And the earth."), ("1 John 2", "My little children.")]

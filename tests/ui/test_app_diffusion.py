@@ -58,6 +58,7 @@ def run() -> tuple[list[dict], Trace, Trace]:
     return updates, final["trace"], final["other"]
 
 
+@pytest.mark.slow  # the module's real-model run
 def test_generate_streams_steps_and_ends_unmasked(run):
     updates, trace, _ = run
     steps = trace.of_kind("diffusion_step")
@@ -83,6 +84,7 @@ def test_generate_streams_steps_and_ends_unmasked(run):
     assert "dl_json" not in final and Trace.load(download(final["trace"])).to_dict() == trace.to_dict()
 
 
+@pytest.mark.slow  # the module's real-model run; the real model tiny-ar
 def test_compare_with_the_autoregressive_model(run):
     updates, trace, other = run
     assert other.start.model == "tiny-ar" and other.start.strategy == "greedy" and other.finish is not None
@@ -104,6 +106,7 @@ def test_compare_samplers_draws_one_line_each():
     assert "fixed, 4 steps): 16 tokens with 4 model calls" in final["status"]
 
 
+@pytest.mark.slow  # the module's real-model run
 def test_step_slider_shows_an_earlier_canvas(run):
     _, trace, other = run
     first = cb.choose_step(0.0, trace, other)
@@ -115,37 +118,42 @@ def test_step_slider_shows_an_earlier_canvas(run):
     assert cb.choose_step(1, None, None) == {}
 
 
+LEAP = {"localleap.radius", "localleap.anchor_threshold", "localleap.decay"}
+
+
 @pytest.mark.parametrize("sampler, cache, shown", [
     ("fixed", "none", set()),
-    ("localleap", "none", {"radius", "anchor_threshold", "decay"}),
-    ("freedave", "none", {"draft_steps"}),
-    ("learn2pd", "none", {"filter_threshold"}),
+    ("localleap", "none", LEAP),
+    ("freedave", "none", {"freedave.draft_steps"}),
+    ("learn2pd", "none", {"learn2pd.filter_threshold"}),
     ("fixed", "delayed", {"refresh_interval"}),
     ("fixed", "greedy", {"refresh_interval"}),
     ("fixed", "prefill", set()),
-    ("localleap", "delayed", {"radius", "anchor_threshold", "decay", "refresh_interval"}),
-    ("learn2pd", "greedy", {"filter_threshold", "refresh_interval"}),
+    ("localleap", "delayed", LEAP | {"refresh_interval"}),
+    ("learn2pd", "greedy", {"learn2pd.filter_threshold", "refresh_interval"}),
 ])
 def test_only_the_relevant_controls_are_shown(sampler, cache, shown):
     out = cb.shown_controls(sampler, cache)
-    assert set(out) == {"df:radius", "df:anchor_threshold", "df:decay", "df:draft_steps", "df:filter_threshold",
-                        "df:refresh_interval"}
+    assert set(out) == {f"df:{k}" for k in LEAP | {"freedave.draft_steps", "learn2pd.filter_threshold",
+                                                    "refresh_interval"}}
     assert {k.removeprefix("df:") for k, v in out.items() if v["visible"]} == shown
 
 
-def test_hidden_controls_keep_their_defaults():
+def test_a_sampler_sends_its_own_knobs_only_and_hidden_controls_keep_their_defaults():
     from ui.diffusion_views import collect_params
 
-    params = collect_params(values(radius=9.0, refresh_interval=2.0, steps=4.0, threshold=1, draft_steps=8.0,
-                                   filter_threshold=0.5))
-    assert params["radius"] == 4 and params["refresh_interval"] == 4 and params["steps"] == 4
-    assert params["draft_steps"] == DEFAULT_SETTINGS["draft_steps"]
-    assert params["filter_threshold"] == DEFAULT_SETTINGS["filter_threshold"]
+    params = collect_params(values(refresh_interval=2.0, steps=4.0, threshold=1, **{
+        "localleap.radius": 9.0, "freedave.draft_steps": 8.0, "learn2pd.filter_threshold": 0.5}))
+    assert not any("." in k for k in params)  # fixed declares no knob: no other sampler's is sent
+    assert params["refresh_interval"] == 4 and params["steps"] == 4
     assert isinstance(params["steps"], int) and params["threshold"] == 1.0 and isinstance(params["threshold"], float)
-    params = collect_params(values(sampler="localleap", radius=9.0, threshold=0.5, cache="delayed", refresh_interval=2))
-    assert params["radius"] == 9 and params["refresh_interval"] == 2
-    assert collect_params(values(sampler="freedave", draft_steps=8.0))["draft_steps"] == 8
-    assert collect_params(values(sampler="learn2pd", filter_threshold=0.5))["filter_threshold"] == 0.5
+    params = collect_params(values(sampler="localleap", threshold=0.5, cache="delayed", refresh_interval=2,
+                                   **{"localleap.radius": 9.0}))
+    assert params["localleap.radius"] == 9 and params["refresh_interval"] == 2
+    assert {k for k in params if "." in k} == LEAP
+    assert collect_params(values(sampler="freedave", **{"freedave.draft_steps": 8.0}))["freedave.draft_steps"] == 8
+    assert collect_params(values(sampler="learn2pd", **{"learn2pd.filter_threshold": 0.5}))[
+        "learn2pd.filter_threshold"] == 0.5
     assert collect_params(values(cache="greedy", refresh_interval=2.0))["refresh_interval"] == 2
 
 
@@ -170,16 +178,17 @@ def test_presets_set_every_control(tmp_path, monkeypatch):
     preset = ("title: Threshold decoding\nmodel: tiny-diffusion\nstrategy: diffusion\nlab: diffusion\n"
               "prompt: In the beginning\nmax_new_tokens: 400\nchat: false\n"
               "params: {threshold: 0.7, block_length: 8}\nnote: Count the model calls.\n")
-    (tmp_path / "30-diffusion-test.yaml").write_text(preset)
+    (tmp_path / "50-diffusion-test.yaml").write_text(preset)
     monkeypatch.setattr(presets, "PRESETS_DIR", tmp_path)
-    assert cb.preset_choices() == [("Threshold decoding", "30-diffusion-test")]
-    out = cb.preset_chosen("30-diffusion-test")
+    assert cb.preset_choices() == [("Threshold decoding", "50-diffusion-test")]
+    out = cb.preset_chosen("50-diffusion-test")
     assert out["df:threshold"] == 0.7 and out["df:block_length"] == 8 and out["prompt"] == "In the beginning"
     assert out["length"] == 256 and out["df:steps"] == DEFAULT_SETTINGS["steps"] and "Count the model" in out["note"]
     assert {f"df:{f}" for f in FIELDS} <= out.keys()
     assert cb.preset_chosen("no-such-preset") == {"note": ""}
 
 
+@pytest.mark.slow  # the module's real-model run
 def test_replay_restores_views_and_settings(run):
     updates, trace, _ = run
     out = cb.replay(download(trace), None, None)
@@ -216,7 +225,8 @@ def test_a_bad_or_non_diffusion_upload_is_refused(tmp_path, content, message):
     ({"threshold": 1.5}, r"`threshold` must be 0 \(off\) or in \(0, 1\]"),
     ({"threshold": 0.5, "remasking": "random"}, "`remasking` must be low-confidence or margin"),
     ({"sampler": "localleap", "threshold": 0.0}, r"`threshold` must be in \(0, anchor_threshold"),
-    ({"model": "tiny-ar"}, "`model` 'tiny-ar' is a causal"),
+    pytest.param({"model": "tiny-ar"}, "`model` 'tiny-ar' is a causal",
+                 marks=pytest.mark.fast("refused by its registered kind; loads no model")),
     ({"model": "no-such-model"}, "unknown model 'no-such-model'"),
     ({"length": 0}, "`max_new_tokens`"),
     ({"compare": "no-such-run"}, "`compare` must be one of"),
@@ -269,6 +279,7 @@ def test_views_before_any_run_and_the_tab_alone():
 
 
 # Over real HTTP ----------------------------------------------------------------------------------
+@pytest.mark.slow  # the HTTP server
 def test_diffusion_over_the_generate_api(client):
     outputs, result = api_run(client, MODEL, "diffusion", DEFAULT_PROMPT, 16, 0, json.dumps({"steps": 4}), False)
     kinds = [o.get("kind") for o in outputs[:-1]]
@@ -277,6 +288,7 @@ def test_diffusion_over_the_generate_api(client):
     assert result["stats"]["nfe"] == 4 and result["stats"]["tokens_per_step"] == 4.0
 
 
+@pytest.mark.slow  # the HTTP server; the real model tiny-parallel
 def test_the_generate_api_applies_tiny_parallels_chat_template_like_the_tab(client):
     prompt = tasks.problem("copy", 4).prompt
     outputs, result = api_run(client, "tiny-parallel", "diffusion", prompt, 8, 0, json.dumps({"steps": 4}), True)
@@ -401,7 +413,7 @@ def test_the_verdict_is_the_checker_on_what_the_model_wrote(parallel):
 def test_freedave_against_one_per_step_gives_the_same_canvas_in_fewer_or_as_many_calls(parallel):
     updates, trace, other = parallel
     final = merged(updates)
-    assert other.start.params["sampler"] == "freedave" and other.start.params["draft_steps"] == 4
+    assert other.start.params["sampler"] == "freedave" and other.start.params["freedave.draft_steps"] == 4
     assert other.of_kind("diffusion_step")[-1].canvas == trace.of_kind("diffusion_step")[-1].canvas
     assert 'data-differ="0"' in final["compare_html"] and "the same final canvas" in final["compare_html"]
     assert stats(other)["nfe"] <= stats(trace)["nfe"] == 16
@@ -440,14 +452,14 @@ def test_replay_and_presets_put_the_task_back_in_the_picker(parallel, tmp_path):
     out = cb.replay(str(path), None, None)
     assert out["task"] == "reverse" and out["problem"]["value"] == 2 and out["model"] == TASK_MODEL
     assert 'data-task="reverse"' in out["verdict"] and "Replaying" in out["status"]
-    shuffle = cb.preset_chosen("35-parallel-shuffle-breaks")
+    shuffle = cb.preset_chosen("55-parallel-shuffle-breaks")
     assert shuffle["model"] == TASK_MODEL and shuffle["task"] == "shuffle" and shuffle["problem"]["value"] == 6
     assert shuffle["df:steps"] == 4 and shuffle["length"] == 32  # 8 tokens per step
-    assert cb.preset_chosen("36-parallel-freedave")["df:sampler"] == "freedave"
-    learn2pd = cb.preset_chosen("37-parallel-learn2pd")
-    assert learn2pd["df:sampler"] == "learn2pd" and learn2pd["df:filter_threshold"] == 0.9
-    assert cb.preset_chosen("34-parallel-threshold-copy")["task"] == "copy"
-    assert cb.preset_chosen("33-diffusion-threshold")["task"] == tasks.FREE_PROMPT
+    assert cb.preset_chosen("56-parallel-freedave")["df:sampler"] == "freedave"
+    learn2pd = cb.preset_chosen("57-parallel-learn2pd")
+    assert learn2pd["df:sampler"] == "learn2pd" and learn2pd["df:learn2pd.filter_threshold"] == 0.9
+    assert cb.preset_chosen("54-parallel-threshold-copy")["task"] == "copy"
+    assert cb.preset_chosen("53-diffusion-threshold")["task"] == tasks.FREE_PROMPT
 
 
 def test_learn2pd_without_a_filter_says_how_to_train_one():
@@ -455,6 +467,7 @@ def test_learn2pd_without_a_filter_says_how_to_train_one():
         list(cb.generate_run("tiny-random-diffusion", "abc", 8, 0, "none", **values(sampler="learn2pd")))
 
 
+@pytest.mark.slow  # the real model tiny-parallel
 def test_the_benchmark_accordion_reads_the_file_or_says_how_to_make_it(tmp_path):
     text, figure = tasks.benchmark_views(tmp_path / "bench.json")
     assert figure is None and "python bench/bench_diffusion.py --model tiny-parallel --quick --json" in text
@@ -471,10 +484,10 @@ def test_the_benchmark_accordion_reads_the_file_or_says_how_to_make_it(tmp_path)
 
 
 @pytest.mark.slow
-def test_preset_33_continues_a_verse_as_its_note_says():
+def test_the_threshold_preset_continues_a_verse_as_its_note_says():
     """The note's numbers for its prompt: 55 calls instead of 64, at most 2 tokens per step, the answer of
     one token per step (20 tokens, end-of-text included)."""
-    preset = cb.preset_chosen("33-diffusion-threshold")
+    preset = cb.preset_chosen("53-diffusion-threshold")
     fields = {f: preset[f"df:{f}"] for f in FIELDS}
     trace = merged(list(cb.generate_run(preset["model"], preset["prompt"], preset["length"], 0, "none", **fields)))["trace"]
     one_per_step = run_to_trace(preset["model"], preset["prompt"], strategy="diffusion", params={"steps": 64},
@@ -486,6 +499,7 @@ def test_preset_33_continues_a_verse_as_its_note_says():
     assert "55 model" in preset["note"] and "up to 2 tokens" in preset["note"] and "(20 tokens" in preset["note"]
 
 
+@pytest.mark.slow  # the real model tiny-parallel
 def test_tiny_parallel_compares_with_its_causal_twin_and_both_get_a_verdict():
     compare = "tiny-parallel-ar, greedy (tiny-parallel's causal twin)"
     final = merged(run_ui(prompt="copy: owl cat dog", length=32, model="tiny-parallel", compare=compare,

@@ -17,9 +17,9 @@ import pytest
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-import gradio as gr  # noqa: E402
+import gradio as gr
 
-from ui.playground_views import new_selection  # noqa: E402
+from ui.playground_views import new_selection
 
 TABS = ("playground", "speculative", "scaling", "diffusion")
 
@@ -138,6 +138,7 @@ def test_the_api_refuses_values_beyond_the_allowed_range_with_that_range(params,
 
 
 # Diffusion: the canvas length beside the prompt, said before the run ------------------------------
+@pytest.mark.fast("reads llada-8b-instruct's declared context length; loads no model")
 def test_the_length_note_says_what_fits_beside_the_prompt_before_the_run():
     from decoding.run import as_lm
     from ui import diffusion_callbacks as cb

@@ -7,10 +7,12 @@ import os
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-from decoding.presets import load_presets  # noqa: E402
-from ui import playground_callbacks as cb  # noqa: E402
-from ui.common import model_choices  # noqa: E402
-from ui.playground_views import param_widgets, playground_strategies  # noqa: E402
+import pytest
+
+from decoding.presets import load_presets
+from ui import playground_callbacks as cb
+from ui.widgets import model_choices
+from ui.playground_views import param_widgets, playground_strategies
 
 
 def test_the_menu_lists_the_playground_presets():
@@ -19,6 +21,7 @@ def test_the_menu_lists_the_playground_presets():
     assert cb.preset_choices() == [(p.title, p.name) for p in shipped]
 
 
+@pytest.mark.fast("a preset names smollm2-135m; choosing it loads no model")
 def test_a_preset_sets_strategy_parameters_model_prompt_and_the_note():
     out = cb.preset_chosen("03-min-p-at-high-temperature")
     assert (out["model"], out["strategy"], out["seed"], out["max_new_tokens"]) == ("smollm2-135m", "sample", 1, 80)
@@ -39,4 +42,4 @@ def test_every_shipped_preset_fits_the_playground_widgets():
 
 def test_no_preset_clears_the_note():
     assert cb.preset_chosen(None) == {"note": ""}
-    assert cb.preset_chosen("20-particle-filter-vs-best-of-n") == {"note": ""}  # another tab's preset
+    assert cb.preset_chosen("30-particle-filter-vs-best-of-n") == {"note": ""}  # another tab's preset

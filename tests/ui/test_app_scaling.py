@@ -14,7 +14,7 @@ import gradio as gr
 
 from decoding.events import Trace
 from decoding.run import run_to_trace
-from decoding.scaling.math_tasks import SPLIT_SIZES, make_splits
+from decoding.scaling.math_tasks import make_splits
 from decoding.scaling.tasks import MATH_MENU, load_tasks, task_prompt
 from conftest import api_run
 from test_app import count_forward_passes
@@ -26,6 +26,7 @@ from ui.scaling_views import (task_of_prompt, DEFAULT_PROMPT, DEFAULT_SETTINGS, 
 MODEL = "smollm2-135m"
 SMALL = {"n": 3, "max_step_tokens": 8}
 TASK = load_tasks()[0]
+PROMPT = task_prompt(TASK["question"])
 
 
 def values(**changes) -> dict:
@@ -34,7 +35,7 @@ def values(**changes) -> dict:
     return {name: settings[name] for name in FIELDS}
 
 
-def run_ui(method="particle-filter", prompt=task_prompt(TASK["question"]), max_new_tokens=16, compare="none", model=MODEL,
+def run_ui(method="particle-filter", prompt=PROMPT, max_new_tokens=16, compare="none", model=MODEL,
            **params) -> list[dict]:
     return list(cb.generate_run(model, prompt, method, max_new_tokens, 0, True, compare, **values(**params)))
 
@@ -54,6 +55,7 @@ def run() -> tuple[list[dict], Trace, Trace]:
     return updates, final["trace"], final["other"]
 
 
+@pytest.mark.slow  # the module's real-model run
 def test_generate_streams_particle_steps_then_chooses(run):
     updates, trace, _ = run
     steps = trace.of_kind("particles")
@@ -75,6 +77,7 @@ def test_generate_streams_particle_steps_then_chooses(run):
     assert "dl_json" not in final and Trace.load(download(final["trace"])).to_dict() == trace.to_dict()
 
 
+@pytest.mark.slow  # the module's real-model run
 def test_compare_runs_the_second_method_at_the_same_budget(run):
     updates, trace, other = run
     assert other.start.strategy == "best-of-n" and other.finish is not None
@@ -91,6 +94,7 @@ def test_compare_runs_the_second_method_at_the_same_budget(run):
     assert any({"particles", "summary"} <= u.keys() for u in during)  # the comparison streams too
 
 
+@pytest.mark.slow  # the module's real-model run
 def test_step_slider_shows_an_earlier_step(run):
     _, trace, other = run
     steps = trace.of_kind("particles")
@@ -119,6 +123,7 @@ def test_only_the_rewards_controls_are_shown(reward):
     assert f"**{reward}**" in out["reward_help"]
 
 
+@pytest.mark.slow  # the real model smollm2-135m
 def test_the_task_menu_fills_the_prompt_and_the_reference():
     choices = task_choices()
     assert choices[0] == ("(free prompt)", "") and len(choices) == MATH_MENU + len(load_tasks()) + 1
@@ -131,8 +136,9 @@ def test_the_task_menu_fills_the_prompt_and_the_reference():
     assert cb.prompt_edited("What is 6 times 7?", "") == {}
 
 
+@pytest.mark.slow  # the real models smollm2-135m, tiny-math
 def test_a_tiny_math_problem_picks_tiny_math_and_a_word_problem_moves_off_it():
-    problem = make_splits(sizes={**SPLIT_SIZES, "train": 0, "val": 0, "test": 3})["test"][2]
+    problem = make_splits(sizes={"val": 3})["val"][2]  # the menu lists the validation problems
     out = cb.task_chosen("m2", "smollm2-135m")
     assert out == {"prompt": problem.question + "\n", "sc:reference": str(problem.answer), "model": "tiny-math"}
     assert cb.task_chosen("3", "tiny-math")["model"] == "smollm2-135m"  # tiny-math reads only its own problems
@@ -140,6 +146,7 @@ def test_a_tiny_math_problem_picks_tiny_math_and_a_word_problem_moves_off_it():
     assert task_of_prompt(out["prompt"])["answer"] == str(problem.answer)  # a replayed trace is graded
 
 
+@pytest.mark.slow  # the module's real-model run
 def test_a_trace_on_a_shipped_task_is_graded_without_a_reference_parameter(run):
     _, trace, _ = run
     data = trace.to_dict()
@@ -154,27 +161,28 @@ def test_presets_set_every_control(tmp_path, monkeypatch):
     preset = ("title: PF beats best-of-N\nmodel: smollm2-135m\nstrategy: reward-beam\nlab: scaling\n"
               f"prompt: {json.dumps(task_prompt(TASK['question']))}\nmax_new_tokens: 300\n"
               "params: {n: 8, beam_width: 4, reward: arith-step}\nnote: Watch the beams.\n")
-    (tmp_path / "20-scaling-test.yaml").write_text(preset)
+    (tmp_path / "30-scaling-test.yaml").write_text(preset)
     from decoding import presets
 
     for _, name in cb.preset_choices():  # the shipped scaling presets set a method of this tab
         assert cb.preset_chosen(name)["method"] in METHODS
     monkeypatch.setattr(presets, "PRESETS_DIR", tmp_path)
-    assert cb.preset_choices() == [("PF beats best-of-N", "20-scaling-test")]
-    out = cb.preset_chosen("20-scaling-test")
-    assert out["method"] == "reward-beam" and out["sc:n"] == 8 and out["sc:beam_width"] == 4
+    assert cb.preset_choices() == [("PF beats best-of-N", "30-scaling-test")]
+    out = cb.preset_chosen("30-scaling-test")
+    assert out["method"] == "reward-beam" and out["sc:n"] == 8 and out["sc:reward-beam.beam_width"] == 4
     assert out["sc:reward"] == "arith-step" and out["sc:reference"] == TASK["answer"] and out["task"] == "0"
     assert out["max_new_tokens"] == 256 and out["sc:temperature"] == DEFAULT_SETTINGS["temperature"]
     assert "Watch the beams" in out["note"] and {f"sc:{f}" for f in FIELDS} <= out.keys()
     assert cb.preset_chosen("no-such-preset") == {"note": ""}
 
 
+@pytest.mark.slow  # the module's real-model run
 def test_replay_restores_views_and_settings(run):
     updates, trace, _ = run
     out = cb.replay(download(trace), None, None)
     assert out["trace"].to_dict() == trace.to_dict() and out["other"] is None
     assert out["method"] == "particle-filter" and out["sc:n"] == 3 and out["sc:max_step_tokens"] == 8
-    assert out["sc:pf_select"] == "best" and "sc:bon_select" not in out and out["sc:reward"] == "final-answer"
+    assert out["sc:particle-filter.select"] == "best" and "sc:best-of-n.select" not in out and out["sc:reward"] == "final-answer"
     assert out["task"] == str(TASK["id"]) and out["sc:reference"] == TASK["answer"] and out["model"] == MODEL
     assert "Replaying" in out["status"] and "data-slot=" in out["particles"] and out["lineage"].data
 
@@ -201,7 +209,7 @@ def test_a_bad_or_non_scaling_upload_is_refused(tmp_path, content, message):
     ({"method": "reward-beam", "n": 3, "beam_width": 2}, r"`n` \(3\) must be a multiple of `beam_width` \(2\)"),
     ({"model": "no-such-model"}, "unknown model 'no-such-model'"),
     ({"reward": "final-answer", "reference": ""}, "reward final-answer needs `reference`"),
-    ({"reward": "forbid-letter", "letter": "ab"}, "`letter` must be a single letter, got 'ab'"),
+    ({"reward": "forbid-letter", "forbid-letter.letter": "ab"}, "`forbid-letter.letter` must be a single letter, got 'ab'"),
     ({"max_new_tokens": 0}, "`max_new_tokens`"),
     ({"compare": "reward-beam", "n": 3, "beam_width": 2}, "Compare with reward-beam: `n` \\(3\\) must be a multiple"),
 ])
@@ -216,16 +224,25 @@ def test_bad_input_raises_a_clear_gr_error(kwargs, message):
 def test_fields_travel_by_name():
     from ui.scaling_views import collect_params
 
-    fields = values(n=4.0, pf_select="vote", bon_select="softmax")
+    fields = values(n=4.0, **{"particle-filter.select": "vote", "best-of-n.select": "softmax"})
     params = collect_params("particle-filter", dict(reversed(fields.items())))  # the order does not matter
     assert params == collect_params("particle-filter", fields) and params["n"] == 4 and params["select"] == "vote"
-    assert collect_params("best-of-n", fields)["select"] == "softmax"  # one name, two fields
+    assert collect_params("best-of-n", fields)["select"] == "softmax"  # one name, two methods' fields
     with pytest.raises(ValueError, match="no value for the scaling parameter `reward`"):
         collect_params("best-of-n", {k: v for k, v in fields.items() if k != "reward"})
     with pytest.raises(ValueError, match="unknown scaling parameter `select`"):
         collect_params("best-of-n", fields | {"select": "max"})
     with pytest.raises(gr.Error, match="unknown scaling parameter `nn`"):
         next(cb.generate_run(MODEL, DEFAULT_PROMPT, "best-of-n", 16, 0, True, "none", **fields, nn=2))
+
+
+def test_a_reward_sends_its_own_knobs_only():
+    from ui.scaling_views import collect_params
+
+    fields = values(reward="forbid-letter", **{"forbid-letter.letter": "a", "max-word-length.max_word_length": 3.0})
+    params = collect_params("best-of-n", fields)
+    assert params["forbid-letter.letter"] == "a" and params["forbid-letter.hard"] is True
+    assert not any(k.startswith("max-word-length.") for k in params)  # another reward's knob is not sent
 
 
 @pytest.mark.slow  # loads SmolLM2
@@ -283,6 +300,7 @@ def test_views_before_any_run():
 
 
 # Over real HTTP ----------------------------------------------------------------------------------
+@pytest.mark.slow  # the HTTP server
 def test_particle_filter_over_the_generate_api(client):
     params = {"n": 2, "max_step_tokens": 8, "reward": "final-answer", "reference": TASK["answer"]}
     outputs, result = api_run(client, MODEL, "particle-filter", DEFAULT_PROMPT, 16, 0, json.dumps(params), True)
@@ -294,9 +312,10 @@ def test_particle_filter_over_the_generate_api(client):
     assert result["params"]["reference"] == TASK["answer"] and result["strategy"] == "particle-filter"
 
 
+@pytest.mark.slow  # the real model tiny-math
 @pytest.mark.parametrize("name, answer, resamplings, compared", [
-    ("20-particle-filter-vs-best-of-n", "220", 5, "137"),  # the note: right after five resamplings; best-of-N wrong
-    ("24-a-star-search", "439", 0, "431"),  # the note: A* right (439), best-of-N not
+    ("30-particle-filter-vs-best-of-n", "220", 5, "137"),  # the note: right after five resamplings; best-of-N wrong
+    ("34-a-star-search", "439", 0, "431"),  # the note: A* right (439), best-of-N not
 ])
 def test_the_tiny_math_presets_do_what_their_notes_say(name, answer, resamplings, compared):
     preset = cb.preset_chosen(name)
@@ -310,13 +329,14 @@ def test_the_tiny_math_presets_do_what_their_notes_say(name, answer, resamplings
     assert other.start.strategy == "best-of-n" and other.finish.extra["answer"] == compared and verdict(other) is False
 
 
+@pytest.mark.slow  # the real model tiny-math
 @pytest.mark.parametrize("name, answer, compared", [
-    ("26-review-refine-repeat", "91", "81"),  # the note: the rewrite reaches 91, one sample ends at 81
-    ("27-reward-hacking", "128", "210"),  # the note: the hacked filter ends at 128 (the honest one: 220)
-    ("29-step-speculation", "210", "209"),  # the note: drafted and checked 210, tiny-math alone 209
-    ("28-first-finish", "129", "498"),  # the note: the first to finish says 129, best-of-n 498
-    ("28-reward-beam", "451", "451"),  # the note: the beam ends at 451
-    ("28-softmax-selection", "441", "441"),  # the note: the draw at T = 1 lands on 441 (the comparison shares the fields)
+    ("36-review-refine-repeat", "91", "81"),  # the note: the rewrite reaches 91, one sample ends at 81
+    ("37-reward-hacking", "128", "210"),  # the note: the hacked filter ends at 128 (the honest one: 220)
+    ("41-step-speculation", "210", "209"),  # the note: drafted and checked 210, tiny-math alone 209
+    ("38-first-finish", "129", "498"),  # the note: the first to finish says 129, best-of-n 498
+    ("39-reward-beam", "451", "451"),  # the note: the beam ends at 451
+    ("40-softmax-selection", "441", "441"),  # the note: the draw at T = 1 lands on 441 (the comparison shares the fields)
 ])
 def test_the_refine_and_reward_hacking_presets_do_what_their_notes_say(name, answer, compared):
     preset = cb.preset_chosen(name)
@@ -326,14 +346,14 @@ def test_the_refine_and_reward_hacking_presets_do_what_their_notes_say(name, ans
     assert final["trace"].finish.extra["answer"] == answer and answer in preset["note"]
     assert final["other"].finish.extra["answer"] == compared
     trace = final["trace"]
-    if name == "28-first-finish":  # the winner finished first (108 tokens, the others 111) with a broken line
+    if name == "38-first-finish":  # the winner finished first (108 tokens, the others 111) with a broken line
         tokens = sorted(p["num_tokens"] for p in trace.finish.extra["particles"])
         assert tokens == [108, 111, 111, 111] and "395 - 23 = 3 marbles now?" in trace.finish.text
         assert [p["answer"] for p in trace.finish.extra["particles"]].count("498") == 2
-    if name == "28-reward-beam":  # 2 of 4 slots continue after every line but the last: 5 selections
+    if name == "39-reward-beam":  # 2 of 4 slots continue after every line but the last: 5 selections
         steps = trace.of_kind("particles")
         assert sum(s.resampled for s in steps) == 5 and all(s.extra["kept"] == 2 for s in steps if s.resampled)
-    if name == "28-softmax-selection":  # the right pair gets 61% at T = 1, 99% at T = 0.1 (then 451)
+    if name == "40-softmax-selection":  # the right pair gets 61% at T = 1, 99% at T = 0.1 (then 451)
         weights = {p["answer"]: 0.0 for p in trace.finish.extra["particles"]}
         for p in trace.finish.extra["particles"]:
             weights[p["answer"]] += p["weight"]
@@ -345,13 +365,14 @@ def test_the_refine_and_reward_hacking_presets_do_what_their_notes_say(name, ans
         cool = run_to_trace(LM(load_model("tiny-math", progress=None)), preset["prompt"], strategy="best-of-n",
                             params=params, max_new_tokens=160, chat=False, seed=0)
         assert cool.finish.extra["answer"] == "451"
-    if name == "29-step-speculation":  # the note: 7 drafted lines kept, 1 rewritten
+    if name == "41-step-speculation":  # the note: 7 drafted lines kept, 1 rewritten
         spec = final["trace"].finish.extra["speculation"]
         assert (spec["accepted_steps"], spec["rewritten_steps"]) == (7, 1) and "7 drafted lines are kept, 1" in preset["note"]
-    if name == "27-reward-hacking":  # the two slipped lines the note quotes are in the chosen answer
+    if name == "37-reward-hacking":  # the two slipped lines the note quotes are in the chosen answer
         assert "63 - 13 = 40" in final["trace"].finish.text and "89 + 158 = 147" in final["trace"].finish.text
 
 
+@pytest.mark.slow  # the real model tiny-math
 def test_a_remote_model_offers_only_the_methods_an_engine_can_run():
     out = cb.model_changed("openai:http://127.0.0.1:9/v1#m", "a-star")["method"]
     assert "a-star" not in out["choices"] and "particle-filter" in out["choices"] and out["value"] in out["choices"]

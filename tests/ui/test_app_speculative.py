@@ -38,6 +38,7 @@ def run() -> tuple[list[dict], Trace]:
     return updates, updates[0]["trace"]
 
 
+@pytest.mark.slow  # the module's real-model run
 def test_generate_streams_rounds_then_compares_with_plain_decoding(run):
     updates, trace = run
     final = {}
@@ -59,6 +60,7 @@ def test_generate_streams_rounds_then_compares_with_plain_decoding(run):
     assert Trace.load(download(plain)).to_dict() == plain.to_dict()
 
 
+@pytest.mark.slow  # the module's real-model run
 def test_round_and_position_pick_the_tree_and_the_overlap_view(run):
     _, trace = run
     first = trace.of_kind("spec_round")[0]
@@ -70,6 +72,7 @@ def test_round_and_position_pick_the_tree_and_the_overlap_view(run):
     assert cb.choose_round(3, None, None) == {}
 
 
+@pytest.mark.slow  # the module's real-model run
 def test_replay_restores_views_and_settings(run):
     updates, trace = run
     out = cb.replay(download(trace), None, None)
@@ -96,7 +99,7 @@ def test_a_bad_or_non_speculative_upload_is_refused(tmp_path, content, message):
 @pytest.mark.parametrize("kwargs, message", [
     ({"prompt": "  "}, "`prompt` is empty"),
     ({"draft_length": 17}, r"`draft_length` must be an integer in \[0, 16\]"),
-    ({"drafter": "model", "draft_model": ""}, "`draft_model` is required"),
+    ({"drafter": "model", "model.draft_model": ""}, "`model.draft_model` is required"),
     ({"model": "no-such-model"}, "unknown model 'no-such-model'"),
     ({"max_new_tokens": 0}, "`max_new_tokens`"),
 ])
@@ -109,10 +112,12 @@ def test_bad_input_raises_a_clear_gr_error(kwargs, message):
 def test_fields_travel_by_name():
     from ui.speculative_views import collect_spec_params
 
-    fields = values(drafter="model", draft_model=" org/draft-model ", draft_length=4.0)
+    fields = values(drafter="model", draft_length=4.0, **{"model.draft_model": " org/draft-model ",
+                                                          "early-exit.exit_layer": 2.0})
     params = collect_spec_params(dict(reversed(fields.items())))  # the order does not matter
-    assert params == collect_spec_params(fields) and params["draft_model"] == "org/draft-model"
+    assert params == collect_spec_params(fields) and params["model.draft_model"] == "org/draft-model"
     assert params["draft_length"] == 4 and isinstance(params["draft_length"], int)
+    assert not any(k.startswith(("early-exit.", "rasd.", "prompt-lookup.")) for k in params)  # the chosen's only
     with pytest.raises(ValueError, match="no value for the speculative parameter `drafter`"):
         collect_spec_params({k: v for k, v in fields.items() if k != "drafter"})
     with pytest.raises(ValueError, match="unknown speculative parameters `widht`, `depth`"):
@@ -121,6 +126,7 @@ def test_fields_travel_by_name():
         next(cb.generate_run(MODEL, DEFAULT_PROMPT, 16, 0, True, True, **fields, widht=2))
 
 
+@pytest.mark.slow  # SmolLM2 (MODEL): 256 tokens with prompt lookup
 def test_closing_the_run_stops_compute(monkeypatch):
     """What Stop does: Gradio closes the callback's generator; the worker thread must stop decoding."""
     calls = count_forward_passes(monkeypatch)
@@ -151,15 +157,17 @@ def test_the_coupling_view_follows_the_round_and_position(tiny_lm):
 def test_presets_set_every_control_and_show_the_note():
     choices = cb.preset_choices()
     assert len(choices) >= 3
-    out = cb.preset_chosen("12-speculative-token-recycling")
+    out = cb.preset_chosen("22-speculative-token-recycling")
     assert out["spec:drafter"] == "token-recycling" and out["spec:width"] == 4 and out["spec:tree"] == "static"
     assert out["spec:temperature"] == 0.0 and out["max_new_tokens"] == 64 and "Token Recycling" in out["note"]
     assert {f"spec:{k}" for k in SPEC_FIELDS} <= out.keys()
     shown = cb.drafter_changed("model")
-    assert shown["spec:draft_model"]["visible"] is True and shown["spec:ngram"]["visible"] is False
+    assert shown["spec:model.draft_model"]["visible"] is True and shown["spec:prompt-lookup.ngram"]["visible"] is False
+    assert shown["spec:rasd.draft_model"]["visible"] is False and "**model**" in shown["drafter_help"]
 
 
 # In a real browser -------------------------------------------------------------------------------
+@pytest.mark.slow  # the HTTP server
 def test_browser_generates_with_prompt_lookup_and_saves_a_screenshot(app_url):
     from test_browser import TIMEOUT_MS, error_toasts, open_page
 

@@ -15,7 +15,7 @@ def test_parameter_help_has_no_markdown_emphasis_marks():
 
 
 def test_statistics_in_words_get_the_wrapping_style():
-    from ui.common import stat_cards_html
+    from ui.widgets import stat_cards_html
 
     html = stat_cards_html([("tokens", 12), ("stopped by", "end token"), ("tokens / s", "7.1")], "run")
     assert '<div class="v">12</div>' in html and '<div class="v">7.1</div>' in html

@@ -17,6 +17,8 @@ import pytest
 
 from conftest import screenshot_path
 
+pytestmark = pytest.mark.slow  # Chromium driving the app server
+
 
 SCREENSHOT = screenshot_path("screenshot-playground.png")  # a temp folder; DECODING_LAB_SCREENSHOTS=1 retakes assets/
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",

@@ -4,9 +4,13 @@ arrow keys step through the run on screen."""
 
 from __future__ import annotations
 
+import pytest
+
 from conftest import screenshot_path
 from decoding.presets import load_presets
 from test_browser import TIMEOUT_MS, open_page
+
+pytestmark = pytest.mark.slow  # Chromium driving the app server
 
 SCREENSHOT = screenshot_path("classroom-scaling.png")
 

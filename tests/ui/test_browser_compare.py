@@ -16,6 +16,8 @@ from conftest import screenshot_path
 from decoding.events import Trace
 from test_browser import TIMEOUT_MS, choose, error_toasts, open_page, set_number
 
+pytestmark = pytest.mark.slow  # Chromium driving the app server
+
 SCREENSHOT = screenshot_path("screenshot-compare.png")
 PROMPT = "Write a short story about a lighthouse keeper."
 STRATEGIES = ("greedy", "sample", "mirostat")

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import html
 
+import pytest
+
 from conftest import screenshot_path
 from decoding.diffusion.parallel_tasks import check
 from test_browser import TIMEOUT_MS, choose, error_toasts, open_page, set_number
 from ui.diffusion_tasks import problem, reference_answer
+
+pytestmark = pytest.mark.slow  # Chromium driving the app server
 
 SCREENSHOT = screenshot_path("screenshot-diffusion.png")  # a temp folder; DECODING_LAB_SCREENSHOTS=1 retakes assets/
 TASK_SCREENSHOT = screenshot_path("screenshot-diffusion-task.png")
@@ -26,12 +30,12 @@ def test_threshold_decoding_and_screenshot(app_url):
         page.wait_for_selector("#df-generate")
         assert page.locator("#df-model input").input_value() == "tiny-diffusion"
         assert page.locator("#df-prompt textarea").input_value() == "And God said"
-        assert page.locator("#df-radius").is_hidden() and page.locator("#df-refresh-interval").is_hidden()
+        assert page.locator("#df-localleap-radius").is_hidden() and page.locator("#df-refresh-interval").is_hidden()
         page.locator("#df-sampler input[value='localleap']").check()  # localleap shows its own controls
-        page.wait_for_selector("#df-radius", state="visible")
-        assert page.locator("#df-anchor-threshold").is_visible()
+        page.wait_for_selector("#df-localleap-radius", state="visible")
+        assert page.locator("#df-localleap-anchor-threshold").is_visible()
         page.locator("#df-sampler input[value='fixed']").check()
-        page.wait_for_selector("#df-radius", state="hidden")
+        page.wait_for_selector("#df-localleap-radius", state="hidden")
         set_number(page, "df-threshold", 0.5)
         page.locator("#df-generate").click()
 
@@ -107,8 +111,8 @@ def test_task_picker_generate_and_verdict(app_url):
         assert page.locator("#df-problem input[type=number]").input_value() == "2"
         assert prompt.input_value() == chosen
         page.locator("#df-sampler input[value='freedave']").check()  # its own field appears
-        page.wait_for_selector("#df-draft-steps", state="visible")
-        assert page.locator("#df-filter-threshold").is_hidden() and page.locator("#df-radius").is_hidden()
+        page.wait_for_selector("#df-freedave-draft-steps", state="visible")
+        assert page.locator("#df-learn2pd-filter-threshold").is_hidden() and page.locator("#df-localleap-radius").is_hidden()
         page.locator("#df-generate").click()
 
         page.wait_for_function("() => (document.querySelector('#df-status') || {}).innerText?.includes('Finished')")

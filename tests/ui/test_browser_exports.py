@@ -18,6 +18,8 @@ import pytest
 from decoding.events import Trace
 from test_browser import TIMEOUT_MS, choose, error_toasts, open_page, set_number
 
+pytestmark = pytest.mark.slow  # Chromium driving the app server
+
 PROMPT = "And God said"
 
 

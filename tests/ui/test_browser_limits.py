@@ -15,6 +15,8 @@ import pytest
 from conftest import ROOT, free_port, screenshot_path
 from test_browser import choose, open_page, set_number
 
+pytestmark = pytest.mark.slow  # Chromium driving the app server
+
 TRACEBACK_SIGNS = ("Traceback (most recent call last)", "didn't return enough output values")
 
 

@@ -11,9 +11,13 @@ from __future__ import annotations
 import statistics
 import time
 
+import pytest
+
 from decoding.events import TokenStep
 from decoding.lm import LM
 from test_browser import choose, error_toasts, open_page, set_number, wait_for_status
+
+pytestmark = pytest.mark.slow  # Chromium driving the app server
 
 FIRST_N = 16  # tokens whose delay is measured
 FIRST_TOKEN_BOUND_S = 1.5  # asserted; the goal (and what an idle machine shows) is well under 0.3 s
@@ -44,10 +48,10 @@ def timed_generate(real, decoded: dict):
 
 
 def test_tokens_reach_the_page_as_they_are_decoded(app_url, monkeypatch):
-    import ui.common
+    import ui.worker
 
     decoded: dict[int, float] = {}
-    monkeypatch.setattr(ui.common, "generate", timed_generate(ui.common.generate, decoded))
+    monkeypatch.setattr(ui.worker, "generate", timed_generate(ui.worker.generate, decoded))
     with open_page(app_url, "#dl-generate") as page:
         choose(page, "dl-strategy", "greedy")
         set_number(page, "dl-max-new-tokens", FIRST_N + 8)

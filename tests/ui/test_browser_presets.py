@@ -3,8 +3,12 @@ strategy, its parameters, the model and the prompt, shows the teaching note, and
 
 from __future__ import annotations
 
+import pytest
+
 from conftest import screenshot_path
 from test_browser import choose, error_toasts, open_page, wait_for_status
+
+pytestmark = pytest.mark.slow  # Chromium driving the app server
 
 TITLE = "Min-p keeps high temperature coherent"  # presets/03-min-p-at-high-temperature.yaml
 

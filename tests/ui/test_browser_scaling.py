@@ -5,10 +5,13 @@ and save the screenshot the README shows (assets/screenshot-scaling.png, 1400 px
 
 from __future__ import annotations
 
+import pytest
 
 from decoding.scaling.tasks import load_tasks, menu_tasks
 from conftest import screenshot_path
 from test_browser import TIMEOUT_MS, choose, error_toasts, open_page, set_number
+
+pytestmark = pytest.mark.slow  # Chromium driving the app server
 
 SCREENSHOT = screenshot_path("screenshot-scaling.png")  # a temp folder; DECODING_LAB_SCREENSHOTS=1 retakes assets/
 WIDTH = 1400
@@ -28,8 +31,9 @@ def test_particle_filter_on_a_task_and_screenshot(app_url):
                                    arg=chosen["question"])
             page.wait_for_function("m => document.querySelector('#sc-model input').value === m", arg=model)
         page.locator("#sc-method input[value='particle-filter']").check()
-        page.wait_for_selector("#sc-reward-temperature", state="visible")
-        assert page.locator("#sc-beam-width").is_hidden() and page.locator("#sc-chunk-tokens").is_hidden()
+        page.wait_for_selector("#sc-particle-filter-reward-temperature", state="visible")
+        assert page.locator("#sc-reward-beam-beam-width").is_hidden()
+        assert page.locator("#sc-first-finish-chunk-tokens").is_hidden()
         choose(page, "sc-reward", "final-answer")
         page.wait_for_selector("#sc-reference", state="visible")
         assert page.locator("#sc-reference input, #sc-reference textarea").first.input_value() == task["answer"]

@@ -11,9 +11,13 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from conftest import ROOT, free_port, stop_process
 from test_browser import open_page
-from test_load import wait_until_up
+from conftest import wait_until_up
+
+pytestmark = pytest.mark.slow  # Chromium driving the app server
 
 READY_S = 300  # importing, dequantising SmolLM2 and warming it up, on a loaded machine
 

@@ -132,3 +132,25 @@ def test_a_run_alone_writes_no_file(lab_run, folder, tmp_path, monkeypatch):
     assert final["trace"].finish is not None and "Finished" in final["status"]
     assert not any(isinstance(v, str) and os.path.isfile(v) for v in final.values())
     assert list(scratch.iterdir()) == [] and not folder.exists()
+
+
+def test_token_csv_cells_that_a_spreadsheet_would_evaluate_are_text(folder):
+    """OWASP's CSV-injection rule (issue 25): a replayed token `=HYPERLINK(...)` must not be the first thing in
+    its cell; cells starting with = + - @, a tab or a carriage return get a leading apostrophe."""
+    import csv
+
+    from decoding.events import RunStarted, TokenStep
+    from visualizers.tokens import csv_safe
+
+    tokens = ['=HYPERLINK("http://x","click")', "+1", "-2+3", "@SUM(A1)", "\t=1", "\r=1", " plain", "a=b", "'q",
+              "x\r=HYPERLINK(1)"]  # the last: a carriage return inside a cell must not start a new row
+    start = RunStarted(model="tiny-random", strategy="greedy", params={}, prompt="p", prompt_text="p", prompt_ids=[1],
+                       chat=False, seed=0, max_new_tokens=9, device="cpu", dtype="float32", vocab_size=10)
+    steps = [TokenStep(step=i, token_id=i, token_text=t, prob=0.5, sampling_prob=1.0, rank=1, entropy=1.0,
+                       entropy_truncated=0.0, kept_size=1, top_ids=[i], top_tokens=[t], top_probs=[0.5], top_kept=[True],
+                       elapsed_s=0.1) for i, t in enumerate(tokens)]
+    path = export_file(Trace([start, *steps]), "tokens")
+    with open(path, newline="", encoding="utf-8") as f:
+        cells = [row["token"] for row in csv.DictReader(f)]
+    assert cells == ["'" + t for t in tokens[:6]] + tokens[6:]
+    assert csv_safe(-0.5) == -0.5 and csv_safe("") == ""  # numbers and empty text are left alone

@@ -11,7 +11,8 @@ import gradio as gr
 import pytest
 from gradio.state_holder import StateHolder
 
-from ui.common import launch_kwargs, session_cap, session_ttl_s
+from ui.launch import launch_kwargs
+from ui.wiring import session_cap, session_ttl_s
 
 
 def states(blocks: gr.Blocks) -> list[gr.State]:
@@ -33,6 +34,7 @@ def test_settings_come_from_the_environment(monkeypatch):
         session_ttl_s()
 
 
+@pytest.mark.slow  # imports app.py and builds the whole app (15 s); the next test checks one tab's TTL fast
 def test_every_tab_keeps_its_state_for_the_ttl_only(short_ttl):
     import app
 

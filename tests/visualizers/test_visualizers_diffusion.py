@@ -174,12 +174,13 @@ def test_unmask_order_cells_are_commit_confidences(steps):
 
 def test_unmask_order_block_boundaries(steps):
     fig = unmask_order_figure(steps)
-    assert [s.x0 for s in fig.layout.shapes] == [3.5]
-    assert fig.layout.shapes[0].line.dash == "dash"
+    line = by_name(fig, "block boundary")  # one trace for every line (issue 25), no layout shapes
+    assert list(line.x) == [3.5, 3.5, None] and fig.layout.shapes == ()
+    assert line.line.dash == "dash"
     assert block_boundaries(steps, block_length=2) == [1.5, 3.5, 5.5]
     assert block_boundaries(make_steps(extra={"block_length": 4})[:1]) == [3.5]  # known before block 1 starts
     one_block = make_steps(blocks=[0, 0, 0, 0])
-    assert unmask_order_figure(one_block).layout.shapes == ()
+    assert not [t for t in unmask_order_figure(one_block).data if t.name == "block boundary"]
     assert block_boundaries(steps[:2]) == []  # only block 0 seen so far
     with pytest.raises(ValueError, match="`block_length` must be None or an integer >= 1, got 0"):
         unmask_order_figure(steps, block_length=0)

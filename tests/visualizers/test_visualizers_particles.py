@@ -112,8 +112,9 @@ def test_weights_resampling_marker_and_line_at_resampled_steps(steps):
     assert list(marker.x) == [s.step for s in steps if s.resampled] == [1]
     assert list(marker.text) == ["resampled"]
     assert [tuple(c) for c in marker.customdata] == [(2, 4)]  # 2 distinct slots continue
-    assert [s.x0 for s in fig.layout.shapes] == [1.5]  # between step 1 and step 2
-    assert fig.layout.shapes[0].line.dash == "dash"
+    line = by_name(fig, "resampling")  # one trace for every line (issue 25), no layout shapes
+    assert list(line.x) == [1.5, 1.5, None] and fig.layout.shapes == ()  # between step 1 and step 2
+    assert line.line.dash == "dash"
 
 
 def test_weights_ess_line_n_and_threshold(steps):

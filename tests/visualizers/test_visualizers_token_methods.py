@@ -23,8 +23,9 @@ def test_momentum_graph_has_a_node_per_distinct_token_and_marks_loops(tiny_lm, t
     assert len(nodes.x) == len({e.token_id for e in steps})
     loops = sum(e.extra["depth"] >= 2 for e in steps[1:])
     assert f"{loops} of {len(steps) - 1} steps close a loop" in fig.layout.title.text
-    red_edges = [t for t in fig.data[:-1] if t.line.color == "#e45756"]
-    assert len(red_edges) == loops
+    red_edges = [t for t in fig.data[:-1] if t.line.color == "#e45756"]  # one trace per line width (issue 25)
+    assert sum(list(t.x).count(None) for t in red_edges) == loops  # one segment per loop step
+    assert len(red_edges) == len({min(e.extra["depth"], 6) for e in steps[1:] if e.extra["depth"] >= 2})
 
 
 def test_adadec_figure_marks_every_pause_with_its_candidates(tiny_lm, tmp_path):

@@ -1,9 +1,9 @@
 """Exact extraction: the most probable answer span of a passage, scored exactly, not decoded greedily.
 
-Follows Ozeri et al. 2024, "How Optimal is Greedy Decoding for Extractive Question Answering?":
-when the answer must be a span of the given passage, the span with the highest probability under
-the model can be found exactly, because there are only O(n * L) candidate spans. Greedy decoding
-may leave the passage or commit early to a worse span; exact search never does.
+Follows Castel, Ram, Efrat and Levy, "How Optimal is Greedy Decoding for Extractive Question
+Answering?" (AKBC 2022, arXiv 2108.05857): when the answer must be a span of the given passage, the span with the
+highest probability under the model can be found exactly, because there are only O(n * L) candidate spans. Greedy
+decoding may leave the passage or commit early to a worse span; exact search never does.
 
 How a span is scored here (one prefill + one batched pass per `batch_rows` start positions):
     log P(span) = sum over the span's tokens of log p(token | prompt, earlier span tokens)
@@ -32,8 +32,9 @@ from typing import Iterator
 
 import torch
 
+from decoding import bibliography as bib
 from decoding import sampling
-from decoding.autoregressive import point_mass, token_event
+from decoding.token.autoregressive import point_mass, token_event
 from decoding.contracts import Outcome, RunContext
 from decoding.events import Event
 from decoding.lm import repeat_cache
@@ -106,7 +107,8 @@ def greedy_answer(ctx: RunContext, cache, first_logits: torch.Tensor, end_ids: l
 
 
 @register_strategy("exact-extract", params=ExactExtractParams,
-                   help="extractive QA: the passage span with the highest exact probability (prompt with Context: and Question:)")
+                   help="extractive QA: the passage span with the highest exact probability (prompt with Context: and Question:)",
+                   papers=(bib.CASTEL_2022,))
 def exact_extract(ctx: RunContext, params: ExactExtractParams, outcome: Outcome) -> Iterator[Event]:
     lm = ctx.lm
     passage = passage_of(ctx.prompt)
@@ -151,7 +153,8 @@ def exact_extract(ctx: RunContext, params: ExactExtractParams, outcome: Outcome)
         "passage_tokens": [lm.token_text(t) for t in passage_ids],
         "max_span_tokens": length,
         "logprobs": [[round(v, 3) if v > float("-inf") else None for v in row] for row in scores.tolist()],  # (N, L)
-        "best": {"start": best_start, "end": best_start + best_len, "logprob": flat[order[0]].item(), "text": lm.decode(span_ids)},
+        "best": {"start": best_start, "end": best_start + best_len, "logprob": flat[order[0]].item(),
+                 "text": lm.decode(span_ids)},
         "top": [{"start": i // length, "end": i // length + i % length, "logprob": flat[i].item(),
                  "text": lm.decode(passage_ids[i // length:i // length + i % length + 1])} for i in order],
         "greedy": {"text": lm.decode(greedy_ids), "token_ids": greedy_ids, "span": greedy_span,

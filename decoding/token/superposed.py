@@ -31,7 +31,8 @@ from typing import Iterator
 
 import torch
 
-from decoding.autoregressive import point_mass, token_event
+from decoding import bibliography as bib
+from decoding.token.autoregressive import point_mass, token_event
 from decoding.contracts import Outcome, RunContext
 from decoding.events import Event
 from decoding.params import Params, param
@@ -80,7 +81,8 @@ def superposed_step(draft_probs: torch.Tensor, token_probs: torch.Tensor, drafts
 
 
 @register_strategy("superposed", params=SuperposedParams,
-                   help="superposed decoding: k drafts advanced by one forward pass per step on their superposed embeddings")
+                   help="superposed decoding: k drafts advanced by one forward pass per step on their superposed embeddings",
+                   papers=(bib.SHEN_2024,))
 def superposed(ctx: RunContext, params: SuperposedParams, outcome: Outcome) -> Iterator[Event]:
     lm, k = ctx.lm, params.num_drafts
     prompt = list(ctx.prompt_ids)

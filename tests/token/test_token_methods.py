@@ -4,10 +4,10 @@ import pytest
 import torch
 
 from decoding import run_to_trace
-from decoding.adadec import MAX_THRESHOLD, rerank
+from decoding.token.adadec import MAX_THRESHOLD, rerank
 from decoding.events import Trace
-from decoding.momentum import MomentumParams, loop_depth, momentum_choice
-from decoding.superposed import NGrams, superposed_step
+from decoding.token.momentum import MomentumParams, loop_depth, momentum_choice
+from decoding.token.superposed import NGrams, superposed_step
 
 PROMPT = "The quick brown fox"
 
@@ -42,6 +42,7 @@ def test_momentum_penalises_closing_a_loop():
     assert pushed["candidates"][pushed["chosen"]] == 1
 
 
+@pytest.mark.slow  # the real model tiny-ar
 def test_momentum_breaks_greedy_loops_on_tiny_ar():
     g = run_to_trace("tiny-ar", "the cat", strategy="greedy", max_new_tokens=40, chat=False)
     m = run_to_trace("tiny-ar", "the cat", strategy="momentum", params={"alpha": 0.5}, max_new_tokens=40, chat=False)
@@ -150,24 +151,24 @@ def loop_steps(trace):
 
 
 @pytest.mark.slow
-def test_preset_07_momentum_loops_far_less_than_greedy_on_the_base_model():
+def test_the_momentum_preset_loops_far_less_than_greedy_on_the_base_model():
     """What the note says: the same base model and prompt as preset 01, far fewer loop steps than greedy."""
-    momentum = run_preset("07-momentum-breaks-greedy-loops")
-    greedy = run_preset("07-momentum-breaks-greedy-loops", strategy="greedy", params={})
+    momentum = run_preset("08-momentum-breaks-greedy-loops")
+    greedy = run_preset("08-momentum-breaks-greedy-loops", strategy="greedy", params={})
     assert momentum.start.model == greedy.start.model == "gemma3-270m"
     assert loop_steps(greedy) >= 20  # measured: 33 of 80
     assert loop_steps(momentum) * 3 <= loop_steps(greedy)  # measured: 3
 
 
 @pytest.mark.slow
-def test_presets_08_and_09_show_pauses_and_one_pass_per_step():
-    adadec = run_preset("08-adadec-pauses-when-unsure")
+def test_the_adadec_and_superposed_presets_show_pauses_and_one_pass_per_step():
+    adadec = run_preset("09-adadec-pauses-when-unsure")
     steps = adadec.of_kind("token")
     pauses = [e for e in steps if e.extra["paused"]]
     assert pauses and len(pauses) < len(steps)  # it pauses only where unsure
     # lookahead 3: 2 extra calls per pause (its first call also feeds the winner), 3 at the last step (no next call)
     assert sum(e.forward_passes for e in steps) == len(steps) + 2 * len(pauses) + steps[-1].extra["paused"]
-    superposed = run_preset("09-superposed-drafts-in-one-pass")
+    superposed = run_preset("11-superposed-drafts-in-one-pass")
     steps = superposed.of_kind("token")
     assert sum(e.forward_passes for e in steps) == len(steps)
     drafts = [d["text"] for d in steps[-1].extra["drafts"]]

@@ -1,9 +1,9 @@
 """AdaDec: greedy decoding that pauses to look ahead where the model is unsure.
 
 Paper followed
-    "Adaptive Decoding with Uncertainty Guidance" (AdaDec, 2025; arXiv:2506.08980, for code
-    generation). At each step the entropy of the next-token distribution is compared with a
-    threshold. Below it the step is plain greedy. Above it decoding pauses: each of the top-k
+    He et al. 2025, "Towards Better Code Generation: Adaptive Decoding with Uncertainty Guidance"
+    (AdaDec; arXiv:2506.08980, for code generation). At each step the entropy of the next-token
+    distribution is compared with a threshold. Below it the step is plain greedy. Above it decoding pauses: each of the top-k
     candidates is extended by a few greedy lookahead tokens and the candidates are reranked by
     the log-probability of candidate + lookahead; the winner is written, the lookahead thrown away.
 
@@ -26,8 +26,9 @@ from typing import Iterator
 
 import torch
 
+from decoding import bibliography as bib
 from decoding import sampling
-from decoding.autoregressive import point_mass, token_event
+from decoding.token.autoregressive import point_mass, token_event
 from decoding.contracts import Outcome, RunContext
 from decoding.events import Event
 from decoding.lm import crop_cache, reorder_cache
@@ -51,7 +52,8 @@ def rerank(candidate_logprobs: torch.Tensor, lookahead_logprobs: torch.Tensor) -
 
 
 @register_strategy("adadec", params=AdaDecParams,
-                   help="AdaDec: greedy, but where entropy exceeds a threshold rerank the top-k by a short lookahead")
+                   help="AdaDec: greedy, but where entropy exceeds a threshold rerank the top-k by a short lookahead",
+                   papers=(bib.HE_2025,))
 def adadec(ctx: RunContext, params: AdaDecParams, outcome: Outcome) -> Iterator[Event]:
     lm = ctx.lm
     out = lm.prefill(ctx.prompt_ids)
@@ -70,7 +72,7 @@ def adadec(ctx: RunContext, params: AdaDecParams, outcome: Outcome) -> Iterator[
             rows = reorder_cache(cache, torch.zeros(k, dtype=torch.long))  # k copies of the context
             tokens = cand_ids.view(k, 1).to(lm.device)  # (k, 1)
             look_ids, look_logprobs, first_logits = [], [], None
-            for i in range(room):
+            for _ in range(room):
                 if outcome.cancelled(ctx):  # Stop during the lookahead ends the run before its next call
                     return
                 o = lm.forward(tokens, rows)

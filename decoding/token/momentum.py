@@ -28,7 +28,8 @@ from typing import Iterator
 
 import torch
 
-from decoding.autoregressive import token_loop
+from decoding import bibliography as bib
+from decoding.token.autoregressive import token_loop
 from decoding.contracts import Outcome, RunContext
 from decoding.events import Event
 from decoding.params import Params, param
@@ -67,7 +68,8 @@ def momentum_choice(probs: torch.Tensor, ids: list[int], params: MomentumParams)
 
 
 @register_strategy("momentum", params=MomentumParams,
-                   help="momentum decoding: greedy, but returning to a visited n-gram (a loop) is penalised by its depth")
+                   help="momentum decoding: greedy, but returning to a visited n-gram (a loop) is penalised by its depth",
+                   papers=(bib.LAN_2022,))
 def momentum(ctx: RunContext, params: MomentumParams, outcome: Outcome) -> Iterator[Event]:
     prompt_len = len(ctx.prompt_ids)
 

@@ -1,5 +1,6 @@
-"""exact-extract (Ozeri et al. 2024): the chosen span is the most probable span by brute force, the
-prompt must carry a passage and a question, and a real run on smollm2-135m answers from the passage."""
+"""exact-extract (Castel, Ram, Efrat and Levy, AKBC 2022, arXiv 2108.05857): the chosen span is the most
+probable span by brute force, the prompt must carry a passage and a question, and a real run on smollm2-135m
+answers from the passage."""
 
 import math
 
@@ -7,7 +8,7 @@ import pytest
 import torch
 
 from decoding import run_to_trace
-from decoding.extractive import end_token_ids, passage_of
+from decoding.token.extractive import end_token_ids, passage_of
 from visualizers.extract import extract_record, span_heatmap_figure
 from visualizers.beams import beams_figure
 
@@ -75,7 +76,7 @@ def test_smollm2_answer_is_a_span_with_its_exact_probability(smol_lm):
     trace = run_to_trace(smol_lm, prompt, strategy="exact-extract", max_new_tokens=16, chat=True)
     record = extract_record(trace)
     best = record["best"]
-    # what preset 08 says: the best span is the Atlantic clause; greedy writes a sentence that is no span
+    # what preset 10 says: the best span is the Atlantic clause; greedy writes a sentence that is no span
     assert "into the Atlantic Ocean" in best["text"] and record["greedy"]["span"] is None
     assert best["text"] in prompt and trace.finish.text == best["text"]
     assert best["logprob"] == max(t["logprob"] for t in record["top"])
@@ -91,7 +92,7 @@ def test_shipped_qa_items_answer_with_a_span_of_their_context():
     import json
     from pathlib import Path
 
-    items = json.loads((Path(__file__).resolve().parents[1] / "presets" / "tasks" / "extractive-qa.json").read_text())["items"]
+    items = json.loads((Path(__file__).resolve().parents[2] / "presets" / "tasks" / "extractive-qa.json").read_text())["items"]
     assert len(items) >= 5
     for item in items:
         assert item["answer"] in item["context"]

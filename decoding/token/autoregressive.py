@@ -7,7 +7,7 @@ Stop is asked before every model call (`outcome.add` asks it after each token).
 Papers followed
     Holtzman et al. 2020 (top-p), Fan et al. 2018 (top-k), Nguyen et al. 2024 (min-p),
     Meister et al. 2023 (typical), Hewitt et al. 2022 (epsilon / eta), Keskar et al. 2019
-    (repetition penalty), Top-H (Baghaei et al. 2025), Basu et al. 2021 (mirostat),
+    (repetition penalty), Top-H (Baghaei Potraghloo et al. 2025), Basu et al. 2021 (mirostat),
     Su et al. 2022 (contrastive search); beam search as in transformers' `generate`.
 
 Glossary
@@ -24,6 +24,8 @@ from typing import Callable, Iterator
 
 import torch
 
+from decoding import bibliography as bib
+from decoding.papers import Uncited
 from decoding import sampling
 from decoding.contracts import Outcome, RunContext
 from decoding.params import Params, param
@@ -112,7 +114,8 @@ def check_causal_run(lm, params, prompt_ids: list[int], max_new_tokens: int, pre
     lm.check_fits(len(prompt_ids) + len(prefix_ids), max_new_tokens)
 
 
-@register_strategy("greedy", params=GreedyParams, help="always the most probable token")
+@register_strategy("greedy", params=GreedyParams, help="always the most probable token",
+                   papers=Uncited("the classic argmax decoder; no one paper introduced it"))
 def greedy(ctx: RunContext, params: GreedyParams, outcome: Outcome) -> Iterator[Event]:
     def choose(logits, ids):
         token_id = int(logits.argmax())
@@ -122,7 +125,9 @@ def greedy(ctx: RunContext, params: GreedyParams, outcome: Outcome) -> Iterator[
 
 
 @register_strategy("sample", params=sampling.SamplingParams, uses_seed=True,
-                   help="sample after temperature, penalties and truncation (top-k/p, min-p, typical, epsilon, eta, top-H)")
+                   help="sample after temperature, penalties and truncation (top-k/p, min-p, typical, epsilon, eta, top-H)",
+                   papers=(bib.FAN_2018, bib.HOLTZMAN_2020, bib.NGUYEN_2024, bib.MEISTER_2023, bib.HEWITT_2022,
+                           bib.KESKAR_2019, bib.BAGHAEI_POTRAGHLOO_2025))
 def sample(ctx: RunContext, params: sampling.SamplingParams, outcome: Outcome) -> Iterator[Event]:
     transforms = sampling.build_transforms(params)
 
@@ -136,7 +141,7 @@ def sample(ctx: RunContext, params: sampling.SamplingParams, outcome: Outcome) -
 
 
 @register_strategy("mirostat", params=sampling.MirostatParams, uses_seed=True,
-                   help="mirostat v2: truncate to keep the surprise near a target tau")
+                   help="mirostat v2: truncate to keep the surprise near a target tau", papers=(bib.BASU_2021,))
 def mirostat(ctx: RunContext, params: sampling.MirostatParams, outcome: Outcome) -> Iterator[Event]:
     mu = params.initial_mu
 
@@ -151,7 +156,8 @@ def mirostat(ctx: RunContext, params: sampling.MirostatParams, outcome: Outcome)
 
 
 @register_strategy("contrastive", params=ContrastiveParams,
-                   help="contrastive search: top-k re-ranked by probability minus similarity to the context")
+                   help="contrastive search: top-k re-ranked by probability minus similarity to the context",
+                   papers=(bib.SU_2022,))
 def contrastive(ctx: RunContext, params: ContrastiveParams, outcome: Outcome) -> Iterator[Event]:
     """Contrastive search (Su et al. 2022): re-rank the top-k by (1-a) p - a max cos(h, context).
 
@@ -188,7 +194,8 @@ def contrastive(ctx: RunContext, params: ContrastiveParams, outcome: Outcome) ->
 
 
 @register_strategy("beam", params=BeamParams, family="beam",
-                   help="beam search: keep the num_beams best partial sequences")
+                   help="beam search: keep the num_beams best partial sequences",
+                   papers=Uncited("the classic algorithm, as transformers' generate runs it; no one paper is followed"))
 def beam(ctx: RunContext, params: BeamParams, outcome: Outcome) -> Iterator[Event]:
     """Beam search with length-normalised finished hypotheses (as transformers' `generate`).
 
@@ -221,7 +228,8 @@ def beam(ctx: RunContext, params: BeamParams, outcome: Outcome) -> Iterator[Even
         beams = [{"token_ids": seqs[p] + [t], "text": lm.decode(seqs[p] + [t]), "score": s, "parent": p,
                   "token_id": t, "token_text": lm.token_text(t), "logprob": lp_t} for p, t, s, lp_t in live]
         yield BeamStep(step=ctx.step_offset + step, beams=beams,
-                       finished=[{"token_ids": h["token_ids"], "text": lm.decode(h["token_ids"]), "score": h["score"]} for h in ended],
+                       finished=[{"token_ids": h["token_ids"], "text": lm.decode(h["token_ids"]), "score": h["score"]}
+                                 for h in ended],
                        entropy=entropy, elapsed_s=ctx.elapsed(), forward_passes=1)
         seqs = [b["token_ids"] for b in beams]
         scores = torch.tensor([b["score"] for b in beams])

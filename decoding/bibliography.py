@@ -1,0 +1,159 @@
+"""The papers the shipped methods, plug-ins and models declare (`decoding.papers`), one constant each.
+
+Each entry was checked once, when written, against the paper's own page (arXiv, the venue's
+proceedings, or its repository) with the project's search tool. Where a page could not be read
+offline the entry says "not verified offline" in its note and carries no arXiv id: never a guess.
+Registrations import what they cite (`papers=(bib.CASTEL_2022,)`); a third party's plug-in declares
+its own `Paper`s the same way.
+"""
+
+from __future__ import annotations
+
+from decoding.papers import Paper
+
+NOT_VERIFIED = "title and authors as this project's docstring gives them; not verified offline"
+
+# --- token-level methods and sampling ---------------------------------------------------------------
+HOLTZMAN_2020 = Paper("The Curious Case of Neural Text Degeneration", "Holtzman et al.", 2020, arxiv="1904.09751",
+                      note="top-p (nucleus) sampling")
+FAN_2018 = Paper("Hierarchical Neural Story Generation", "Fan et al.", 2018, arxiv="1805.04833", note="top-k sampling")
+NGUYEN_2024 = Paper("Turning Up the Heat: Min-p Sampling for Creative and Coherent LLM Outputs", "Nguyen et al.", 2024,
+                    arxiv="2407.01082", note="min-p (arXiv v1 was titled \"Min P Sampling: Balancing Creativity and "
+                                             "Coherence at High Temperature\")")
+MEISTER_2023 = Paper("Locally Typical Sampling", "Meister et al.", 2023, arxiv="2202.00666", note="typical-p")
+HEWITT_2022 = Paper("Truncation Sampling as Language Model Desmoothing", "Hewitt et al.", 2022,
+                    note="epsilon and eta cutoffs; title and first author checked (the authors' repository), "
+                         "arXiv id not verified offline")
+KESKAR_2019 = Paper("CTRL: A Conditional Transformer Language Model for Controllable Generation", "Keskar et al.",
+                    2019, arxiv="1909.05858", note="the repetition penalty, as transformers implements it")
+BAGHAEI_POTRAGHLOO_2025 = Paper("Top-H Decoding: Adapting the Creativity and Coherence with Bounded Entropy in Text "
+                                "Generation", "Baghaei Potraghloo et al.", 2025, arxiv="2509.02510",
+                                venue="NeurIPS 2025", note="top-H truncation")
+BASU_2021 = Paper("Mirostat: A Neural Text Decoding Algorithm that Directly Controls Perplexity", "Basu et al.", 2021,
+                  arxiv="2007.14966", note="mirostat v2, in llama.cpp's simplified form")
+SU_2022 = Paper("A Contrastive Framework for Neural Text Generation", "Su et al.", 2022, arxiv="2202.06417",
+                venue="NeurIPS 2022", note="contrastive search")
+LAN_2022 = Paper("Momentum Decoding: Open-ended Text Generation As Graph Exploration", "Lan et al.", 2022,
+                 arxiv="2212.02175", note="the resistance grows linearly with the loop depth here (the paper's "
+                                          "lookup-table resistance is not reproduced)")
+HE_2025 = Paper("Towards Better Code Generation: Adaptive Decoding with Uncertainty Guidance", "He et al.", 2025,
+                arxiv="2506.08980", note="AdaDec (later versions retitled \"AdaDec: ...\"); the entropy threshold is a "
+                                         "parameter here, the paper learns it per model")
+SHEN_2024 = Paper("Superposed Decoding: Multiple Generations from a Single Autoregressive Inference Pass", "Shen et al.",
+                  2024, arxiv="2405.18400", note="the n-gram table is built from the prompt only (the paper's comes "
+                                                 "from a large corpus)")
+CASTEL_2022 = Paper("How Optimal is Greedy Decoding for Extractive Question Answering?",
+                    "Castel, Ram, Efrat and Levy", 2022, arxiv="2108.05857", venue="AKBC 2022",
+                    note="exact-extract: the most probable passage span, scored exactly")
+
+# --- speculative decoding ----------------------------------------------------------------------------
+LEVIATHAN_2023 = Paper("Fast Inference from Transformers via Speculative Decoding", "Leviathan, Kalman and Matias",
+                       2023, arxiv="2211.17192", venue="ICML 2023")
+CHEN_2023 = Paper("Accelerating Large Language Model Decoding with Speculative Sampling", "Chen et al.", 2023,
+                  arxiv="2302.01318")
+MIAO_2024 = Paper("SpecInfer: Accelerating Large Language Model Serving with Tree-based Speculative Inference and "
+                  "Verification", "Miao et al.", 2024, arxiv="2305.09781", venue="ASPLOS 2024",
+                  note="multi-candidate verification of a token tree (arXiv v1 title: \"SpecInfer: Accelerating "
+                       "Generative LLM Serving with Speculative Inference and Token Tree Verification\", 2023)")
+CHEN_2024 = Paper("Sequoia: Scalable, Robust, and Hardware-aware Speculative Decoding", "Chen et al.", 2024,
+                  arxiv="2402.12374", note="siblings drawn without replacement")
+JEON_2024 = Paper("Recursive Speculative Decoding: Accelerating LLM Inference via Sampling Without Replacement",
+                  "Jeon et al.", 2024, arxiv="2402.14160", note="rule rsd (the default)")
+SUN_2023 = Paper("SpecTr: Fast Speculative Decoding via Optimal Transport", "Sun et al.", 2023, venue="NeurIPS 2023",
+                 note="rule spectr (k-sequential selection); arXiv id not verified offline")
+XIONG_2024 = Paper("DySpec: Faster Speculative Decoding with Dynamic Token Tree Structure", "Xiong et al.", 2024,
+                   arxiv="2410.11744", note="dynamic trees grown by cumulative draft probability")
+LI_2024_EAGLE = Paper("EAGLE: Speculative Sampling Requires Rethinking Feature Uncertainty",
+                      "Li, Wei, Zhang and Zhang", 2024, arxiv="2401.15077", venue="ICML 2024",
+                      note="the one-layer feature-level head (trained here for smollm2-135m)")
+LI_2024_EAGLE2 = Paper("EAGLE-2: Faster Inference of Language Models with Dynamic Draft Trees", "Li et al.", 2024,
+                       arxiv="2406.16858", note="dynamic draft trees")
+LI_2025_EAGLE3 = Paper("EAGLE-3: Scaling up Inference Acceleration of Large Language Models via Training-Time Test",
+                       "Li, Wei, Zhang and Zhang", 2025, arxiv="2503.01840",
+                       note="only its reduced draft vocabulary is used here")
+ZHAO_2025 = Paper("FR-Spec: Accelerating Large-Vocabulary Language Models via Frequency-Ranked Speculative Sampling",
+                  "Zhao et al.", 2025, arxiv="2502.14856", venue="ACL 2025",
+                  note="the draft vocabulary: the target's most frequent tokens")
+ELHOUSHI_2024 = Paper("LayerSkip: Enabling Early Exit Inference and Self-Speculative Decoding", "Elhoushi et al.", 2024,
+                      arxiv="2404.16710", note="self-speculation from the first layers; the early-exit loss of "
+                                               "tiny-ar-layerskip")
+ENTEZARI_ZARCH_2025 = Paper("DEL: Context-Aware Dynamic Exit Layer for Efficient Self-Speculative Decoding",
+                            "Entezari Zarch et al.", 2025, arxiv="2504.05598",
+                            note="exit_layer=0: the exit layer and draft length chosen per round")
+QUAN_2025 = Paper("RASD: Retrieval-Augmented Speculative Decoding", "Quan et al.", 2025, note=NOT_VERIFIED)
+LUO_2024 = Paper("Turning Trash into Treasure: Accelerating Inference of Large Language Models with Token Recycling",
+                 "Luo et al.", 2024, arxiv="2408.08696", venue="ACL 2025")
+SAXENA_2023 = Paper("Prompt Lookup Decoding", "Saxena", 2023, venue="GitHub: apoorvumang/prompt-lookup-decoding",
+                    note="a repository, not a paper (transformers' prompt_lookup_num_tokens); year not verified offline")
+CHENG_2025 = Paper("DEER: Draft with Diffusion, Verify with Autoregressive Models", "Cheng et al.", 2025,
+                   arxiv="2512.15176", note="tiny-diffusion drafts the block in one pass; the paper's drafter "
+                                            "alignment training is not done here")
+
+# --- inference-time scaling ---------------------------------------------------------------------------
+BROWN_2024 = Paper("Large Language Monkeys: Scaling Inference Compute with Repeated Sampling", "Brown et al.", 2024,
+                   arxiv="2407.21787", note="repeated sampling; selection by a reward")
+WANG_2023 = Paper("Self-Consistency Improves Chain of Thought Reasoning in Language Models", "Wang et al.", 2023,
+                  arxiv="2203.11171", venue="ICLR 2023", note="majority vote over final answers")
+SNELL_2024 = Paper("Scaling LLM Test-Time Compute Optimally can be More Effective than Scaling Model Parameters",
+                   "Snell, Lee, Xu and Kumar", 2024, arxiv="2408.03314", note="beam search guided by a process reward")
+PURI_2025 = Paper("A Probabilistic Inference Approach to Inference-Time Scaling of LLMs using Particle-Based Monte "
+                  "Carlo Methods", "Puri et al.", 2025, arxiv="2502.01618",
+                  note="particle filtering with softmax(logit(r)) weights; a rule or an LM judge stands in for the PRM")
+GIANNONE_2025 = Paper("Mitigating Premature Exploitation in Particle-based Monte Carlo for Inference-Time Scaling",
+                      "Giannone et al.", 2025, arxiv="2510.05825",
+                      note="ePF: `annealing` is Entropic Annealing as the authors' its_hub code writes it; `entropic` "
+                           "(budget-free) and `lookahead` (Look-ahead Modulation, whose formula was not read and which "
+                           "its_hub leaves unimplemented) are the project's own variants")
+LEW_2023 = Paper("Sequential Monte Carlo Steering of Large Language Models using Probabilistic Programs", "Lew et al.",
+                 2023, arxiv="2306.03081", note="hard constraints (weight 0, tokens masked); ESS-triggered resampling")
+AGARWAL_2025 = Paper("First Finish Search: Efficient Test-Time Scaling in Large Language Models",
+                     "Agarwal, Sengupta and Chakraborty", 2025, arxiv="2505.18149")
+CHATZIVEROGLOU_2025 = Paper("A*-Decoding: Token-Efficient Inference Scaling", "Chatziveroglou", 2025,
+                            arxiv="2505.13672", note="h = 1 - r as in the paper; the priority f = max(1 - r) over checked "
+                                                     "steps is the project's own variant (the paper's path cost g "
+                                                     "could not be read)")
+MADAAN_2023 = Paper("Self-Refine: Iterative Refinement with Self-Feedback", "Madaan et al.", 2023, arxiv="2303.17651",
+                    note="in its spirit: the critique is replaced by the step reward")
+PAN_2025 = Paper("SpecReason: Fast and Accurate Inference-Time Compute via Speculative Reasoning", "Pan et al.", 2025,
+                 arxiv="2504.07891", venue="NeurIPS 2025",
+                 note="the step gate: a drafted step is kept when the step reward reaches a fixed `accept` (SpecReason's "
+                      "judge is the large model itself)")
+MAHESWARAN_2025 = Paper("Arbitrage: Efficient Reasoning via Advantage-Aware Speculation", "Maheswaran et al.", 2025,
+                        arxiv="2512.05033",
+                        note="cited for context; the router is not implemented: the project has only the "
+                             "fixed-threshold step gate Arbitrage replaces, not its advantage-aware router or its oracle")
+COBBE_2021 = Paper("Training Verifiers to Solve Math Word Problems", "Cobbe et al.", 2021, arxiv="2110.14168",
+                   note="outcome reward on the final answer; GSM8K's answer form")
+RIZVI_2025 = Paper("SPARE: Single-Pass Annotation with Reference-Guided Evaluation for Automatic Process Supervision "
+                   "and Reward Modelling", "Rizvi, Zhu and Gurevych", 2025, arxiv="2506.15498",
+                   note="in its spirit: a rule matches each step with the reference solution's step (the paper has an "
+                        "LLM annotate the alignment and trains a PRM on it)")
+MANVI_2024 = Paper("Adaptive Inference-Time Compute: LLMs Can Predict if They Can Do Better, Even Mid-Generation",
+                   "Manvi et al.", 2024, note="in its spirit: a linear probe, not a self-evaluation token; " + NOT_VERIFIED)
+ZHANG_2025 = Paper("The Lessons of Developing Process Reward Models in Mathematical Reasoning", "Zhang et al.", 2025,
+                   arxiv="2501.07301", note="Qwen2.5-Math-PRM, the hub PRM's default")
+
+# --- masked diffusion LMs -------------------------------------------------------------------------------
+SAHOO_2024 = Paper("Simple and Effective Masked Diffusion Language Models", "Sahoo et al.", 2024, arxiv="2406.07524",
+                   note="MDLM: the masked diffusion objective and sampler")
+NIE_2025 = Paper("Large Language Diffusion Models", "Nie et al.", 2025, arxiv="2502.09992",
+                 note="LLaDA: scheduled transfers, low-confidence remasking, semi-autoregressive blocks")
+YE_2025 = Paper("Dream 7B: Diffusion Large Language Models", "Ye et al.", 2025, arxiv="2508.15487",
+                note="margin and entropy remasking; the logit shift")
+WU_2025 = Paper("Fast-dLLM: Training-free Acceleration of Diffusion LLM by Enabling KV Cache and Parallel Decoding",
+                "Wu et al.", 2025, arxiv="2505.22618", note="confidence-threshold parallel decoding")
+KONG_2025 = Paper("Accelerating Diffusion LLM Inference via Local Determinism Propagation", "Kong et al.", 2025,
+                  arxiv="2510.07081", note="LocalLeap; decay=none is the rule of its reference code (flat window "
+                                                    "of radius positions); decay=linear is the project's own variant")
+WU_ZHANG_2025 = Paper("Free Draft-and-Verification: Toward Lossless Parallel Decoding for Diffusion Large Language "
+                      "Models", "Wu and Zhang", 2025, arxiv="2510.00294", note="FreeDave")
+MA_2025 = Paper("dKV-Cache: The Cache for Diffusion Language Models", "Ma et al.", 2025, arxiv="2505.15781",
+                note="delayed key / value caching")
+BAO_2025 = Paper("Learning to Parallel: Accelerating Diffusion Large Language Models via Adaptive Parallel Decoding",
+                 "Bao et al.", 2025, note="Learn2PD; " + NOT_VERIFIED)
+KANG_2025 = Paper("ParallelBench: Understanding the Trade-offs of Parallel Decoding in Diffusion LLMs", "Kang et al.",
+                  2025, arxiv="2510.04767", note="the spirit of tiny-parallel's list tasks (texts and generator ours)")
+
+# --- models trained here ------------------------------------------------------------------------------------
+CARLSSON_2024 = Paper("The Hyperfitting Phenomenon: Sharpening and Stabilizing LLMs for Open-Ended Text Generation",
+                      "Carlsson et al.", 2024, note=NOT_VERIFIED)

@@ -1,0 +1,58 @@
+"""The drafter contract of speculative decoding: a drafter proposes, then observes the target's pass.
+
+A drafter subclasses `Drafter` (as transformers' `CandidateGenerator`): `propose` a draft tree
+for a context, then `observe` the target's verification pass as a typed `Feedback` record. What a
+drafter needs from that pass is declared as class attributes, not probed with getattr. Drafters
+register in `decoding.speculative.strategy.DRAFTERS`.
+
+Glossary
+    draft     the proposed token tree (`decoding.speculative.drafters.Draft`) with its draft
+              distributions q, grown to a `TreePlan`.
+    feedback  what one target pass (a verification, or the prefill) shows the drafter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+import torch
+
+if TYPE_CHECKING:  # annotations only: drafters.py builds on this module
+    from decoding.speculative.drafters import Draft, TreePlan
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """What the target's pass over some rows tells a drafter (a verification, or the prefill).
+
+    rows index the pass's positions; row_tokens are the tokens fed at those positions and
+    row_logits / target_probs the target's next-token logits / probabilities after them.
+    """
+
+    row_tokens: list[int]  # tokens whose next-token rows are given, in order
+    row_logits: torch.Tensor  # (R, V) target logits after each of them
+    target_probs: torch.Tensor  # (R', V) target probabilities (temperature applied) at the judged rows
+    greedy: bool  # temperature 0 verification
+    rows: list[int]  # positions of the judged rows in the pass (hidden_states index)
+    hidden_states: tuple | None = None  # all layers of the pass, when the drafter asked for them
+
+
+class Drafter:
+    """Base of speculative drafters (as transformers' CandidateGenerator): propose, then observe.
+
+    Subclasses set `name` and implement `propose`; `observe` is optional (a drafter that learns
+    nothing between rounds keeps the default).
+    """
+
+    name: str = "drafter"
+    needs_hidden_states: ClassVar[bool] = False  # the verification pass must return every layer
+    prefill_rows: ClassVar[int] = 0  # trailing prompt rows to observe after the prefill (-1 = all)
+
+    def propose(self, context: list[int], plan: TreePlan, temperature: float, generator: torch.Generator) -> Draft:
+        """A draft tree for `context`. A drafter that calls a model asks `plan.should_stop()` before each
+        call and, once it is True, returns the draft it has (the strategy then ends the run)."""
+        raise NotImplementedError
+
+    def observe(self, feedback: Feedback) -> None:
+        """Learn from the target's pass (default: nothing)."""
