@@ -356,8 +356,9 @@ def main() -> None:
     if "rows" in result:
         result["accuracy"], result["tokens"] = by_method(result["rows"], "accuracy"), by_method(result["rows"], "tokens")
     if not (args.skip_throughput or args.quick or math):
-        result["throughput"] = [batched_vs_alone(lm, task_prompt(load_tasks()[0]["question"]), n, 32, 3, args.seed)
-                                for n in (4, 16)]
+        sizes = sorted({min(n, max(budgets)) for n in (4, 16)})  # (4, 16) unless --budgets stops lower (smoke runs)
+        result["throughput"] = [batched_vs_alone(lm, task_prompt(load_tasks()[0]["question"]), n,
+                                                 min(32, max_new_tokens), 3, args.seed) for n in sizes]
     result["seconds"] = round(time.time() - t0, 1)
     report(result, args)
 

@@ -26,7 +26,8 @@ file of a few hundred bytes would otherwise expand into gigabytes. Messages quot
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import copy
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -103,13 +104,22 @@ def parse_preset(name: str, text: str) -> Preset:
     return preset
 
 
+_parsed: dict[tuple, Preset] = {}  # (path, mtime_ns, size) -> Preset: a tab build reads every preset a few times
+
+
 def load_preset(path: str | Path) -> Preset:
+    """The preset in `path`, parsed and checked once per version of the file (a changed file is read again)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        stat = path.stat()
+        key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+        if key not in _parsed:
+            if len(_parsed) >= 1024:  # files written by tests or a long-lived editor session
+                _parsed.clear()
+            _parsed[key] = parse_preset(path.stem, path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as err:
         raise ValueError(f"preset {path.name!r}: cannot be read ({err})") from None
-    return parse_preset(path.stem, text)
+    return replace(_parsed[key], params=copy.deepcopy(_parsed[key].params))  # a caller's edit stays its own
 
 
 def load_presets(folder: str | Path | None = None, lab: str | None = None) -> list[Preset]:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar, Iterable, Protocol
 
 import torch
@@ -80,10 +80,19 @@ def _keep(logits: Tensor, keep: Tensor, always: Tensor | None = None) -> Tensor:
 # --------------------------------------------------------------------------- validation
 
 
-def _check(name: str, value, kind: type, low: float, high: float, low_inc: bool, high_inc: bool) -> None:
-    """Raise ValueError naming `name`, `value` and the allowed range unless value is in range."""
-    ParamSpec(name=name, type=kind, default=None, help="", low=low, high=high,
-              low_inclusive=low_inc, high_inclusive=high_inc).check(value)
+def _check(knob_name: str, value, **active) -> None:
+    """Raise ValueError naming the knob, `value` and the allowed range unless value is in range.
+
+    The range is PARAMETERS[knob_name]'s (declared once); `active` narrows it where a transform
+    exists only when its knob is on (TopK needs k >= 1, where the knob's 0 means "off"), or renames
+    the value (`name="alpha"` for Top-H's)."""
+    replace(PARAMETERS[knob_name], **active).check(value)
+
+
+def _check_in(name: str, value, kind: type, low: float, high: float) -> None:
+    """Raise ValueError naming `name`, `value` and [low, high] unless value is in it (a function argument's
+    bound that depends on the call, such as the number of beams a score table allows)."""
+    ParamSpec(name=name, type=kind, default=None, help="", low=low, high=high).check(value)
 
 
 _INF = math.inf
@@ -116,6 +125,9 @@ PARAMETERS: dict[str, ParamSpec] = {  # the sampling knobs, shared by `sample`, 
 }
 
 
+TOP_N = ParamSpec("top_n", int, 100, "How many top tokens Top-H considers at all.", 1, MAX_TOP_K)
+
+
 def knob(name: str):
     """A dataclass field declared from PARAMETERS[name] (its default, range and help)."""
     s = PARAMETERS[name]
@@ -144,7 +156,7 @@ class Temperature:
     temperature: float  # divides the logits; > 0
 
     def __post_init__(self):
-        _check("temperature", self.temperature, float, 0.0, _INF, False, False)
+        _check("temperature", self.temperature)
 
     def __call__(self, logits: Tensor, input_ids: Tensor) -> Tensor:
         return logits / self.temperature
@@ -158,7 +170,7 @@ class TopK:
     top_k: int  # number of tokens kept; >= 1
 
     def __post_init__(self):
-        _check("top_k", self.top_k, int, 1, _INF, True, False)
+        _check("top_k", self.top_k, low=1)  # 0 means off: no transform
 
     def __call__(self, logits: Tensor, input_ids: Tensor) -> Tensor:
         k = min(self.top_k, logits.shape[-1])
@@ -178,7 +190,7 @@ class TopP:
     top_p: float  # probability mass kept; (0, 1]
 
     def __post_init__(self):
-        _check("top_p", self.top_p, float, 0.0, 1.0, False, True)
+        _check("top_p", self.top_p)
 
     def __call__(self, logits: Tensor, input_ids: Tensor) -> Tensor:
         probs = torch.softmax(logits.double(), dim=-1)  # (B, V) float64: a float32 running sum over a
@@ -198,7 +210,7 @@ class MinP:
     min_p: float  # fraction of the top probability a token needs; [0, 1]
 
     def __post_init__(self):
-        _check("min_p", self.min_p, float, 0.0, 1.0, True, True)
+        _check("min_p", self.min_p)
 
     def __call__(self, logits: Tensor, input_ids: Tensor) -> Tensor:
         probs = log_softmax(logits).exp()  # (B, V)
@@ -218,7 +230,7 @@ class TypicalP:
     typical_p: float  # probability mass kept; (0, 1]
 
     def __post_init__(self):
-        _check("typical_p", self.typical_p, float, 0.0, 1.0, False, True)
+        _check("typical_p", self.typical_p)
 
     def __call__(self, logits: Tensor, input_ids: Tensor) -> Tensor:
         logprobs = log_softmax(logits)  # (B, V)
@@ -237,7 +249,7 @@ class EpsilonCutoff:
     epsilon: float  # absolute probability floor; [0, 1)
 
     def __post_init__(self):
-        _check("epsilon", self.epsilon, float, 0.0, 1.0, True, False)
+        _check("epsilon", self.epsilon)
 
     def __call__(self, logits: Tensor, input_ids: Tensor) -> Tensor:
         return _keep(logits, log_softmax(logits).exp() >= self.epsilon)
@@ -251,7 +263,7 @@ class EtaCutoff:
     eta: float  # base of the entropy-dependent floor; [0, 1)
 
     def __post_init__(self):
-        _check("eta", self.eta, float, 0.0, 1.0, True, False)
+        _check("eta", self.eta)
 
     def __call__(self, logits: Tensor, input_ids: Tensor) -> Tensor:
         floor = torch.clamp(math.sqrt(self.eta) * torch.exp(-entropy(logits)), max=self.eta)  # (B,)
@@ -267,7 +279,7 @@ class RepetitionPenalty:
     penalty: float  # > 1 discourages repeats, < 1 encourages them; > 0
 
     def __post_init__(self):
-        _check("repetition_penalty", self.penalty, float, 0.0, _INF, False, False)
+        _check("repetition_penalty", self.penalty)
 
     def __call__(self, logits: Tensor, input_ids: Tensor) -> Tensor:
         if input_ids.shape[0] != logits.shape[0]:
@@ -303,8 +315,8 @@ class TopH:
     top_n: int = 100  # how many top tokens are considered at all; >= 1
 
     def __post_init__(self):
-        _check("alpha", self.alpha, float, 0.0, 1.0, False, True)
-        _check("top_n", self.top_n, int, 1, _INF, True, False)
+        _check("top_h", self.alpha, name="alpha", low_inclusive=False)  # 0 means off: no transform
+        TOP_N.check(self.top_n)
 
     def __call__(self, logits: Tensor, input_ids: Tensor) -> Tensor:
         n = min(self.top_n, logits.shape[-1])
@@ -454,7 +466,7 @@ def contrastive_scores(
     top_probs (K,) model probabilities of the K candidates; candidate_hidden (K, D) their hidden
     states; context_hidden (T, D) hidden states of the context so far. Returns (K,) scores.
     """
-    _check("penalty_alpha", penalty_alpha, float, 0.0, 1.0, True, True)
+    _check_in("penalty_alpha", penalty_alpha, float, 0.0, 1.0)
     if context_hidden.shape[0] == 0:
         raise ValueError("`context_hidden` must have at least one row, got shape (0, D)")
     candidates = F.normalize(candidate_hidden.float(), dim=-1)  # (K, D)
@@ -471,7 +483,7 @@ def beam_step(beam_scores: Tensor, logprobs: Tensor, num_beams: int) -> tuple[Te
     flat index beam * V + token.
     """
     num_live, vocab = logprobs.shape
-    _check("num_beams", num_beams, int, 1, num_live * vocab, True, True)
+    _check_in("num_beams", num_beams, int, 1, num_live * vocab)
     totals = (beam_scores.float()[:, None] + logprobs.float()).reshape(-1)  # (B * V,)
     new_scores, flat = totals.sort(descending=True, stable=True)
     flat, new_scores = flat[:num_beams], new_scores[:num_beams]  # (num_beams,)

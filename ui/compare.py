@@ -13,7 +13,7 @@ import gradio as gr
 
 from decoding.compare import MAX_RUNS
 from ui import compare_callbacks as cb
-from ui.wiring import bind, named_inputs, session_state
+from ui.wiring import bind, named_inputs, on, session_state
 from ui.worker import MODEL_CONCURRENCY_ID, model_event, runs_at_once
 from ui.exports import wire_download
 from ui.playground_callbacks import preset_choices
@@ -77,7 +77,7 @@ def _wire(c: dict) -> None:
     quiet = dict(show_progress="hidden", api_visibility="undocumented")
     for k in range(MAX_RUNS):
         row = {"strategy": c[f"compare_strategy_{k}"], "params": c[f"compare_params_{k}"]}
-        c[f"compare_preset_{k}"].input(bind(cb.preset_row, row), c[f"compare_preset_{k}"], list(row.values()), **quiet)
+        on(c[f"compare_preset_{k}"].input, cb.preset_row, row, {"name": c[f"compare_preset_{k}"]}, **quiet)
     rows = {f"strategy_{k}": c[f"compare_strategy_{k}"] for k in range(MAX_RUNS)} | \
         {f"params_{k}": c[f"compare_params_{k}"] for k in range(MAX_RUNS)}
     shared = {k: c[k] for k in ("model", "prompt", "max_new_tokens", "seed", "chat", "dtype")} | \
@@ -87,13 +87,12 @@ def _wire(c: dict) -> None:
                                 list(outputs.values()), concurrency_id=MODEL_CONCURRENCY_ID,
                                 concurrency_limit=runs_at_once(), show_progress="minimal",
                                 show_progress_on=[c["compare_status"]], api_visibility="undocumented")
-    state = [c["comparison"], c["compare_color_by"]]
-    c["compare_stop"].click(None, cancels=[run], api_visibility="undocumented").then(
-        bind(cb.stop_compare, outputs), state, list(outputs.values()), **quiet)
-    c["compare_columns"].click(bind(cb.click_chip, outputs), state, list(outputs.values()), **quiet)
-    c["compare_step"].submit(bind(cb.select_step, outputs), [c["compare_step"]] + state, list(outputs.values()),
-                             **quiet)
-    c["compare_color_by"].change(bind(cb.recolor, outputs), state, list(outputs.values()), **quiet)
+    state = {"comparison": c["comparison"], "color_by": c["compare_color_by"]}
+    on(c["compare_stop"].click(None, cancels=[run], api_visibility="undocumented").then, cb.stop_compare, outputs,
+       state, **quiet)
+    on(c["compare_columns"].click, cb.click_chip, outputs, state, **quiet)
+    on(c["compare_step"].submit, cb.select_step, outputs, {"step": c["compare_step"]} | state, **quiet)
+    on(c["compare_color_by"].change, cb.recolor, outputs, state, **quiet)
     wire_download(c["compare_export"], cb.export_comparison, [c["comparison"]])
 
 

@@ -9,7 +9,6 @@ next model call, and what each made stays on screen and can be exported.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import tempfile
@@ -29,7 +28,7 @@ from decoding.remote.source import is_remote
 from decoding.run import as_lm
 from ui.widgets import USER_ERRORS, user_error
 from ui.wiring import as_int
-from ui.worker import Redraw, Status, check_model, stream_in_thread, wait_for_finish
+from ui.worker import Status, check_model, pump_views, wait_for_finish
 from ui.exports import NOTHING_YET, STILL_RUNNING, export_dir, sweep
 from visualizers.compare import columns_html, distributions_figure, entropy_figure, table_html
 
@@ -132,25 +131,10 @@ def compare_run(model, prompt, max_new_tokens, seed, chat, dtype, color_by, comp
 
 def _stream(work, late, comparison: dict, color_by: str) -> Iterator[dict]:
     """The worker's items into the comparison: the token columns at once, the charts when a redraw is due."""
-    redraw, status, dirty = Redraw(), "Working…", False
-    with contextlib.closing(stream_in_thread(work, on_late=late)) as pump:
-        for batch in pump:
-            news = False
-            for item in batch:
-                if isinstance(item, Status):
-                    status = item.text
-                elif _take(comparison, item):
-                    news = dirty = True
-            line = _live_status(comparison, status)
-            if news:
-                yield views(comparison, color_by, charts=False) | {"compare_status": line}
-            elif batch:
-                yield {"compare_status": line}
-            if dirty and redraw.due():
-                dirty = False
-                with redraw.timed():
-                    update = views(comparison, color_by)
-                yield update | {"compare_status": line}
+    yield from pump_views(work, lambda item: _take(comparison, item), lambda: views(comparison, color_by),
+                          lambda status, progress: _live_status(comparison, status or "Working…"),
+                          quick=lambda progress: views(comparison, color_by, charts=False), on_late=late,
+                          status_key="compare_status")
 
 
 def _live_status(comparison: dict, status: str) -> str:

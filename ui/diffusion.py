@@ -22,7 +22,7 @@ from ui.diffusion_tasks import FREE_PROMPT, benchmark_views, num_problems, shows
 from ui.classroom import lesson_row
 from ui.launch import serve, standalone
 from ui.widgets import QUIET, explain_clamping, model_choices, seed_box, spec_widget
-from ui.wiring import bind, lab_columns, named_inputs, session_state, wire_lab
+from ui.wiring import lab_columns, named_inputs, on, session_state, wire_lab
 from ui.exports import NO_OTHER_RUN, download, wire_download
 from ui.plugin_fields import plugin_widgets
 from ui.diffusion_views import (CHOICES, COMPARISONS, CONTROLS, DEFAULT_LENGTH, DEFAULT_MODEL, DEFAULT_PROMPT,
@@ -172,37 +172,36 @@ def build_diffusion() -> dict:
 
 def _wire(c: dict) -> None:
     outputs = {name: c[name] for name in OUTPUTS}
-    state = [c["trace"], c["other"]]
+    state = {k: c[k] for k in ("trace", "other")}
     explain_clamping(c, {"length": None} | {f"df:{f}": spec_of(f) for f in FIELDS})
 
     shown = {f"df:{f}": c[f"df:{f}"] for f in SPECIFIC}
     for trigger in (c["df:sampler"], c["df:cache"]):
-        trigger.change(bind(cb.shown_controls, shown), [c["df:sampler"], c["df:cache"]], list(shown.values()), **QUIET)
+        on(trigger.change, cb.shown_controls, shown, {"sampler": c["df:sampler"], "cache": c["df:cache"]}, **QUIET)
     run_inputs = named_inputs({k: c[k] for k in ("model", "prompt", "length", "seed", "compare", "playback")},
                               {name: c[f"df:{name}"] for name in FIELDS})
     wire_lab(c, cb, outputs, state, run_inputs, CONTROLS, lab="diffusion")
     for trigger in (c["model"], c["prompt"], c["length"]):  # the note under Length: what fits beside the prompt
-        trigger.change(bind(cb.length_checked, {"length": c["length"]}), [c["model"], c["prompt"], c["length"]],
-                       c["length"], trigger_mode="always_last", **QUIET)
+        on(trigger.change, cb.length_checked, {"length": c["length"]}, {k: c[k] for k in ("model", "prompt", "length")},
+           trigger_mode="always_last", **QUIET)
     _wire_tasks(c)
-    c["step"].input(bind(cb.choose_step, outputs), [c["step"]] + state, list(outputs.values()),
-                    trigger_mode="always_last", **QUIET)
+    on(c["step"].input, cb.choose_step, outputs, {"step": c["step"]} | state, trigger_mode="always_last", **QUIET)
     wire_download(c["dl_json"], download, [c["trace"]])
     wire_download(c["dl_other"], lambda other: download(other, missing=NO_OTHER_RUN), [c["other"]])
 
 
 def _wire_tasks(c: dict) -> None:
     """The task picker: shown for the task models; a task or problem fills the prompt; typing follows."""
-    c["model"].change(bind(cb.task_picker_shown, {"tasks": c["tasks"]}), c["model"], c["tasks"], **QUIET)
+    on(c["model"].change, cb.task_picker_shown, {"tasks": c["tasks"]}, {"model": c["model"]}, **QUIET)
     filled = {k: c[k] for k in ("task", "problem", "prompt", "length")}
-    c["model"].input(bind(cb.model_picked, filled), [c["model"], c["prompt"]], list(filled.values()), **QUIET)
-    c["task"].input(bind(cb.task_chosen, filled), [c["task"], c["problem"]], list(filled.values()), **QUIET)
-    c["problem"].input(bind(cb.problem_chosen, filled), [c["task"], c["problem"]], list(filled.values()),
-                       trigger_mode="always_last", **QUIET)
-    c["another"].click(bind(cb.another_problem, filled), [c["task"], c["problem"]], list(filled.values()), **QUIET)
+    picked = {"task": c["task"], "number": c["problem"]}
+    on(c["model"].input, cb.model_picked, filled, {k: c[k] for k in ("model", "prompt")}, **QUIET)
+    on(c["task"].input, cb.task_chosen, filled, picked, **QUIET)
+    on(c["problem"].input, cb.problem_chosen, filled, picked, trigger_mode="always_last", **QUIET)
+    on(c["another"].click, cb.another_problem, filled, picked, **QUIET)
     menu = {k: c[k] for k in ("task", "problem")}
-    c["prompt"].input(bind(cb.prompt_edited, menu), [c["prompt"], c["task"]], list(menu.values()),
-                      trigger_mode="always_last", **QUIET)
+    on(c["prompt"].input, cb.prompt_edited, menu, {"prompt": c["prompt"], "task": c["task"]},
+       trigger_mode="always_last", **QUIET)
 
 
 def demo() -> gr.Blocks:

@@ -21,10 +21,10 @@ import gradio as gr
 
 from decoding.events import Trace, stats
 from decoding.models import REGISTRY
-from decoding.presets import find_preset, preset_menu
+from decoding.presets import preset_menu
 from decoding.run import as_lm, validate_request
 from ui.widgets import USER_ERRORS, md_esc, user_error
-from ui.wiring import as_int, load_replay
+from ui.wiring import RunControls, as_int
 from ui.worker import check_model, run_work, stream_views, wait_for_finish
 from ui.diffusion_tasks import (FREE_PROMPT, TASK_LENGTH, num_problems, problem, problem_number, shows_tasks,
                                 task_choices, verdict_mark)
@@ -258,21 +258,21 @@ def choose_step(step, trace, other) -> dict:
     return views(trace, other, as_int(step))
 
 
+def run_controls(run) -> dict:
+    """The controls for a preset's or a replayed run's settings (the tab's defaults for what they leave out)."""
+    return ({"model": run.model, "prompt": run.prompt, "seed": run.seed,
+             "length": min(max(1, run.max_new_tokens), UI_MAX_LENGTH)}
+            | task_controls(run.prompt) | fields_from_params(run.params))  # .change shows the right controls
+
+
+TAB = RunControls("diffusion", "diffusion", lambda strategy: strategy == "diffusion", run_controls)
+
+
 def replay(path, trace, other) -> dict:
     """Load a saved diffusion trace into the views and its settings into the controls; anything else changes
     nothing."""
-    got = load_replay(path, "diffusion", "diffusion steps",
-                      lambda t: t.start.strategy == "diffusion" and bool(steps_of(t)), views)
-    if got is None:
-        return {}
-    loaded, shown, name = got
-    start = loaded.start
-    controls = {"model": start.model, "prompt": start.prompt, "seed": start.seed,
-                "length": min(max(1, start.max_new_tokens), UI_MAX_LENGTH)} | fields_from_params(start.params)
-    controls |= task_controls(start.prompt)
-    return shown | controls | {"trace": loaded, "other": None,
-                               "status": f"**Replaying** {md_esc(name)}: {stats_line(loaded)}. Its settings are back in "
-                                         "the controls."}
+    return TAB.replay(path, "diffusion steps", lambda t: t.start.strategy == "diffusion" and bool(steps_of(t)), views,
+                      stats_line, {"other": None})
 
 
 # Presets -------------------------------------------------------------------------------------------
@@ -282,12 +282,7 @@ def preset_choices() -> list[tuple[str, str]]:
 
 def preset_chosen(name) -> dict:
     """Every control from the preset (defaults for what it leaves out) and its teaching note."""
-    preset = find_preset("diffusion", name)
-    if preset is None or preset.strategy != "diffusion":
-        return {"note": ""}
-    out = {"model": preset.model, "prompt": preset.prompt, "length": min(preset.max_new_tokens, UI_MAX_LENGTH),
-           "seed": preset.seed, "note": f"**{preset.title}.** {preset.note.strip()}"} | task_controls(preset.prompt)
-    return out | fields_from_params(preset.params)  # .change shows the right controls
+    return TAB.preset_chosen(name)
 
 
 __all__ = ["DEFAULT_SETTINGS", "FIELDS", "NO_COMPARISON", "another_problem", "choose_step", "generate_run",

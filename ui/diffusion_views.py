@@ -19,7 +19,7 @@ import gradio as gr
 from decoding.events import Trace, stats
 from decoding.registry import param_specs
 from decoding.diffusion.samplers import CACHES, REMASKING, SAMPLERS
-from ui.widgets import EMPTY_STATS_HTML, fmt, stat_cards_html
+from ui.widgets import fmt, run_stats_html
 from ui.wiring import check_names
 from ui.diffusion_tasks import verdict_html, verdict_mark
 from visualizers._common import esc
@@ -217,20 +217,19 @@ def run_label(trace: Trace) -> str:
 
 def stats_html(trace: Trace) -> str:
     """One row of cards: tokens, steps, NFE, tokens per step, NFE per token, elapsed."""
-    start = trace.start
-    if start is None:
-        return EMPTY_STATS_HTML
-    s = stats(trace)
-    steps = steps_of(trace)
-    committed = sum(len(e.unmasked) for e in steps)
-    tokens = s["num_tokens"] if trace.finish else committed
-    cards = [("tokens", f"{tokens} / {start.max_new_tokens}"), ("steps", s.get("diffusion_steps", 0)),
-             ("NFE (model calls)", s.get("nfe", 0)), ("tokens per step", fmt(s.get("tokens_per_step"))),
-             ("NFE per token", fmt(s.get("nfe_per_token"))), ("elapsed (s)", fmt(s.get("elapsed_s"), 1))]
-    p = start.params
-    chat = " · chat template" if start.chat else ""
-    return stat_cards_html(cards, f"{start.model} · {run_label(trace)} · remasking {p.get('remasking')}, "
-                  f"temperature {p.get('temperature', 0):g}{chat} · {start.dtype} on {start.device}")
+    def cards(trace: Trace) -> list:
+        s = stats(trace)
+        tokens = s["num_tokens"] if trace.finish else sum(len(e.unmasked) for e in steps_of(trace))
+        return [("tokens", f"{tokens} / {trace.start.max_new_tokens}"), ("steps", s.get("diffusion_steps", 0)),
+                ("NFE (model calls)", s.get("nfe", 0)), ("tokens per step", fmt(s.get("tokens_per_step"))),
+                ("NFE per token", fmt(s.get("nfe_per_token"))), ("elapsed (s)", fmt(s.get("elapsed_s"), 1))]
+
+    def setting(start) -> str:
+        chat = " · chat template" if start.chat else ""
+        return (f"{run_label(trace)} · remasking {start.params.get('remasking')}, "
+                f"temperature {start.params.get('temperature', 0):g}{chat}")
+
+    return run_stats_html(trace, cards, setting)
 
 
 def stats_line(trace: Trace) -> str:

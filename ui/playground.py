@@ -24,7 +24,7 @@ from ui.classroom import lesson_row
 from ui.compare import build_compare
 from ui.launch import serve, standalone
 from ui.widgets import auto_dtype_help, explain_clamping, model_choices, seed_box, slider_range_text
-from ui.wiring import bind, named_inputs, session_state, wire_lab
+from ui.wiring import named_inputs, on, session_state, wire_lab
 from ui.exports import HTML_NOTE, download, wire_download
 from ui.playground_views import (COLOR_CHOICES, CONTROLS, DEFAULT_STRATEGY, EXAMPLE_PROMPTS, OUTPUTS,
                                  PRIMARY_PARAMS, UI_MAX_NEW_TOKENS, ParamWidget, new_selection, param_widgets,
@@ -163,23 +163,21 @@ def build_playground() -> dict:
 
 def _wire(c: dict) -> None:
     outputs = {name: c[name] for name in OUTPUTS}
-    state = [c["trace"], c["branch"], c["selection"], c["color_by"]]
+    state = {k: c[k] for k in ("trace", "branch", "selection", "color_by")}
     quiet = dict(show_progress="hidden", api_visibility="undocumented")
 
     strategy_outputs = {k: c[k] for k in [f"group:{n}" for n in playground_strategies()] + ["strategy", "beams", "method"]}
-    c["strategy"].change(bind(cb.strategy_changed, strategy_outputs), c["strategy"], list(strategy_outputs.values()),
-                         **quiet)
-    c["model"].change(bind(cb.model_changed, {"strategy": c["strategy"]}), [c["model"], c["strategy"]], [c["strategy"]],
-                      **quiet)
+    on(c["strategy"].change, cb.strategy_changed, strategy_outputs, {"strategy": c["strategy"]}, **quiet)
+    on(c["model"].change, cb.model_changed, {"strategy": c["strategy"]}, {k: c[k] for k in ("model", "strategy")}, **quiet)
     inputs = ("model", "strategy", "prompt", "max_new_tokens", "seed", "chat", "dtype", "color_by", "selection")
     run_inputs = named_inputs({k: c[k] for k in inputs}, {w.key: c[w.key] for w in param_widgets()})
     # the same wiring as every lab: presets and lessons, Generate and Branch in the model queue, Stop, replay
     wire_lab(c, cb, outputs, state, run_inputs, CONTROLS + tuple(w.key for w in param_widgets()), lab="playground",
-             more_runs={"branch": (c["branch_button"], cb.branch_run, [c["alternatives"]] + state)})
-    c["text"].click(bind(cb.click_main, outputs), state, list(outputs.values()), **quiet)
-    c["branch_text"].click(bind(cb.click_branch, outputs), state, list(outputs.values()), **quiet)
-    c["step"].submit(bind(cb.type_step, outputs), [c["step"]] + state, list(outputs.values()), **quiet)
-    c["color_by"].change(bind(cb.recolor, outputs), state, list(outputs.values()), **quiet)
+             more_runs={"branch": (c["branch_button"], cb.branch_run, {"alternative": c["alternatives"]} | state)})
+    on(c["text"].click, cb.click_main, outputs, state, **quiet)
+    on(c["branch_text"].click, cb.click_branch, outputs, state, **quiet)
+    on(c["step"].submit, cb.type_step, outputs, {"step": c["step"]} | state, **quiet)
+    on(c["color_by"].change, cb.recolor, outputs, state, **quiet)
     explain_clamping(c, {w.key: w.spec for w in param_widgets() if w.spec})
     for what in ("json", "csv", "html"):
         wire_download(c[f"dl_{what}"], functools.partial(download, what=EXPORTS[what]), [c["trace"]])

@@ -15,13 +15,13 @@ import gradio as gr
 from visualizers.token_methods import METHOD_FIGURES
 
 from decoding.events import Trace, TokenStep, stats
-from decoding.presets import find_preset, preset_menu
+from decoding.presets import preset_menu
 from decoding.run import validate_request
 from decoding.registry import STRATEGIES
 from decoding.remote.source import is_remote
 from decoding.remote.strategies import remote_menu
 from ui.widgets import USER_ERRORS, md_esc, user_error
-from ui.wiring import as_int, load_replay
+from ui.wiring import RunControls, as_int
 from ui.worker import check_model, finished_status, run_work, stream_views, wait_for_finish
 from ui.exports import download
 from ui.playground_views import (UI_MAX_NEW_TOKENS, collect_params, focused, is_beam_family, new_selection, param_widgets,
@@ -213,30 +213,33 @@ def download_branch(branch: dict | None) -> str | None:
     return download(branch and branch["trace"], missing=NO_BRANCH, suffix="-branch")
 
 
-def replay(path, trace, branch, selection, color_by) -> dict:
-    """Load a saved trace into the views (and its settings into the controls); a bad file changes nothing."""
-    fresh = new_selection()
-    got = load_replay(path, "Playground", "token steps", lambda t: True,
-                      lambda t: views(t, None, fresh, color_by))
-    if got is None:
-        return {}
-    loaded, shown, name = got
-    start = loaded.start
-    selection.clear()
-    selection.update(fresh)
-    controls = {}
-    if start.strategy in playground_strategies():  # restore the settings, so Generate reruns it
-        controls = {"model": start.model, "strategy": start.strategy, "prompt": start.prompt,
-                    "max_new_tokens": min(max(1, start.max_new_tokens), UI_MAX_NEW_TOKENS), "seed": start.seed,
-                    "chat": start.chat}
-        controls |= {w.key: start.params[w.name] for w in param_widgets(start.strategy) if w.name in start.params}
-    s = stats(loaded)
-    status = (f"**Replaying** {md_esc(name)}: {md_esc(start.model)}, {md_esc(start.strategy)}, {s['num_tokens']} tokens "
-              f"(recorded at {s['tokens_per_s'] or '–'} tokens/s)."
-              + (" Its settings are back in the controls." if controls else ""))
-    return shown | controls | {"trace": loaded, "branch": None, "selection": selection,
-                                     "status": status}
+def run_controls(run) -> dict:
+    """The controls for a preset's or a replayed run's settings (the strategy's defaults for what they leave
+    out; the strategy's `.change` then shows that strategy's parameters)."""
+    return {"model": run.model, "strategy": run.strategy, "prompt": run.prompt, "seed": run.seed, "chat": run.chat,
+            "max_new_tokens": min(max(1, run.max_new_tokens), UI_MAX_NEW_TOKENS)} | \
+        {w.key: run.params.get(w.name, w.default) for w in param_widgets(run.strategy)}
 
+
+TAB = RunControls("playground", "Playground", lambda strategy: strategy in playground_strategies(), run_controls)
+
+
+def replay(path, trace, branch, selection, color_by) -> dict:
+    """Load a saved trace into the views (and its settings into the controls, where the Playground runs its
+    strategy, so Generate reruns it); a bad file changes nothing."""
+    fresh = new_selection()
+
+    def line(loaded: Trace) -> str:
+        s, start = stats(loaded), loaded.start
+        return (f"{md_esc(start.model)}, {md_esc(start.strategy)}, {s['num_tokens']} tokens "
+                f"(recorded at {s['tokens_per_s'] or '–'} tokens/s)")
+
+    update = TAB.replay(path, "token steps", lambda t: True, lambda t: views(t, None, fresh, color_by), line,
+                        {"branch": None, "selection": selection})
+    if update:  # the views were drawn with a fresh selection: the session's becomes it
+        selection.clear()
+        selection.update(fresh)
+    return update
 
 
 # Presets -------------------------------------------------------------------------------------------
@@ -247,10 +250,4 @@ def preset_choices() -> list[tuple[str, str]]:
 def preset_chosen(name) -> dict:
     """The preset's model, strategy, prompt, limits and parameters (defaults for those it leaves out), and its
     teaching note; the strategy's `.change` then shows that strategy's parameters."""
-    preset = find_preset("playground", name)
-    if preset is None:
-        return {"note": ""}
-    out = {"model": preset.model, "strategy": preset.strategy, "prompt": preset.prompt,
-           "max_new_tokens": min(preset.max_new_tokens, UI_MAX_NEW_TOKENS), "seed": preset.seed, "chat": preset.chat,
-           "note": f"**{preset.title}.** {preset.note.strip()}"}
-    return out | {w.key: preset.params.get(w.name, w.default) for w in param_widgets(preset.strategy)}
+    return TAB.preset_chosen(name)

@@ -24,7 +24,7 @@ import gradio as gr
 from decoding.events import TokenStep, Trace, stats
 from decoding.run import MAX_NEW_TOKENS_CAP
 from decoding.registry import STRATEGIES, get_strategy, param_specs
-from ui.widgets import EMPTY_STATS_HTML, fmt, stat_cards_html
+from ui.widgets import fmt, run_stats_html
 from visualizers import beams_figure, distribution_figure, entropy_figure, method_figure, tokens_html
 from visualizers._common import esc, visible
 
@@ -184,19 +184,15 @@ def _placeholder(message: str) -> str:
 
 
 def stats_html(trace: Trace, name: str) -> str:
-    start = trace.start
-    if start is None:
-        return EMPTY_STATS_HTML
+    """One row of cards: tokens, tokens/s, first token, mean entropy, forward passes, what stopped it."""
+    return run_stats_html(trace, _cards, describe_settings, name)
+
+
+def _cards(trace: Trace) -> list:
     s = stats(trace)
-    cards = [
-        ("tokens", s["num_tokens"]),
-        ("tokens / s", fmt(s["tokens_per_s"], 1)),
-        ("first token (s)", fmt(s["time_to_first_token_s"], 2)),
-        ("mean entropy (nats)", fmt(s["mean_entropy"], 2)),
-        ("forward passes", s["forward_passes"]),
-        ("stopped by", STOP_WORDS.get(s["stop_reason"], s["stop_reason"])),
-    ]
-    return stat_cards_html(cards, f"{name} · {start.model} · {describe_settings(start)} · {start.dtype} on {start.device}")
+    return [("tokens", s["num_tokens"]), ("tokens / s", fmt(s["tokens_per_s"], 1)),
+            ("first token (s)", fmt(s["time_to_first_token_s"], 2)), ("mean entropy (nats)", fmt(s["mean_entropy"], 2)),
+            ("forward passes", s["forward_passes"]), ("stopped by", STOP_WORDS.get(s["stop_reason"], s["stop_reason"]))]
 
 
 def describe_settings(start) -> str:

@@ -22,7 +22,7 @@ from ui import scaling_callbacks as cb
 from ui.classroom import lesson_row
 from ui.launch import serve, standalone
 from ui.widgets import QUIET, explain_clamping, model_choices, seed_box, spec_widget
-from ui.wiring import bind, lab_columns, named_inputs, session_state, wire_lab
+from ui.wiring import lab_columns, named_inputs, on, session_state, wire_lab
 from ui.exports import NO_OTHER_RUN, download, wire_download
 from ui.plugin_fields import field_label
 from ui.scaling_views import (CONTROLS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_METHOD, DEFAULT_MODEL, DEFAULT_PROMPT,
@@ -170,33 +170,29 @@ def build_scaling() -> dict:
 
 def _wire(c: dict) -> None:
     outputs = {name: c[name] for name in OUTPUTS}
-    state = [c["trace"], c["other"]]
+    state = {k: c[k] for k in ("trace", "other")}
     explain_clamping(c, {f"sc:{f}": spec_of(f) for f in FIELDS})
 
     shown = {f"sc:{f}": c[f"sc:{f}"] for f in SPECIFIC} | {"reward_help": c["reward_help"]}
     for trigger in (c["method"], c["sc:reward"]):
-        trigger.change(bind(cb.shown_controls, shown), [c["method"], c["sc:reward"]], list(shown.values()), **QUIET)
+        on(trigger.change, cb.shown_controls, shown, {"method": c["method"], "reward": c["sc:reward"]}, **QUIET)
     switched = {f"sc:{f}": c[f"sc:{f}"] for f in VARYING}
     if switched:  # the user's own pick (not a preset's or a replay's): defaults that depend on the method follow it
         inputs = named_inputs({"method": c["method"]}, {f: c[f"sc:{f}"] for f in VARYING})
-        c["method"].input(bind(cb.method_switched, switched, inputs), list(inputs.values()), list(switched.values()),
-                          **QUIET)
-    c["model"].change(bind(cb.model_changed, {"method": c["method"]}), [c["model"], c["method"]], [c["method"]],
-                      **QUIET)
+        on(c["method"].input, cb.method_switched, switched, inputs, **QUIET)
+    on(c["model"].change, cb.model_changed, {"method": c["method"]}, {k: c[k] for k in ("model", "method")}, **QUIET)
     task_outputs = {k: c[k] for k in ("prompt", "sc:reference", "model")}
-    c["task"].input(bind(cb.task_chosen, task_outputs), [c["task"], c["model"]], list(task_outputs.values()), **QUIET)
-    note = {"form_note": c["form_note"]}
+    on(c["task"].input, cb.task_chosen, task_outputs, {"task_id": c["task"], "model": c["model"]}, **QUIET)
     for trigger in (c["prompt"], c["model"]):  # typed, or set by a task, a preset or a replay
-        trigger.change(bind(cb.form_note, note), [c["model"], c["prompt"]], [c["form_note"]],
-                       trigger_mode="always_last", **QUIET)
+        on(trigger.change, cb.form_note, {"form_note": c["form_note"]}, {k: c[k] for k in ("model", "prompt")},
+           trigger_mode="always_last", **QUIET)
     edited = {k: c[k] for k in ("task", "sc:reference")}
-    c["prompt"].input(bind(cb.prompt_edited, edited), [c["prompt"], c["task"]], list(edited.values()),
-                      trigger_mode="always_last", **QUIET)
+    on(c["prompt"].input, cb.prompt_edited, edited, {"prompt": c["prompt"], "task_id": c["task"]},
+       trigger_mode="always_last", **QUIET)
     controls = ("model", "prompt", "method", "max_new_tokens", "seed", "chat", "compare")
     run_inputs = named_inputs({k: c[k] for k in controls}, {name: c[f"sc:{name}"] for name in FIELDS})
     wire_lab(c, cb, outputs, state, run_inputs, CONTROLS, lab="scaling")
-    c["step"].input(bind(cb.choose_step, outputs), [c["step"]] + state, list(outputs.values()),
-                    trigger_mode="always_last", **QUIET)
+    on(c["step"].input, cb.choose_step, outputs, {"step": c["step"]} | state, trigger_mode="always_last", **QUIET)
     wire_download(c["dl_json"], download, [c["trace"]])
     wire_download(c["dl_other"], lambda other: download(other, missing=NO_OTHER_RUN), [c["other"]])
 

@@ -13,10 +13,10 @@ from typing import Iterator
 import gradio as gr
 
 from decoding.events import Trace
-from decoding.presets import find_preset, preset_menu
+from decoding.presets import preset_menu
 from decoding.run import validate_request
 from ui.widgets import USER_ERRORS, md_esc, user_error
-from ui.wiring import as_int, load_replay
+from ui.wiring import RunControls, as_int
 from ui.worker import check_model, run_work, stream_views, wait_for_finish
 from ui.scaling_views import (defaults_on_switch, settings_of, FIELDS, FREE_PROMPT, METHODS, SPECIFIC, UI_MAX_NEW_TOKENS,
                               collect_params, fields_from_params, live_particles, method_info, reward_help, stats_line,
@@ -157,24 +157,27 @@ def choose_step(step, trace, other) -> dict:
     return views(trace, other, as_int(step))
 
 
+def run_controls(run) -> dict:
+    """The controls for a preset's or a replayed run's settings: the method's own defaults for what they leave
+    out, and the task's answer as the reference where the prompt is one of the task's problems."""
+    task = task_of_prompt(run.prompt)
+    controls = {"model": run.model, "prompt": run.prompt, "method": run.strategy, "seed": run.seed, "chat": run.chat,
+                "task": str(task["id"]) if task else FREE_PROMPT,
+                "max_new_tokens": min(max(1, run.max_new_tokens), UI_MAX_NEW_TOKENS)}
+    controls |= {f"sc:{f}": v for f, v in settings_of(run.strategy).items()}
+    controls |= fields_from_params(run.strategy, run.params)  # .change shows the right controls
+    if not str(run.params.get("reference") or "").strip():
+        controls["sc:reference"] = task["answer"] if task else ""
+    return controls
+
+
+TAB = RunControls("scaling", "scaling", lambda strategy: strategy in METHODS, run_controls)
+
+
 def replay(path, trace, other) -> dict:
     """Load a saved scaling trace into the views (and its settings into the controls); anything else changes nothing."""
-    got = load_replay(path, "scaling", "particle steps",
-                      lambda t: t.start.strategy in METHODS and bool(t.of_kind("particles")), views)
-    if got is None:
-        return {}
-    loaded, shown, name = got
-    start = loaded.start
-    task = task_of_prompt(start.prompt)
-    controls = {"model": start.model, "prompt": start.prompt, "seed": start.seed, "chat": start.chat,
-                "method": start.strategy, "task": str(task["id"]) if task else FREE_PROMPT,
-                "max_new_tokens": min(max(1, start.max_new_tokens), UI_MAX_NEW_TOKENS)}
-    controls |= fields_from_params(start.strategy, start.params)
-    if task and not str(start.params.get("reference") or "").strip():
-        controls["sc:reference"] = task["answer"]
-    return shown | controls | {"trace": loaded, "other": None,
-                               "status": f"**Replaying** {md_esc(name)}: {stats_line(loaded)}. Its settings are back in "
-                                         "the controls."}
+    return TAB.replay(path, "particle steps", lambda t: t.start.strategy in METHODS and bool(t.of_kind("particles")),
+                      views, stats_line, {"other": None})
 
 
 # Presets -------------------------------------------------------------------------------------------
@@ -183,20 +186,8 @@ def preset_choices() -> list[tuple[str, str]]:
 
 
 def preset_chosen(name) -> dict:
-    """Every control from the preset (defaults for what it leaves out) and its teaching note."""
-    preset = find_preset("scaling", name)
-    if preset is None or preset.strategy not in METHODS:
-        return {"note": ""}
-    task = task_of_prompt(preset.prompt)
-    out = {"model": preset.model, "prompt": preset.prompt, "method": preset.strategy,
-           "max_new_tokens": min(preset.max_new_tokens, UI_MAX_NEW_TOKENS), "seed": preset.seed, "chat": preset.chat,
-           "task": str(task["id"]) if task else FREE_PROMPT, "note": f"**{preset.title}.** {preset.note.strip()}"}
-    defaults = {f"sc:{f}": v for f, v in settings_of(preset.strategy).items()}
-    if task and "reference" not in preset.params:
-        defaults["sc:reference"] = task["answer"]
-    elif not task:
-        defaults["sc:reference"] = ""
-    return out | defaults | fields_from_params(preset.strategy, preset.params)  # .change shows the right controls
+    """Every control from the preset (the method's defaults for what it leaves out) and its teaching note."""
+    return TAB.preset_chosen(name)
 
 
 __all__ = ["FIELDS", "NO_COMPARISON", "choose_step", "generate_run", "preset_chosen", "prompt_edited", "replay",

@@ -24,7 +24,7 @@ from decoding.registry import get_strategy, param_specs, strategies_of
 from decoding.scaling.params import ScalingParams
 from decoding.models import ASSETS_DIR
 from ui.plugin_fields import namespaced, plugin_rows
-from ui.widgets import EMPTY_STATS_HTML, benchmark_file, fmt, md_esc, stat_cards_html
+from ui.widgets import benchmark_file, fmt, md_esc, run_stats_html
 from ui.wiring import check_names
 from decoding.scaling.scoring import REWARDS, reward_help as _reward_help
 from decoding.scaling.tasks import menu_tasks
@@ -330,19 +330,19 @@ def live_stats(trace: Trace) -> dict:
 
 def stats_html(trace: Trace) -> str:
     """One row of cards: particles, steps, resampling events, ESS, tokens spent, forward passes, tokens/s."""
-    start = trace.start
-    if start is None:
-        return EMPTY_STATS_HTML
-    s = live_stats(trace)
-    n = s.get("num_particles", start.params.get("n"))
-    cards = [("particles N", n), ("steps", s.get("particle_steps", 0)),
-             ("resampling events", s.get("resampling_events", 0)),
-             ("ESS", f"{s['ess']:.2f}" if s.get("ess") is not None else "–"),
-             ("tokens spent", s.get("tokens_spent", 0)), ("forward passes", s["forward_passes"]),
-             ("tokens spent / s", fmt(s.get("tokens_spent_per_s"), 1))]
-    p = start.params
-    setting = f"{start.strategy}, reward {p.get('reward')}, N = {p.get('n')}, temperature {p.get('temperature', 0):g}"
-    return stat_cards_html(cards, f"{start.model} · {setting} · {start.dtype} on {start.device}")
+    def cards(trace: Trace) -> list:
+        s = live_stats(trace)
+        return [("particles N", s.get("num_particles", trace.start.params.get("n"))), ("steps", s.get("particle_steps", 0)),
+                ("resampling events", s.get("resampling_events", 0)),
+                ("ESS", f"{s['ess']:.2f}" if s.get("ess") is not None else "–"),
+                ("tokens spent", s.get("tokens_spent", 0)), ("forward passes", s["forward_passes"]),
+                ("tokens spent / s", fmt(s.get("tokens_spent_per_s"), 1))]
+
+    def setting(start) -> str:
+        p = start.params
+        return f"{start.strategy}, reward {p.get('reward')}, N = {p.get('n')}, temperature {p.get('temperature', 0):g}"
+
+    return run_stats_html(trace, cards, setting)
 
 
 def stats_line(trace: Trace) -> str:

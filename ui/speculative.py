@@ -22,7 +22,7 @@ from ui import speculative_callbacks as cb
 from ui.classroom import lesson_row
 from ui.launch import serve, standalone
 from ui.widgets import QUIET, explain_clamping, model_choices, seed_box, spec_widget
-from ui.wiring import bind, lab_columns, named_inputs, session_state, wire_lab
+from ui.wiring import lab_columns, named_inputs, on, session_state, wire_lab
 from ui.plugin_fields import plugin_widgets, visibility
 from ui.exports import download, wire_download
 from ui.speculative_views import (CONTROLS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODEL,
@@ -134,22 +134,22 @@ def build_speculative() -> dict:
 
 def _wire(c: dict) -> None:
     outputs = {name: c[name] for name in OUTPUTS}
-    state = [c["trace"], c["baseline"]]
+    state = {k: c[k] for k in ("trace", "baseline")}
     explain_clamping(c, {f"spec:{p['name']}": p for p in param_specs(STRATEGY)} | {"coupling_k": None})
 
     shown = {k: c[k] for k in visibility(STRATEGY, "spec", "")} | {"drafter_help": c["drafter_help"]}
-    c["spec:drafter"].change(bind(cb.drafter_changed, shown), c["spec:drafter"], list(shown.values()), **QUIET)
+    on(c["spec:drafter"].change, cb.drafter_changed, shown, {"drafter": c["spec:drafter"]}, **QUIET)
     run_inputs = named_inputs({k: c[k] for k in ("model", "prompt", "max_new_tokens", "seed", "chat", "compare")},
                               {name: c[f"spec:{name}"] for name in SPEC_FIELDS})
     events = wire_lab(c, cb, outputs, state, run_inputs, CONTROLS, lab="speculative")
-    coupling = (bind(cb.coupling_view, {"coupling": c["coupling"]}),
-                [c["coupling_k"], c["round"], c["position"], c["trace"]], [c["coupling"]])
-    picked = [c["round"].release(bind(cb.choose_round, outputs), [c["round"]] + state, list(outputs.values()), **QUIET),
-              c["position"].input(bind(cb.choose_position, outputs), [c["position"], c["round"]] + state,
-                                  list(outputs.values()), **QUIET)]
+    coupling = (cb.coupling_view, {"coupling": c["coupling"]},
+                {"k": c["coupling_k"], "round_index": c["round"], "parent": c["position"], "trace": c["trace"]})
+    picked = [on(c["round"].release, cb.choose_round, outputs, {"round_index": c["round"]} | state, **QUIET),
+              on(c["position"].input, cb.choose_position, outputs,
+                 {"parent": c["position"], "round_index": c["round"]} | state, **QUIET)]
     for event in picked + list(events.values()):
-        event.then(*coupling, **QUIET)
-    c["coupling_k"].release(*coupling, **QUIET)
+        on(event.then, *coupling, **QUIET)
+    on(c["coupling_k"].release, *coupling, **QUIET)
     wire_download(c["dl_json"], download, [c["trace"]])
     wire_download(c["dl_plain"], lambda plain: download(plain, missing=NO_PLAIN), [c["plain"]])
 

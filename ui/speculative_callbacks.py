@@ -14,10 +14,10 @@ from typing import Iterator
 
 from decoding.speculative.strategy import DRAFTERS
 from decoding.events import Event, Trace, stats
-from decoding.presets import find_preset, preset_menu
+from decoding.presets import preset_menu
 from decoding.run import validate_request
 from ui.widgets import USER_ERRORS, md_esc, user_error
-from ui.wiring import as_int, load_replay
+from ui.wiring import RunControls, as_int
 from ui.worker import check_model, finished_status, run_work, stream_in_thread, stream_views, wait_for_finish
 from ui.plugin_fields import namespaced, visibility
 from ui.speculative_views import (DEFAULT_SETTINGS, SPEC_FIELDS, STRATEGY, UI_MAX_NEW_TOKENS, baseline_plan,
@@ -132,22 +132,22 @@ def coupling_view(k, round_index, parent, trace) -> dict:
     return {"coupling": coupling_figure(shown, round_index if shown else None, parent, k=k)}
 
 
+def run_controls(run) -> dict:
+    """The controls for a preset's or a replayed run's settings (the defaults for what they leave out; the
+    drafter's .change shows its own controls)."""
+    params = DEFAULT_SETTINGS | namespaced(STRATEGY, run.params)
+    return {"model": run.model, "prompt": run.prompt, "seed": run.seed, "chat": run.chat,
+            "max_new_tokens": min(max(1, run.max_new_tokens), UI_MAX_NEW_TOKENS)} | \
+        {f"spec:{k}": params[k] for k in SPEC_FIELDS if k in params}
+
+
+TAB = RunControls("speculative", "speculative", lambda strategy: strategy == STRATEGY, run_controls)
+
+
 def replay(path, trace, baseline) -> dict:
     """Load a saved speculative trace into the views (and its settings into the controls); anything else changes nothing."""
-    got = load_replay(path, "speculative", "speculative rounds",
-                      lambda t: t.start.strategy == STRATEGY and bool(t.of_kind("spec_round")), views,
-                      hint="replay it in the Playground tab instead.")
-    if got is None:
-        return {}
-    loaded, shown, name = got
-    start = loaded.start
-    controls = {"model": start.model, "prompt": start.prompt, "seed": start.seed, "chat": start.chat,
-                "max_new_tokens": min(max(1, start.max_new_tokens), UI_MAX_NEW_TOKENS)}
-    params = namespaced(STRATEGY, start.params)
-    controls |= {f"spec:{k}": params[k] for k in SPEC_FIELDS if k in params}
-    return shown | controls | {"trace": loaded, "baseline": None, "plain": None,
-                               "status": f"**Replaying** {md_esc(name)}: {stats_line(loaded)}. Its settings are back in "
-                                         "the controls."}
+    return TAB.replay(path, "speculative rounds", lambda t: t.start.strategy == STRATEGY and bool(t.of_kind("spec_round")),
+                      views, stats_line, {"baseline": None, "plain": None}, hint="replay it in the Playground tab instead.")
 
 
 # Presets -------------------------------------------------------------------------------------------
@@ -157,10 +157,4 @@ def preset_choices() -> list[tuple[str, str]]:
 
 def preset_chosen(name) -> dict:
     """Every control from the preset (defaults for what it leaves out) and its teaching note."""
-    preset = find_preset("speculative", name)
-    if preset is None:
-        return {"note": ""}
-    params = DEFAULT_SETTINGS | namespaced(STRATEGY, preset.params)
-    out = {"model": preset.model, "prompt": preset.prompt, "max_new_tokens": preset.max_new_tokens,
-           "seed": preset.seed, "chat": preset.chat, "note": f"**{preset.title}.** {preset.note.strip()}"}
-    return out | {f"spec:{k}": params[k] for k in SPEC_FIELDS}  # the drafter's .change shows its own controls
+    return TAB.preset_chosen(name)

@@ -18,7 +18,7 @@ from decoding.events import Trace, stats
 from decoding.registry import param_specs
 from decoding.speculative.strategy import DRAFTERS
 from ui.plugin_fields import chosen_values
-from ui.widgets import EMPTY_STATS_HTML, fmt, stat_cards_html
+from ui.widgets import fmt, run_stats_html
 from ui.wiring import check_names
 from visualizers._common import visible
 from visualizers.speculative import (acceptance_figure, draft_tree_figure, overlap_figure, spec_rounds,
@@ -113,23 +113,22 @@ def _placeholder() -> str:
 
 def stats_html(trace: Trace) -> str:
     """One row of cards: tokens, tokens/s, target passes per token, mean accepted length, acceptance rate."""
-    start = trace.start
-    if start is None:
-        return EMPTY_STATS_HTML
-    s = stats(trace)
-    cards = [("tokens", s["num_tokens"]), ("tokens / s", fmt(s["tokens_per_s"], 1)),
-             ("target passes / token", fmt(s.get("target_forward_passes_per_token"), 2)),
-             ("mean accepted length", fmt(s.get("mean_accepted_length"), 2)),
-             ("acceptance rate", fmt(s.get("acceptance_rate"), 2)),
-             ("rounds", s.get("rounds", 0))]
-    p = start.params
-    drafter = p.get("drafter")
-    length = p.get("draft_length") or (  # a trace of before the length was resolved when the run starts records 0
-        f"{DRAFTERS.capability(drafter, 'default_draft_length')} (the drafter's default)" if drafter in DRAFTERS else "–")
-    setting = f"{p.get('drafter')} drafter, {p.get('tree')} tree, draft length {length}"
-    if p.get("temperature"):
-        setting += f", temperature {p['temperature']:g}"
-    return stat_cards_html(cards, f"{start.model} · {setting} · {start.dtype} on {start.device}")
+    def cards(trace: Trace) -> list:
+        s = stats(trace)
+        return [("tokens", s["num_tokens"]), ("tokens / s", fmt(s["tokens_per_s"], 1)),
+                ("target passes / token", fmt(s.get("target_forward_passes_per_token"), 2)),
+                ("mean accepted length", fmt(s.get("mean_accepted_length"), 2)),
+                ("acceptance rate", fmt(s.get("acceptance_rate"), 2)), ("rounds", s.get("rounds", 0))]
+
+    def setting(start) -> str:
+        p = start.params
+        drafter = p.get("drafter")
+        length = p.get("draft_length") or (  # a trace of before the length was resolved when the run starts records 0
+            f"{DRAFTERS.capability(drafter, 'default_draft_length')} (the drafter's default)" if drafter in DRAFTERS else "–")
+        text = f"{drafter} drafter, {p.get('tree')} tree, draft length {length}"
+        return text + (f", temperature {p['temperature']:g}" if p.get("temperature") else "")
+
+    return run_stats_html(trace, cards, setting)
 
 
 def stats_line(trace: Trace) -> str:

@@ -171,6 +171,16 @@ def fmt(value, digits: int = 2, unit: str = "") -> str:
     return str(value)
 
 
+def run_stats_html(trace, cards: Callable, setting: Callable, name: str | None = None) -> str:
+    """Every tab's statistics card: `cards(trace)` [(label, value)] under the caption "[name ·] model ·
+    `setting(start)` · dtype on device", or the empty card before a run starts."""
+    start = trace.start
+    if start is None:
+        return EMPTY_STATS_HTML
+    caption = " · ".join([*([name] if name else []), start.model, setting(start), f"{start.dtype} on {start.device}"])
+    return stat_cards_html(cards(trace), caption)
+
+
 def stat_cards_html(cards: list[tuple[str, object]], caption: str) -> str:
     """One row of (label, value) cards under a caption; every value is escaped. A value in words ("end token")
     gets the class `w`: a smaller font that wraps, where a number stays large."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -17,7 +18,7 @@ from decoding.env import env_int
 from decoding.errors import short_repr
 from ui.classroom import lesson_line, lesson_step
 from ui.guard import BudgetExceeded, replay_budget_s, within_budget
-from ui.widgets import QUIET, RENDER_ERRORS, error_toast
+from ui.widgets import QUIET, RENDER_ERRORS, error_toast, md_esc
 from ui.worker import MODEL_CONCURRENCY_ID, model_event, runs_at_once
 
 
@@ -39,15 +40,15 @@ def session_state(value=None) -> gr.State:
 
 
 def bind(fn: Callable, outputs: dict[str, gr.components.Component],
-         inputs: dict[str, gr.components.Component] | None = None) -> Callable:
-    """Adapt a callback that returns / yields {output name: value} to Gradio's {component: value}.
+         inputs: dict[str, gr.components.Component]) -> Callable:
+    """Adapt a callback to Gradio by name: its inputs and outputs are {name: component}.
 
-    Without `inputs` the wrapper keeps `fn`'s signature (Gradio reads it for gr.EventData) and the
-    event's inputs fill `fn`'s parameters in order. With `inputs` ({parameter name: component}) the
-    event's inputs are `list(inputs.values())` and `fn` is called with keyword arguments by name, so
-    a tab's parameter values never depend on the order of its widgets; a name `fn` cannot take is a
-    TypeError here, when the tab is wired. Either way the wrapper closes `fn`'s generator when Gradio
-    closes the wrapper's, so Stop reaches the worker thread.
+    Gradio passes the event's values in the order of `list(inputs.values())`; the wrapper calls `fn`
+    with them as keyword arguments by their names, so a handler never depends on the order of a tab's
+    widgets, and a name `fn` cannot take is a TypeError here, when the tab is wired. `fn` returns or
+    yields {output name: value}, which the wrapper turns into Gradio's {component: value}. A parameter
+    of `fn` annotated `gr.EventData` (or a subclass, e.g. `gr.SelectData`) receives the event's data.
+    The wrapper closes `fn`'s generator when Gradio closes its own, so Stop reaches the worker thread.
     """
 
     def by_component(update: dict) -> dict:
@@ -55,36 +56,57 @@ def bind(fn: Callable, outputs: dict[str, gr.components.Component],
             return {component: gr.skip() for component in outputs.values()}
         return {outputs[name]: value for name, value in update.items()}
 
-    call, names = fn, None
-    if inputs is not None:
-        names = tuple(inputs)
-        try:
-            inspect.signature(fn).bind(**dict.fromkeys(names))
-        except TypeError as err:
-            raise TypeError(f"cannot wire {fn.__qualname__} to the inputs {', '.join(names)}: {err}") from None
+    names = tuple(inputs)
+    event = _event_parameter(fn)
+    try:
+        inspect.signature(fn).bind(**dict.fromkeys(names + ((event[0],) if event else ())))
+    except TypeError as err:
+        raise TypeError(f"cannot wire {fn.__qualname__} to the inputs {', '.join(names)}: {err}") from None
 
-        def call(*values):
-            if len(values) != len(names):  # Gradio passes exactly the components it was given
-                raise TypeError(f"{fn.__qualname__} expected {len(names)} input values ({', '.join(names)}), "
-                                f"got {len(values)}")
-            return fn(**dict(zip(names, values)))
+    def call(*values):
+        if event:  # Gradio puts the event's data first (the wrapper's one positional parameter)
+            data, *values = values
+        if len(values) != len(names):  # Gradio passes exactly the components it was given
+            raise TypeError(f"{fn.__qualname__} expected {len(names)} input values ({', '.join(names)}), "
+                            f"got {len(values)}")
+        return fn(**dict(zip(names, values)), **({event[0]: data} if event else {}))
 
     if inspect.isgeneratorfunction(fn):
-        def wrapper(*args, **kwargs):
-            with contextlib.closing(call(*args, **kwargs)) as updates:
+        def wrapper(*values):
+            with contextlib.closing(call(*values)) as updates:
                 for update in updates:
                     yield by_component(update)
     else:
-        def wrapper(*args, **kwargs):
-            return by_component(call(*args, **kwargs))
+        def wrapper(*values):
+            return by_component(call(*values))
 
-    if names is None:
-        return functools.wraps(fn)(wrapper)
-    # By name: Gradio must see a plain `*values` signature, not `fn`'s keyword parameters.
+    # Gradio reads the wrapper's signature: `*values`, after the event data's parameter if `fn` takes one.
     functools.update_wrapper(wrapper, fn, assigned=("__module__", "__name__", "__qualname__", "__doc__"))
     del wrapper.__wrapped__
-    wrapper.__signature__ = inspect.Signature([inspect.Parameter("values", inspect.Parameter.VAR_POSITIONAL)])
+    parameters = [inspect.Parameter("values", inspect.Parameter.VAR_POSITIONAL)]
+    wrapper.__annotations__ = {}
+    if event:
+        parameters.insert(0, inspect.Parameter(event[0], inspect.Parameter.POSITIONAL_ONLY, annotation=event[1]))
+        wrapper.__annotations__ = {event[0]: event[1]}
+    wrapper.__signature__ = inspect.Signature(parameters)
     return wrapper
+
+
+def _event_parameter(fn: Callable) -> tuple[str, type] | None:
+    """(name, annotation) of `fn`'s parameter annotated gr.EventData or a subclass, if it has one."""
+    import typing
+
+    for name, hint in typing.get_type_hints(fn).items():
+        if isinstance(hint, type) and issubclass(hint, gr.EventData):
+            return name, hint
+    return None
+
+
+def on(listener: Callable, fn: Callable, outputs: dict[str, gr.components.Component],
+       inputs: dict[str, gr.components.Component], **options):
+    """Wire `fn` to an event by name: `listener` is a component's event method (`c["step"].submit`),
+    `fn` gets `inputs`' values by their names and returns {output name: value} (see `bind`)."""
+    return listener(bind(fn, outputs, inputs), list(inputs.values()), list(outputs.values()), **options)
 
 
 def named_inputs(*groups: dict[str, gr.components.Component]) -> dict[str, gr.components.Component]:
@@ -117,24 +139,24 @@ def wire_lesson(c: dict, lab: str, chosen, chosen_outputs: list) -> None:
         return
     outputs = {k: c[k] for k in ("preset", "lesson")}
     for button, direction in ((c["lesson_next"], 1), (c["lesson_prev"], -1)):
-        step = bind(lambda name, d=direction: lesson_step(lab, name, d), outputs)
-        button.click(step, c["preset"], list(outputs.values()), **QUIET).then(chosen, c["preset"], chosen_outputs,
-                                                                               **QUIET)
+        on(button.click, lambda name, d=direction: lesson_step(lab, name, d), outputs, {"name": c["preset"]},
+           **QUIET).then(chosen, c["preset"], chosen_outputs, **QUIET)
     c["preset"].input(lambda name: lesson_line(lab, name), c["preset"], c["lesson"], **QUIET)
 
 
-def wire_lab(c: dict, cb, outputs: dict, state: list, run_inputs: dict, controls: tuple, lab: str = "",
+def wire_lab(c: dict, cb, outputs: dict, state: dict, run_inputs: dict, controls: tuple, lab: str = "",
              more_runs: dict | None = None) -> dict:
     """The events every lab tab wires the same way: the preset menu, Generate (in the shared model
     queue), Stop (cancel, then show what ran) and the replay upload. `cb` is the tab's callbacks
     module (preset_chosen, generate_run, stop_run, replay); `c` its widgets by name; `run_inputs`
-    {parameter name of `cb.generate_run`: component}, passed by name (see `bind`); `controls` the widgets
-    a preset or a replay sets. `more_runs` {name: (button, handler, inputs)}: other model-bound runs of
+    {parameter name of `cb.generate_run`: component} and `state` {name: the tab's gr.State} (which
+    stop_run and replay read, after the upload's `path`), passed by name (see `bind`); `controls` the widgets
+    a preset or a replay sets. `more_runs` {name: (button, handler, inputs by name)}: other model-bound runs of
     the tab (the Playground's branch), queued like Generate and stopped by Stop. Returns the events that
     leave new views ({"generate", "stop", "upload", and each of `more_runs`}), for a tab to chain a view
     of its own with `.then`."""
     preset_outputs = {k: c[k] for k in controls + ("note",)}
-    chosen = bind(cb.preset_chosen, preset_outputs)
+    chosen = bind(cb.preset_chosen, preset_outputs, {"name": c["preset"]})
     c["preset"].input(chosen, c["preset"], list(preset_outputs.values()), **QUIET)
     wire_lesson(c, lab, chosen, list(preset_outputs.values()))  # classroom mode's Next / Previous
     model_bound = dict(concurrency_id=MODEL_CONCURRENCY_ID, concurrency_limit=runs_at_once(), show_progress="minimal",
@@ -142,13 +164,13 @@ def wire_lab(c: dict, cb, outputs: dict, state: list, run_inputs: dict, controls
     runs = {"generate": c["generate"].click(model_event(bind(cb.generate_run, outputs, run_inputs)),
                                             list(run_inputs.values()), list(outputs.values()), **model_bound)}
     for name, (button, handler, inputs) in (more_runs or {}).items():
-        runs[name] = button.click(model_event(bind(handler, outputs)), inputs, list(outputs.values()), **model_bound)
+        runs[name] = button.click(model_event(bind(handler, outputs, inputs)), list(inputs.values()),
+                                  list(outputs.values()), **model_bound)
     # Cancel first (`model_event`: it returns once the worker has stopped), then show the result.
-    stopped = c["stop"].click(None, cancels=list(runs.values()), api_visibility="undocumented").then(
-        bind(cb.stop_run, outputs), state, list(outputs.values()), **QUIET)
+    stopped = on(c["stop"].click(None, cancels=list(runs.values()), api_visibility="undocumented").then,
+                 cb.stop_run, outputs, state, **QUIET)
     replay_outputs = outputs | {k: c[k] for k in controls}
-    uploaded = c["upload"].upload(bind(cb.replay, replay_outputs), [c["upload"]] + state,
-                                  list(replay_outputs.values()), **QUIET)
+    uploaded = on(c["upload"].upload, cb.replay, replay_outputs, {"path": c["upload"]} | state, **QUIET)
     return runs | {"stop": stopped, "upload": uploaded}
 
 
@@ -179,6 +201,44 @@ def load_replay(path, lab: str, what: str, accepts: Callable, render: Callable,
         raise error_toast(f"Cannot replay {name}: malformed {what} ({type(err).__name__}: {str(err)[:300]})",
                           "Not a Decoding Lab trace") from None
     return loaded, shown, name
+
+
+@dataclass(frozen=True)
+class RunControls:
+    """How a lab tab restores a run's settings: from a preset (the menu) or a replayed trace's start.
+
+    Both carry the same settings (model, strategy, prompt, max_new_tokens, seed, chat, params), so one
+    `controls(settings)` per tab ({output name: value}, the tab's defaults for what the settings leave
+    out) serves both, and `preset_chosen` and `replay` are written once for every tab."""
+
+    lab: str  # the presets' lab ("playground", "speculative", ...)
+    title: str  # how a message names the tab's traces ("a Playground trace")
+    runs: Callable[[str], bool]  # whether the tab runs this strategy (a preset or run it can restore)
+    controls: Callable[[object], dict]  # a Preset or RunStarted -> {output name: value}
+
+    def preset_chosen(self, name) -> dict:
+        """Every control from the preset (the tab's defaults for what it leaves out) and its teaching note;
+        nothing but an empty note for a name that is not one of this tab's presets."""
+        from decoding.presets import find_preset
+
+        preset = find_preset(self.lab, name)
+        if preset is None or not self.runs(preset.strategy):
+            return {"note": ""}
+        return self.controls(preset) | {"note": f"**{preset.title}.** {preset.note.strip()}"}
+
+    def replay(self, path, what: str, accepts: Callable, render: Callable, line: Callable, reset: dict,
+               hint: str = "replay it in the tab it came from.") -> dict:
+        """An uploaded trace's views (`render`), its settings in the controls where the tab runs its strategy,
+        the tab's state (`reset`, plus the trace) and a status line (`line(trace)`); {} without a file, a
+        gr.Error naming the problem for a file the tab cannot show (see `load_replay`)."""
+        got = load_replay(path, self.title, what, accepts, render, hint)
+        if got is None:
+            return {}
+        loaded, shown, name = got
+        controls = self.controls(loaded.start) if self.runs(loaded.start.strategy) else {}
+        status = (f"**Replaying** {md_esc(name)}: {line(loaded)}."
+                  + (" Its settings are back in the controls." if controls else ""))
+        return shown | controls | reset | {"trace": loaded, "status": status}
 
 
 def as_int(value):

@@ -368,37 +368,58 @@ def wait_for_finish(trace, wait_s: float) -> bool:
     return trace.finish is not None and trace.finish.stop_reason == "cancelled"
 
 
-def stream_views(work, trace: Trace, render, what: str, quick=None) -> Iterator[dict]:
-    """Append the worker's events to `trace` and stream views of it: `quick(progress)` (the cheap ones,
-    e.g. the token chips) as soon as new events or a StepProgress arrive (`progress`: the step under way,
-    None once its event is in), `render()` (every view, charts included) when `Redraw` says a redraw is
-    due. Each comes with a status line. Without `quick`, only `render()` is shown.
+def pump_views(work, take: Callable, render: Callable, line: Callable, quick: Callable | None = None,
+               on_late: Callable | None = None, status_key: str = "status") -> Iterator[dict]:
+    """Run `work` in a thread and stream views of what it makes: each item goes to `take(item)` (True when it
+    changed what is shown); `quick(progress)` (the cheap views, e.g. token chips) goes out as soon as
+    something new or a StepProgress arrives (`progress`: the step under way, None once its event is in),
+    `render()` (every view, charts included) when `Redraw` says a redraw is due, each with the status line
+    `line(status, progress)` under `status_key`. Without `quick`, only `render()` is shown.
 
-    The quick update goes out first and the full one as a later yield, so a slow chart never holds
-    back the tokens: Gradio sends each yield before the next is computed."""
-    redraw, status, dirty, progress = Redraw(), None, False, None
+    A step's progress is shown before its event even when both arrive in one batch (a loaded machine
+    batches them), so every reported step's sampling is seen once. The quick update goes out first and the
+    full one as a later yield, so a slow chart never holds back the tokens: Gradio sends each yield before
+    the next is computed. Stop closes this generator, which closes (and so waits for) the worker."""
+    redraw, status, dirty, progress, shown = Redraw(), None, False, None, True
+    with contextlib.closing(stream_in_thread(work, on_late=on_late)) as pump:
+        for batch in pump:
+            news = False
+            for item in batch:
+                if isinstance(item, Status):
+                    status = item.text
+                elif isinstance(item, StepProgress):
+                    progress, news, shown = item, True, False
+                else:
+                    if not shown and quick is not None:  # the step's progress, not yet seen, before its event
+                        yield quick(progress) | {status_key: line(status, progress)}
+                    if take(item):
+                        progress, news, dirty, shown = None, True, True, True
+            if news and quick is not None:
+                shown = True
+                yield quick(progress) | {status_key: line(status, progress)}
+            elif batch and not news:  # a progress line (model loading), or a status without new events
+                yield {status_key: line(status, progress)}
+            if dirty and redraw.due():
+                dirty = False
+                with redraw.timed():
+                    update = render()
+                yield update | {status_key: line(status, progress)}
+
+
+def stream_views(work, trace: Trace, render, what: str, quick=None) -> Iterator[dict]:
+    """`pump_views` into one trace: the worker's events are appended to `trace` (also those that arrive after
+    Stop), and the status line counts its steps of `what`."""
+
+    def take(item) -> bool:
+        if isinstance(item, Event):
+            trace.append(item)
+            return True
+        return False
+
+    late = lambda item: trace.append(item) if isinstance(item, Event) else None  # after Stop
     try:
-        late = lambda item: trace.append(item) if isinstance(item, Event) else None  # after Stop
-        with contextlib.closing(stream_in_thread(work, on_late=late)) as pump:  # closed (so waited for) on Stop
-            for batch in pump:
-                news = False
-                for item in batch:
-                    if isinstance(item, Status):
-                        status = item.text
-                    elif isinstance(item, StepProgress):
-                        progress, news = item, True
-                    else:
-                        trace.append(item)
-                        progress, news, dirty = None, True, True
-                if news and quick is not None:
-                    yield quick(progress) | {"status": _live_status(trace, status, what, progress)}
-                elif batch and not dirty:  # a progress line (model loading) before any event
-                    yield {"status": _live_status(trace, status, what, progress)}
-                if dirty and redraw.due():
-                    dirty = False
-                    with redraw.timed():
-                        update = render()
-                    yield update | {"status": _live_status(trace, status, what, progress)}
+        yield from pump_views(work, take, render, lambda status, progress: _live_status(trace, status, what, progress),
+                              quick, on_late=late)
     except USER_ERRORS as err:
         raise user_error(err) from None
 

@@ -14,11 +14,25 @@ token plus that of the model's stop tokens (eos, or `<|im_end|>` for a chat mode
 All spans from one start share one row of a batched call: the row feeds the passage's tokens
 from that start, so its logits score every length at once (the prompt's cache is shared).
 
+What the paper does, and what differs here. Its prompt is `Text: <passage>\nQuestion: <question>\nAnswer:`
+followed by T5's mask sentinel; the answer is the mask's filling, ended by the next sentinel (the
+authors' code, github.com/ocastel/exact-extract, `--pattern` and `src/decoding/exact_extract.py`).
+Its headline setting is zero-shot; "few-shot" there means fine-tuning on 16-1024 examples, not
+examples in the prompt. Both `Context:` and the paper's `Text:` mark the passage here, and a
+decoder-only model has no sentinel, so `end` is a newline or a stop token. The paper's code scores
+every span of T5's SentencePiece tokens; SmolLM2's tokenizer writes each digit as its own token
+(" 1871" is " ", "1", "8", "7", "1"), so a token span can be a fragment of a word that no answer
+is (`1` of `1871` won such runs). With `whole_words` (the default) a candidate starts and ends at a
+word boundary of the passage and holds a letter or digit; off, every token span counts, as in
+the paper's code.
+
 Glossary
     passage   the text between `Context:` and `Question:` in the prompt, tokenized on its own
               with a leading space (so a span starting at a word carries the word's space).
     span      passage tokens [start, end] (inclusive), at most `max_span_tokens` long; spans whose
               text is only whitespace are left out (a blank answer answers nothing).
+    word boundary  a place in the passage that is not between two letters/digits; a whole-word
+              span starts and ends at one (`whole_word_spans`).
     end       the answer-stop mass: p(newline) + p(stop tokens) after the span.
     greedy    the answer greedy decoding gives from the same prompt (up to an end token),
               recorded to compare; marked on the picture when it is a span of the passage.
@@ -41,7 +55,7 @@ from decoding.lm import repeat_cache
 from decoding.params import Params, param
 from decoding.registry import register_strategy
 
-CONTEXT_MARK, QUESTION_MARK = "Context:", "Question:"
+CONTEXT_MARK, TEXT_MARK, QUESTION_MARK = "Context:", "Text:", "Question:"  # `Text:` is the paper's passage mark
 
 
 @dataclass(frozen=True)
@@ -49,16 +63,21 @@ class ExactExtractParams(Params):
     max_span_tokens: int = param(12, low=1, high=64, help="Longest answer span scored, in tokens.")
     batch_rows: int = param(16, low=1, high=256, help="Start positions scored per forward pass (rows of one batched call).")
     top_spans: int = param(10, low=1, high=50, help="How many of the best spans the trace records (for the picture and the CLI).")
+    whole_words: bool = param(True, help="Only spans that start and end at word boundaries of the passage and hold a letter "
+                                         "or digit; off: every token span, as the paper's T5 code scores (a digit of a "
+                                         "year can then win).")
 
 
 def passage_of(prompt: str) -> str:
-    """The passage between `Context:` and `Question:` (ValueError saying what the prompt lacks)."""
-    where_c, where_q = prompt.find(CONTEXT_MARK), prompt.find(QUESTION_MARK)
+    """The passage between `Context:` (or the paper's `Text:`) and `Question:` (ValueError saying what the
+    prompt lacks)."""
+    mark = CONTEXT_MARK if CONTEXT_MARK in prompt or TEXT_MARK not in prompt else TEXT_MARK
+    where_c, where_q = prompt.find(mark), prompt.find(QUESTION_MARK)
     if where_c < 0 or where_q < 0:
         missing = " and ".join(m for m, w in ((CONTEXT_MARK, where_c), (QUESTION_MARK, where_q)) if w < 0)
         raise ValueError(f"exact-extract needs a prompt with a `Context:` passage then a `Question:`, and "
                          f"ending with `Answer:`; this prompt has no {missing}")
-    passage = prompt[where_c + len(CONTEXT_MARK):where_q].strip()
+    passage = prompt[where_c + len(mark):where_q].strip()
     if where_q < where_c or not passage:
         raise ValueError("exact-extract: put the passage after `Context:` and before `Question:`; "
                          "the text between them is empty")
@@ -85,6 +104,40 @@ def span_logprobs(first_logprobs: torch.Tensor, row_logprobs: torch.Tensor, pass
     scores = prefix + end
     past_end = torch.arange(n)[:, None] + torch.arange(length)[None, :] >= n  # span leaves the passage
     return scores.masked_fill(past_end, float("-inf"))
+
+
+def char_offsets(tokenizer, text: str, ids: list[int]) -> list[tuple[int, int]]:
+    """Where each token of `ids` (the tokenization of `text`) lies in `text`, as (start, end) characters."""
+    if tokenizer.is_fast:
+        return [tuple(o) for o in tokenizer(text, add_special_tokens=False, return_offsets_mapping=True).offset_mapping]
+    ends = [len(tokenizer.decode(ids[:k + 1])) for k in range(len(ids))]  # a slow tokenizer has no offsets
+    return list(zip([0] + ends[:-1], ends))
+
+
+def whole_word_spans(text: str, offsets: list[tuple[int, int]], length: int) -> torch.Tensor:
+    """(N, L) bool: span [i, i+k] is a candidate answer (pure; N = len(offsets)).
+
+    A candidate's text, leading and trailing whitespace aside, holds a letter or digit, and starts and
+    ends at a word boundary of `text`: not between two letters/digits (`1` of `1871` is out, ` 1871`
+    and `Vell.` are in)."""
+    def inside_word(at: int) -> bool:  # the boundary before character `at` cuts a word
+        return 0 < at < len(text) and text[at - 1].isalnum() and text[at].isalnum()
+
+    n = len(offsets)
+    keep = torch.zeros(n, length, dtype=torch.bool)
+    for i in range(n):
+        for k in range(min(length, n - i)):
+            start, end = offsets[i][0], offsets[i + k][1]
+            piece = text[start:end]
+            start, end = start + len(piece) - len(piece.lstrip()), end - (len(piece) - len(piece.rstrip()))
+            keep[i, k] = (any(c.isalnum() for c in piece) and not inside_word(start) and not inside_word(end))
+    return keep
+
+
+def candidate_logprob(scores: torch.Tensor, span: list[int] | None) -> float | None:
+    """The (N, L) score of span [start, end], or None when it is no span or no candidate (-inf)."""
+    value = scores[span[0], span[1] - span[0]].item() if span else float("-inf")
+    return value if value > float("-inf") else None
 
 
 def end_token_ids(lm) -> list[int]:
@@ -114,6 +167,15 @@ def exact_extract(ctx: RunContext, params: ExactExtractParams, outcome: Outcome)
     passage = passage_of(ctx.prompt)
     passage_ids = lm.tokenizer(" " + passage, add_special_tokens=False).input_ids
     n, length = len(passage_ids), min(params.max_span_tokens, len(passage_ids))
+    if params.whole_words:
+        candidates = whole_word_spans(" " + passage, char_offsets(lm.tokenizer, " " + passage, passage_ids), length)
+    else:  # every token span but the blank ones
+        candidates = torch.tensor([[bool(lm.decode(passage_ids[i:i + k + 1]).strip()) if i + k < n else False
+                                    for k in range(length)] for i in range(n)], dtype=torch.bool)
+    if not candidates.any():
+        raise ValueError(f"exact-extract: the passage has no span of at most max_span_tokens={params.max_span_tokens} "
+                         f"tokens that is {'whole words' if params.whole_words else 'not blank'}; "
+                         f"raise max_span_tokens or write a passage with words")
     lm.check_fits(len(ctx.prompt_ids), max(length, ctx.max_new_tokens))
     end_ids = end_token_ids(lm)
     out = lm.prefill(ctx.prompt_ids)
@@ -137,14 +199,13 @@ def exact_extract(ctx: RunContext, params: ExactExtractParams, outcome: Outcome)
     row_lp = torch.cat(rows_lp)  # (N, L, C)
     scores = span_logprobs(first_logprobs[columns].cpu(), row_lp, [col[t] for t in passage_ids],
                            list(range(len(end_ids))))  # (N, L)
-    blank = [[not lm.decode(passage_ids[i:i + k + 1]).strip() for k in range(length)] for i in range(n)]
-    scores = scores.masked_fill(torch.tensor(blank, dtype=torch.bool), float("-inf"))  # a blank span is no answer
+    scores = scores.masked_fill(~candidates, float("-inf"))  # no candidate: a word cut in two, or a blank
     greedy_ids = greedy_answer(ctx, repeat_cache(copy.deepcopy(out.cache), 1), first_logits, end_ids)
     passes += len(greedy_ids)
     if outcome.cancelled(ctx):  # Stop during the greedy answer: no span call
         return
     flat = scores.flatten()
-    order = flat.argsort(descending=True)[:params.top_spans].tolist()
+    order = [i for i in flat.argsort(descending=True)[:params.top_spans].tolist() if flat[i] > float("-inf")]
     best_start, best_len = divmod(order[0], length)
     span_ids = passage_ids[best_start:best_start + best_len + 1]
     greedy_span = next(([i, i + len(greedy_ids) - 1] for i in range(n) if greedy_ids and
@@ -158,7 +219,7 @@ def exact_extract(ctx: RunContext, params: ExactExtractParams, outcome: Outcome)
         "top": [{"start": i // length, "end": i // length + i % length, "logprob": flat[i].item(),
                  "text": lm.decode(passage_ids[i // length:i // length + i % length + 1])} for i in order],
         "greedy": {"text": lm.decode(greedy_ids), "token_ids": greedy_ids, "span": greedy_span,
-                   "logprob": scores[greedy_span[0], greedy_span[1] - greedy_span[0]].item() if greedy_span else None},
+                   "logprob": candidate_logprob(scores, greedy_span)},  # None: no span, or no candidate
         "num_spans": int(torch.isfinite(flat).sum()), "end_ids": end_ids,
     }
     # the chosen span's own rows, for its token events (one more call; the batched rows were not kept)

@@ -290,6 +290,23 @@ def test_bind_calls_by_name_and_stop_still_closes_the_generator():
         named_inputs({"model": model, "alpha": alpha}, {"alpha": beta})
 
 
+def test_bind_gives_the_event_data_to_the_parameter_annotated_for_it():
+    from gradio.helpers import special_args
+
+    seen = []
+
+    def clicked(trace, color_by, evt: gr.SelectData) -> dict:
+        seen.append((trace, color_by, evt.index))
+        return {"status": "ok"}
+
+    status, trace, color_by = gr.Markdown(), gr.State(), gr.Radio(["a", "b"])
+    wrapped = bind(clicked, {"status": status}, {"color_by": color_by, "trace": trace})
+    assert str(inspect.signature(wrapped)) == "(evt: gradio.events.SelectData, /, *values)"
+    data = gr.SelectData(None, {"index": 3, "value": "x"})
+    inputs, *_ = special_args(wrapped, ["b", "T"], event_data=data)  # what Gradio does before calling it
+    assert wrapped(*inputs) == {status: "ok"} and seen == [("T", "b", 3)]
+
+
 def test_playground_parameters_travel_by_widget_key():
     values = values_with("sample", top_p=0.9)
     params = collect_params("sample", dict(reversed(values.items())))  # the order does not matter

@@ -21,8 +21,8 @@ from conftest import api_run
 from test_app import count_forward_passes
 from ui import scaling_callbacks as cb
 from ui.exports import download
-from ui.scaling_views import (task_of_prompt, DEFAULT_PROMPT, DEFAULT_SETTINGS, FIELDS, METHOD_FIELDS, METHODS, REWARD_FIELDS,
-                              SPECIFIC, task_choices, verdict, views)
+from ui.scaling_views import (task_of_prompt, DEFAULT_PROMPT, DEFAULT_SETTINGS, FIELDS, METHOD_DEFAULTS, METHOD_FIELDS,
+                              METHODS, REWARD_FIELDS, SPECIFIC, task_choices, verdict, views)
 
 MODEL = "smollm2-135m"
 SMALL = {"n": 3, "max_step_tokens": 8}
@@ -183,7 +183,8 @@ def test_replay_restores_views_and_settings(run):
     out = cb.replay(download(trace), None, None)
     assert out["trace"].to_dict() == trace.to_dict() and out["other"] is None
     assert out["method"] == "particle-filter" and out["sc:n"] == 3 and out["sc:max_step_tokens"] == 8
-    assert out["sc:particle-filter.select"] == "best" and "sc:best-of-n.select" not in out and out["sc:reward"] == "final-answer"
+    assert out["sc:particle-filter.select"] == "best" and out["sc:reward"] == "final-answer"
+    assert out["sc:best-of-n.select"] == METHOD_DEFAULTS["best-of-n"]["best-of-n.select"]  # its own default, not pf's
     assert out["task"] == str(TASK["id"]) and out["sc:reference"] == TASK["answer"] and out["model"] == MODEL
     assert "Replaying" in out["status"] and "data-slot=" in out["particles"] and out["lineage"].data
 

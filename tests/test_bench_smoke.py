@@ -1,0 +1,78 @@
+"""Every benchmark the README quotes runs, on tiny inputs (issue 27: `bench_scaling --quick --json` once
+crashed after its 14-minute run, and nothing noticed). Each command runs in this process (`runpy`), so
+the models load once for all of them; each must end without an error and, with `--json`, print one JSON
+object with the keys the README's table is read from. The figures themselves are the benchmarks' job."""
+
+from __future__ import annotations
+
+import json
+import runpy
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.slow  # real models (SmolLM2, the tiny ones), llama.cpp's server, Chromium
+
+# (script, tiny arguments, keys its --json object must have; None: the script prints a table, no JSON)
+SMOKE = [
+    ("bench_app.py", ["--tokens", "4", "--rounds", "1"], None),
+    ("bench_compare.py", ["--prompts", "1", "--seeds", "1", "--tokens", "4", "--json"], {"summary", "runs"}),
+    ("bench_constraints.py", ["--n", "2", "--seeds", "1", "--tokens", "6", "--json"], None),
+    ("bench_diffusion.py", ["--length", "16", "--prompts", "1", "--rounds", "1", "--samples", "0"], None),
+    ("bench_diffusion.py", ["--model", "tiny-parallel", "--quick", "--per-task", "1", "--json"], {"model", "problems_per_task"}),
+    ("bench_draw.py", ["--quick", "--rounds", "1", "--json"], {"figures"}),
+    ("bench_dtype.py", ["--tokens", "4", "--rounds", "1", "--json"], None),
+    ("bench_eagle.py", ["--tokens", "4", "--rounds", "1", "--configs", "eagle chain 3", "--json"], None),
+    ("bench_engine.py", ["--tokens", "4", "--rounds", "1", "--threads", "1"], None),
+    ("bench_hyperfit.py", ["--tokens", "4", "--json"], None),
+    ("bench_particles.py", ["--n", "2", "--tokens", "4", "--rounds", "1", "--json"], None),
+    ("bench_remote.py", ["--tokens", "4", "--rounds", "1", "--json"], None),
+    ("bench_scaling.py", ["--tasks", "1", "--budgets", "1,2", "--json"], {"accuracy", "tokens", "rows"}),
+    ("bench_scaling.py", ["--tasks", "1", "--budgets", "1", "--skip-accuracy", "--sweep", "--json"], {"sweep"}),
+    ("bench_scaling.py", ["--model", "smollm2-135m", "--tasks", "1", "--budgets", "1,2", "--max-new-tokens", "8",
+                          "--json"], {"accuracy"}),
+    ("bench_self_spec.py", ["--tokens", "4", "--rounds", "1", "--draft-lengths", "2", "--json"], None),
+    ("bench_spec_trees.py", ["--tokens", "4", "--seeds", "1", "--json"], None),
+    ("bench_speculative.py", ["--tokens", "4", "--rounds", "1", "--only", "tiny-ar", "--json"], None),
+    ("bench_step_speculation.py", ["--tasks", "1", "--json"], None),
+]
+
+
+SMOKED_ELSEWHERE = {"bench_extract.py": "tests/test_bench_extract.py (its --smoke --json, with the answers checked)"}
+
+
+def run_bench(script: str, args: list[str], monkeypatch, capsys) -> str:
+    monkeypatch.setattr(sys, "argv", [str(ROOT / "bench" / script), *args])
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    try:
+        runpy.run_path(str(ROOT / "bench" / script), run_name="__main__")
+    except SystemExit as done:
+        assert done.code in (None, 0), f"{script} {' '.join(args)} exited with {done.code}"
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("script, args, keys", SMOKE, ids=[f"{s} {' '.join(a)}" for s, a, _ in SMOKE])
+def test_the_benchmark_runs_on_tiny_inputs(script, args, keys, monkeypatch, capsys):
+    out = run_bench(script, args, monkeypatch, capsys)
+    if "--json" in args:
+        result = json.loads(out)  # one JSON object, nothing else on stdout
+        assert isinstance(result, dict) and (keys or set()) <= result.keys(), sorted(result)
+    else:
+        assert out.strip(), f"{script} printed nothing"
+
+
+def test_the_budget_curve_draws_from_the_shipped_json(monkeypatch, capsys, tmp_path):
+    png = tmp_path / "curve.png"
+    run_bench("bench_scaling.py", ["--from-json", str(ROOT / "assets" / "tiny-math" / "bench.json"), "--png", str(png)],
+              monkeypatch, capsys)
+    assert png.stat().st_size > 10_000
+
+
+def test_every_bench_script_the_readme_names_is_smoked():
+    import re
+
+    named = set(re.findall(r"bench/(bench_[a-z_]+\.py)", (ROOT / "README.md").read_text(encoding="utf-8")))
+    smoked = {script for script, _, _ in SMOKE} | set(SMOKED_ELSEWHERE)
+    assert named <= smoked, named - smoked
