@@ -341,24 +341,25 @@ def make_splits(seed: int = SEED, sizes: dict = SPLIT_SIZES, noise: float = NOIS
     """{"train": [(Problem, noisy text)], "val"/"test"/"open"/"unseen": [Problem]}, deterministic.
 
     val and test are the first tiny-math's held-out problems (its 10 names and 10 items, which the
-    open lists include), drawn exactly as it drew them, so every model is scored on the same test
-    problems; open is drawn from the training lists (`OPEN`), unseen only from `HELD_OUT`, whose
-    names and items never occur in training; train from `OPEN`. Every held-out split is drawn in
-    full (`SPLIT_SIZES`) before training candidates, and sliced to `sizes`, so a split's problems
-    never depend on another split's size; a training candidate whose question text equals a
-    held-out one or an earlier training one is skipped, so held-out questions never occur in
-    training. A split missing from `sizes` is empty.
+    open lists include), drawn exactly as it drew them (val first, then test, from one stream, so
+    `sizes` with val 0 gives val's first problems as test, as the Scaling tab's task menu and its
+    presets have always had them); open is drawn from the training lists (`OPEN`), unseen only
+    from `HELD_OUT`, whose names and items never occur in training; both are drawn in full
+    (`SPLIT_SIZES`) and sliced, so they never depend on other sizes; train from `OPEN`. Held-out
+    problems are drawn first; a training candidate whose question text equals a held-out one or an
+    earlier training one is skipped, so held-out questions never occur in training. A split
+    missing from `sizes` is empty.
     """
+    for split in ("open", "unseen"):
+        if sizes.get(split, 0) > SPLIT_SIZES[split]:
+            raise ValueError(f"sizes[{split!r}] is {sizes[split]}; the {split} split holds at most {SPLIT_SIZES[split]}")
     seen: set[str] = set()
     classic = random.Random(seed)
-    drawn = {"val": _draw(classic, CLASSIC, SPLIT_SIZES["val"], seen),
-             "test": _draw(classic, CLASSIC, SPLIT_SIZES["test"], seen)}
+    drawn = {"val": _draw(classic, CLASSIC, sizes.get("val", 0), seen)}
+    drawn["test"] = _draw(classic, CLASSIC, sizes.get("test", 0), seen)
     rng = random.Random(f"tiny-math-open-{seed}")  # a str seed is hashed (sha512): the same on every run
     drawn["open"] = _draw(rng, OPEN, SPLIT_SIZES["open"], seen)
     drawn["unseen"] = _draw(rng, HELD_OUT, SPLIT_SIZES["unseen"], seen)
-    for split in HELD_OUT_SPLITS:
-        if sizes.get(split, 0) > SPLIT_SIZES[split]:
-            raise ValueError(f"sizes[{split!r}] is {sizes[split]}; held-out splits hold at most {SPLIT_SIZES[split]}")
     out: dict = {split: [p for p, _, _ in drawn[split][: sizes.get(split, 0)]] for split in HELD_OUT_SPLITS}
     noise_rng = random.Random(seed + 1)
     out["train"] = [(p, prompt(p.question) + noisy_solution(ops, start, noise_rng, noise))

@@ -97,18 +97,18 @@ def test_training_reads_hundreds_of_names_and_items_and_unseen_never_meets_them(
     assert {"Ava", "Noah"} <= held_names and "buttons" in held_items  # the issue's failing prompts
 
 
-def test_val_and_test_are_the_first_models_splits_whatever_the_sizes(splits):
+def test_val_and_test_are_the_first_models_splits_and_open_unseen_do_not_depend_on_sizes(splits):
     """val and test are drawn exactly as the first tiny-math drew them (10 names, 10 items), so old and
-    new models are scored on the same problems (test problem 1 is the one the model card shows), and
-    a split's problems do not depend on the other splits' sizes."""
+    new models are scored on the same problems (test problem 1 is the one the model card shows); the
+    open and unseen splits do not depend on the other splits' sizes."""
     assert splits["test"][1].question.startswith("Leo has 123 pencils. He gets 11 more, gives away 113,")
     assert splits["test"][1].answer == 297
     classic = {(n, i) for n, _ in M.CLASSIC.names for i in M.CLASSIC.items}
     assert {_name_item(p.question) for p in splits["val"] + splits["test"]} <= classic
-    assert M.make_splits(sizes={"test": 3})["test"] == splits["test"][:3]
-    assert M.make_splits(sizes={"unseen": 2, "train": 5})["unseen"] == splits["unseen"][:2]
-    with pytest.raises(ValueError, match="'test'.*501.*at most 500"):
-        M.make_splits(sizes={"test": 501})
+    assert M.make_splits(sizes={"test": 3})["test"] == splits["val"][:3]  # val 0: the stream's first problems
+    assert M.make_splits(sizes={"unseen": 2, "open": 1, "train": 5})["unseen"] == splits["unseen"][:2]
+    with pytest.raises(ValueError, match="'unseen'.*501.*at most 500"):
+        M.make_splits(sizes={"unseen": 501})
 
 
 def test_grading_helpers():

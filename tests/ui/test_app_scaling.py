@@ -315,30 +315,33 @@ def test_particle_filter_over_the_generate_api(client):
 
 
 @pytest.mark.slow  # the real model tiny-math
-@pytest.mark.parametrize("name, answer, resamplings, compared", [
-    ("30-particle-filter-vs-best-of-n", "220", 5, "137"),  # the note: right after five resamplings; best-of-N wrong
-    ("34-a-star-search", "439", 0, "431"),  # the note: A* right (439), best-of-N not
+@pytest.mark.parametrize("name, answer, right, resamplings, compared, compared_right", [
+    ("30-particle-filter-vs-best-of-n", "220", True, 3, "220", True),  # the note: three resamplings, both 220
+    ("34-a-star-search", "307", False, 0, "439", True),  # the note: A*'s path misreads (307), best-of-N 439
 ])
-def test_the_tiny_math_presets_do_what_their_notes_say(name, answer, resamplings, compared):
+def test_the_tiny_math_presets_do_what_their_notes_say(name, answer, right, resamplings, compared, compared_right):
     preset = cb.preset_chosen(name)
     assert preset["model"] == "tiny-math" and preset["task"].startswith("m") and answer in preset["note"]
     fields = {f: preset[f"sc:{f}"] for f in FIELDS}
     final = merged(list(cb.generate_run(preset["model"], preset["prompt"], preset["method"], preset["max_new_tokens"],
                                         preset["seed"], preset["chat"], "best-of-n", **fields)))
     trace, other = final["trace"], final["other"]
-    assert trace.finish.extra["answer"] == answer and verdict(trace) is True
+    assert trace.finish.extra["answer"] == answer and verdict(trace) is right
     assert sum(s.resampled for s in trace.of_kind("particles")) == resamplings
-    assert other.start.strategy == "best-of-n" and other.finish.extra["answer"] == compared and verdict(other) is False
+    assert other.start.strategy == "best-of-n" and other.finish.extra["answer"] == compared
+    assert verdict(other) is compared_right
+    if name == "34-a-star-search":  # every line of A*'s path is right arithmetic: the misread is invisible to it
+        assert "390 + 43 = 433" in trace.finish.text and "433 + 43 = 476" in trace.finish.text
 
 
 @pytest.mark.slow  # the real model tiny-math
 @pytest.mark.parametrize("name, answer, compared", [
     ("36-review-refine-repeat", "91", "81"),  # the note: the rewrite reaches 91, one sample ends at 81
-    ("37-reward-hacking", "128", "210"),  # the note: the hacked filter ends at 128 (the honest one: 220)
-    ("41-step-speculation", "210", "209"),  # the note: drafted and checked 210, tiny-math alone 209
-    ("38-first-finish", "129", "498"),  # the note: the first to finish says 129, best-of-n 498
+    ("37-reward-hacking", "220", "220"),  # the note: a slipped particle keeps its weight (138); the choice is 220
+    ("41-step-speculation", "125", "213"),  # the note: drafted and checked 125, tiny-math alone 213 (210 is right)
+    ("38-first-finish", "608", "498"),  # the note: the first slot (a tie at 111 tokens) says 608, best-of-n 498
     ("39-reward-beam", "451", "451"),  # the note: the beam ends at 451
-    ("40-softmax-selection", "441", "441"),  # the note: the draw at T = 1 lands on 441 (the comparison shares the fields)
+    ("40-softmax-selection", "451", "451"),  # the note: the draw at T = 1 lands on 451 (the comparison shares the fields)
 ])
 def test_the_refine_and_reward_hacking_presets_do_what_their_notes_say(name, answer, compared):
     preset = cb.preset_chosen(name)
@@ -348,18 +351,18 @@ def test_the_refine_and_reward_hacking_presets_do_what_their_notes_say(name, ans
     assert final["trace"].finish.extra["answer"] == answer and answer in preset["note"]
     assert final["other"].finish.extra["answer"] == compared
     trace = final["trace"]
-    if name == "38-first-finish":  # the winner finished first (108 tokens, the others 111) with a broken line
-        tokens = sorted(p["num_tokens"] for p in trace.finish.extra["particles"])
-        assert tokens == [108, 111, 111, 111] and "395 - 23 = 3 marbles now?" in trace.finish.text
-        assert [p["answer"] for p in trace.finish.extra["particles"]].count("498") == 2
+    particles = trace.finish.extra["particles"]
+    if name == "38-first-finish":  # all four finish at 111 tokens; the first slot's slipped line wins the tie
+        assert [p["num_tokens"] for p in particles] == [111, 111, 111, 111] and "80 - 54 = 36" in trace.finish.text
+        assert [p["answer"] for p in particles].count("498") == 3
     if name == "39-reward-beam":  # 2 of 4 slots continue after every line but the last: 5 selections
         steps = trace.of_kind("particles")
         assert sum(s.resampled for s in steps) == 5 and all(s.extra["kept"] == 2 for s in steps if s.resampled)
-    if name == "40-softmax-selection":  # the right pair gets 61% at T = 1, 99% at T = 0.1 (then 451)
-        weights = {p["answer"]: 0.0 for p in trace.finish.extra["particles"]}
-        for p in trace.finish.extra["particles"]:
+    if name == "40-softmax-selection":  # the right three get 82% at T = 1, nearly all at T = 0.1 (then 451)
+        weights = {p["answer"]: 0.0 for p in particles}
+        for p in particles:
             weights[p["answer"]] += p["weight"]
-        assert round(weights["451"], 2) == 0.61 and "61%" in preset["note"]
+        assert round(weights["451"], 2) == 0.82 and "82%" in preset["note"]
         from decoding.lm import LM
         from decoding.models import load_model
 
@@ -367,11 +370,13 @@ def test_the_refine_and_reward_hacking_presets_do_what_their_notes_say(name, ans
         cool = run_to_trace(LM(load_model("tiny-math", progress=None)), preset["prompt"], strategy="best-of-n",
                             params=params, max_new_tokens=160, chat=False, seed=0)
         assert cool.finish.extra["answer"] == "451"
-    if name == "41-step-speculation":  # the note: 7 drafted lines kept, 1 rewritten
-        spec = final["trace"].finish.extra["speculation"]
-        assert (spec["accepted_steps"], spec["rewritten_steps"]) == (7, 1) and "7 drafted lines are kept, 1" in preset["note"]
-    if name == "37-reward-hacking":  # the two slipped lines the note quotes are in the chosen answer
-        assert "63 - 13 = 40" in final["trace"].finish.text and "89 + 158 = 147" in final["trace"].finish.text
+    if name == "41-step-speculation":  # the note: 6 drafted lines kept, 2 rewritten; 26 tiny-math calls
+        spec = trace.finish.extra["speculation"]
+        assert (spec["accepted_steps"], spec["rewritten_steps"], spec["policy_calls"]) == (6, 2, 26)
+        assert "6 drafted lines are kept and 2 rewritten" in preset["note"] and "26 calls" in preset["note"]
+    if name == "37-reward-hacking":  # the slipped line the note quotes kept its weight to the end (138)
+        slipped = next(p for p in particles if "99 + 158 = 157" in p["text"])
+        assert slipped["answer"] == "138" and "138" in preset["note"]
 
 
 @pytest.mark.slow  # the real model tiny-math
