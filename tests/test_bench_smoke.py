@@ -22,7 +22,6 @@ SMOKE = [
     ("bench_constraints.py", ["--n", "2", "--seeds", "1", "--tokens", "6", "--json"], None),
     ("bench_diffusion.py", ["--length", "16", "--prompts", "1", "--rounds", "1", "--samples", "0"], None),
     ("bench_diffusion.py", ["--model", "tiny-parallel", "--quick", "--per-task", "1", "--json"], {"model", "problems_per_task"}),
-    ("bench_draw.py", ["--quick", "--rounds", "1", "--json"], {"figures"}),
     ("bench_dtype.py", ["--tokens", "4", "--rounds", "1", "--json"], None),
     ("bench_eagle.py", ["--tokens", "4", "--rounds", "1", "--configs", "eagle chain 3", "--json"], None),
     ("bench_engine.py", ["--tokens", "4", "--rounds", "1", "--threads", "1"], None),
@@ -33,14 +32,17 @@ SMOKE = [
     ("bench_scaling.py", ["--tasks", "1", "--budgets", "1", "--skip-accuracy", "--sweep", "--json"], {"sweep"}),
     ("bench_scaling.py", ["--model", "smollm2-135m", "--tasks", "1", "--budgets", "1,2", "--max-new-tokens", "8",
                           "--json"], {"accuracy"}),
-    ("bench_self_spec.py", ["--tokens", "4", "--rounds", "1", "--draft-lengths", "2", "--json"], None),
     ("bench_spec_trees.py", ["--tokens", "4", "--seeds", "1", "--json"], None),
     ("bench_speculative.py", ["--tokens", "4", "--rounds", "1", "--only", "tiny-ar", "--json"], None),
     ("bench_step_speculation.py", ["--tasks", "1", "--json"], None),
 ]
 
 
-SMOKED_ELSEWHERE = {"bench_extract.py": "tests/test_bench_extract.py (its --smoke --json, with the answers checked)"}
+SMOKED_ELSEWHERE = {  # run on tiny inputs by a test that also checks what they print
+    "bench_extract.py": "tests/test_bench_extract.py (--smoke --json)",
+    "bench_draw.py": "tests/visualizers/test_visualizer_bounds.py (--quick --rounds 1 --json)",
+    "bench_self_spec.py": "tests/speculative/test_layerskip.py (--rounds 1 --tokens 12 --draft-lengths 2 --json)",
+}
 
 
 def run_bench(script: str, args: list[str], monkeypatch, capsys) -> str:

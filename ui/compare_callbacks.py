@@ -144,7 +144,7 @@ def _live_status(comparison: dict, status: str) -> str:
 
 def _finished(comparison: dict) -> str:
     traces = comparison["traces"]
-    if any(t.finish and t.finish.stop_reason == "cancelled" for t in traces):
+    if any(t.finish is None or t.finish.stop_reason == "cancelled" for t in traces):  # a run still ending counts
         return f"**Stopped**: all {len(traces)} runs ended; what each made is shown (and can be exported)."
     return f"**Finished** {len(traces)} runs side by side, same seed. The table compares them."
 
