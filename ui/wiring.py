@@ -96,7 +96,11 @@ def _event_parameter(fn: Callable) -> tuple[str, type] | None:
     """(name, annotation) of `fn`'s parameter annotated gr.EventData or a subclass, if it has one."""
     import typing
 
-    for name, hint in typing.get_type_hints(fn).items():
+    try:
+        hints = typing.get_type_hints(fn)
+    except (NameError, TypeError):  # an annotation that does not resolve at run time: read the names Gradio's are
+        hints = {name: getattr(gr, str(hint).rpartition(".")[2], None) for name, hint in fn.__annotations__.items()}
+    for name, hint in hints.items():
         if isinstance(hint, type) and issubclass(hint, gr.EventData):
             return name, hint
     return None
