@@ -65,13 +65,13 @@ import torch
 from decoding import run_to_trace
 from decoding.lm import LM
 from decoding.models import load_model
-from decoding.token.extractive import passage_of
+from decoding.token.extractive import ExactExtractParams, passage_of
 from visualizers.extract import extract_record
 
 DATA = Path(__file__).with_name("extract_qa.jsonl")
 PROMPT = "Text: {context}\nQuestion: {question}\nAnswer:"  # the paper's pattern, without T5's sentinel
 METHODS = ("greedy", "exact-extract")
-EXTRACT_TOKENS = 12  # exact-extract's max_new_tokens: its default max_span_tokens
+EXTRACT_TOKENS = ExactExtractParams().max_span_tokens  # exact-extract's max_new_tokens: its longest span
 SMOKE_ITEMS, SMOKE_TOKENS = 2, 16
 
 
@@ -123,12 +123,17 @@ def load_items(path: Path = DATA) -> list[dict]:
 
 # one item -------------------------------------------------------------------------------------------
 
-def span_logprob(lm: LM, record: dict, passage: str, text: str) -> float | None:
-    """The best recorded log P of a candidate span whose text (stripped) is `text`; None if none is."""
+def span_logprobs(lm: LM, record: dict, passage: str) -> dict[str, float]:
+    """{a candidate span's text (stripped): the best recorded log P of a span with that text}, decoded once
+    per item (an answer's log P is then a lookup: None when it is no candidate)."""
     passage_ids = lm.tokenizer(" " + passage, add_special_tokens=False).input_ids
-    values = [value for start, row in enumerate(record["logprobs"]) for k, value in enumerate(row)
-              if value is not None and lm.decode(passage_ids[start:start + k + 1]).strip() == text.strip()]
-    return max(values) if values else None
+    best: dict[str, float] = {}
+    for start, row in enumerate(record["logprobs"]):
+        for k, value in enumerate(row):
+            if value is not None:
+                text = lm.decode(passage_ids[start:start + k + 1]).strip()
+                best[text] = max(value, best.get(text, value))
+    return best
 
 
 def run_item(lm: LM, item: dict, chat: bool, tokens: int) -> dict:
@@ -140,8 +145,9 @@ def run_item(lm: LM, item: dict, chat: bool, tokens: int) -> dict:
     record = extract_record(extract)
     greedy_answer = next((line.strip() for line in greedy.finish.text.split("\n") if line.strip()), "")
     best = record["best"]["text"].strip()
-    greedy_logprob = span_logprob(lm, record, passage, greedy_answer) if greedy_answer else None
-    gold_logprobs = [v for v in (span_logprob(lm, record, passage, g) for g in golds) if v is not None]
+    spans = span_logprobs(lm, record, passage)
+    greedy_logprob = spans.get(greedy_answer) if greedy_answer else None
+    gold_logprobs = [spans[g.strip()] for g in golds if g.strip() in spans]
     row = {"id": item["id"], "question": item["question"], "golds": golds}
     row["greedy"] = {"answer": greedy_answer, "raw": greedy.finish.text, "is_span": greedy_logprob is not None,
                      "logprob": greedy_logprob, "same_as_exact": greedy_answer == best,

@@ -312,7 +312,7 @@ class TopH:
 
     name: ClassVar[str] = "top_h"
     alpha: float  # fraction of the top-n entropy the kept set may carry; (0, 1]
-    top_n: int = 100  # how many top tokens are considered at all; >= 1
+    top_n: int = TOP_N.default  # how many top tokens are considered at all; >= 1
 
     def __post_init__(self):
         _check("top_h", self.alpha, name="alpha", low_inclusive=False)  # 0 means off: no transform

@@ -121,19 +121,20 @@ def compare_run(model, prompt, max_new_tokens, seed, chat, dtype, color_by, comp
                                          "compare_status": f"Starting {model}…"}
     work = compare_work(model, prompt, settings, dtype or "auto", max_new_tokens=max_new_tokens, seed=seed,
                         chat=bool(chat))
-    late = lambda item: _take(comparison, item)  # a run's RunFinished "cancelled" after Stop
     try:
-        yield from _stream(work, late, comparison, color_by)
+        yield from _stream(work, comparison, color_by)
     except USER_ERRORS as err:  # the model failed to load, or a run refused its input: a message, not a crash
         raise user_error(err) from None
     yield views(comparison, color_by) | {"comparison": comparison, "compare_status": _finished(comparison)}
 
 
-def _stream(work, late, comparison: dict, color_by: str) -> Iterator[dict]:
-    """The worker's items into the comparison: the token columns at once, the charts when a redraw is due."""
-    yield from pump_views(work, lambda item: _take(comparison, item), lambda: views(comparison, color_by),
+def _stream(work, comparison: dict, color_by: str) -> Iterator[dict]:
+    """The worker's items into the comparison (also a run's RunFinished "cancelled" after Stop): the token
+    columns at once, the charts when a redraw is due."""
+    take = lambda item: _take(comparison, item)
+    yield from pump_views(work, take, lambda: views(comparison, color_by),
                           lambda status, progress: _live_status(comparison, status or "Working…"),
-                          quick=lambda progress: views(comparison, color_by, charts=False), on_late=late,
+                          quick=lambda progress: views(comparison, color_by, charts=False), on_late=take,
                           status_key="compare_status")
 
 

@@ -271,7 +271,7 @@ TAB = RunControls("diffusion", "diffusion", lambda strategy: strategy == "diffus
 def replay(path, trace, other) -> dict:
     """Load a saved diffusion trace into the views and its settings into the controls; anything else changes
     nothing."""
-    return TAB.replay(path, "diffusion steps", lambda t: t.start.strategy == "diffusion" and bool(steps_of(t)), views,
+    return TAB.replay(path, "diffusion steps", lambda t: TAB.runs(t.start.strategy) and bool(steps_of(t)), views,
                       stats_line, {"other": None})
 
 

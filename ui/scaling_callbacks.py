@@ -176,7 +176,7 @@ TAB = RunControls("scaling", "scaling", lambda strategy: strategy in METHODS, ru
 
 def replay(path, trace, other) -> dict:
     """Load a saved scaling trace into the views (and its settings into the controls); anything else changes nothing."""
-    return TAB.replay(path, "particle steps", lambda t: t.start.strategy in METHODS and bool(t.of_kind("particles")),
+    return TAB.replay(path, "particle steps", lambda t: TAB.runs(t.start.strategy) and bool(t.of_kind("particles")),
                       views, stats_line, {"other": None})
 
 

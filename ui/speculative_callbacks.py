@@ -146,7 +146,7 @@ TAB = RunControls("speculative", "speculative", lambda strategy: strategy == STR
 
 def replay(path, trace, baseline) -> dict:
     """Load a saved speculative trace into the views (and its settings into the controls); anything else changes nothing."""
-    return TAB.replay(path, "speculative rounds", lambda t: t.start.strategy == STRATEGY and bool(t.of_kind("spec_round")),
+    return TAB.replay(path, "speculative rounds", lambda t: TAB.runs(t.start.strategy) and bool(t.of_kind("spec_round")),
                       views, stats_line, {"baseline": None, "plain": None}, hint="replay it in the Playground tab instead.")
 
 

@@ -84,11 +84,10 @@ def bind(fn: Callable, outputs: dict[str, gr.components.Component],
     functools.update_wrapper(wrapper, fn, assigned=("__module__", "__name__", "__qualname__", "__doc__"))
     del wrapper.__wrapped__
     parameters = [inspect.Parameter("values", inspect.Parameter.VAR_POSITIONAL)]
-    wrapper.__annotations__ = {}
     if event:
         parameters.insert(0, inspect.Parameter(event[0], inspect.Parameter.POSITIONAL_ONLY, annotation=event[1]))
-        wrapper.__annotations__ = {event[0]: event[1]}
     wrapper.__signature__ = inspect.Signature(parameters)
+    wrapper.__annotations__ = dict([event]) if event else {}
     return wrapper
 
 

@@ -391,6 +391,7 @@ def pump_views(work, take: Callable, render: Callable, line: Callable, quick: Ca
                     progress, news, shown = item, True, False
                 else:
                     if not shown and quick is not None:  # the step's progress, not yet seen, before its event
+                        shown = True
                         yield quick(progress) | {status_key: line(status, progress)}
                     if take(item):
                         progress, news, dirty, shown = None, True, True, True
@@ -410,16 +411,15 @@ def stream_views(work, trace: Trace, render, what: str, quick=None) -> Iterator[
     """`pump_views` into one trace: the worker's events are appended to `trace` (also those that arrive after
     Stop), and the status line counts its steps of `what`."""
 
-    def take(item) -> bool:
+    def take(item) -> bool:  # while the run streams, and for what arrives after Stop
         if isinstance(item, Event):
             trace.append(item)
             return True
         return False
 
-    late = lambda item: trace.append(item) if isinstance(item, Event) else None  # after Stop
     try:
         yield from pump_views(work, take, render, lambda status, progress: _live_status(trace, status, what, progress),
-                              quick, on_late=late)
+                              quick, on_late=take)
     except USER_ERRORS as err:
         raise user_error(err) from None
 
