@@ -29,6 +29,7 @@ import functools
 import json
 import os
 import re
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -596,12 +597,47 @@ def _load_local(spec, folder: Path, device, dtype, say) -> LoadedModel:
 
 
 def _load_gguf(spec, path, device, dtype, say) -> LoadedModel:
+    """The model and tokenizer from a GGUF file: from its converted copy when one is cached
+    (`embedded.converted_dir`), else converted now (tokenizer in Python, tensors dequantised to float32)
+    and, unless DECODING_LAB_CONVERTED_COPY=0, saved for the next load. The copy holds exactly the
+    tensors the conversion gives, so both paths give the same model (tests/test_models.py)."""
+    import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder, filename = os.path.split(path)
+    copy = embedded.converted_dir(path, transformers.__version__)
+    if (copy / "config.json").is_file():
+        say(f"Loading {spec.name} from its converted copy of {filename}...")
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(copy)
+            model = AutoModelForCausalLM.from_pretrained(copy, dtype=dtype)
+            model.to(device)
+            return LoadedModel(spec.name, model, tokenizer, device, dtype, f"gguf:{path}")
+        except Exception as err:  # noqa: BLE001 - a damaged copy (safetensors, tokenizer, config): convert again
+            say(f"The converted copy in {copy} could not be read ({str(err).splitlines()[0]}); converting again...")
+            shutil.rmtree(copy, ignore_errors=True)
     say(f"Loading {spec.name} tokenizer from {filename}...")
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=filename)
-    say(f"Dequantising {filename} to {str(dtype).removeprefix('torch.')} (about 10-20 s on a laptop CPU)...")
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=filename, dtype=dtype)
+    keep = embedded.converted_copies()
+    into = "float32" if keep else str(dtype).removeprefix("torch.")
+    once = "; once, a converted copy is kept" if keep else ""
+    say(f"Dequantising {filename} to {into} (about 10-60 s on a laptop CPU{once})...")
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=filename, dtype=torch.float32 if keep else dtype)
+    if keep:
+        if embedded.publish_dir(lambda out: _save_converted(model, tokenizer, out), copy):
+            say(f"Kept a converted copy of {filename} in {copy} (the next load reads it in seconds)")
+        model.to(dtype)
     model.to(device)
     return LoadedModel(spec.name, model, tokenizer, device, dtype, f"gguf:{path}")
+
+
+def _save_converted(model, tokenizer, out: Path) -> None:
+    """The tokenizer's files, the config without its GGUF quantisation note, and the float32 tensors
+    (tied weights stored once: safetensors' `save_model`)."""
+    from safetensors.torch import save_model
+
+    tokenizer.save_pretrained(out)
+    config = model.config.to_dict()
+    config.pop("quantization_config", None)
+    model.config.__class__.from_dict(config).save_pretrained(out)
+    save_model(model, str(out / "model.safetensors"))

@@ -22,9 +22,19 @@ sys.path.insert(1, str(ROOT / "tests"))  # shared helpers (markov.py) and test m
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-import torch  # noqa: E402 (after the environment is set)
 
-torch.set_num_threads(1)  # one thread decodes as fast as two here; leaves a core for the app server and browser
+
+def runs_tests(config) -> bool:
+    """False in pytest-xdist's controller, which only hands tests to its workers: it need not import torch or
+    the app (2-4 s before the workers start)."""
+    return hasattr(config, "workerinput") or getattr(config.option, "dist", "no") == "no"
+
+
+def pytest_configure(config):
+    if runs_tests(config):
+        import torch
+
+        torch.set_num_threads(1)  # one thread decodes as fast as two here; leaves a core for the app server and browser
 
 
 @pytest.fixture(scope="session")
@@ -257,7 +267,8 @@ def _guard_real_loads() -> None:
 
 
 def pytest_sessionstart(session):
-    _guard_real_loads()
+    if runs_tests(session.config):
+        _guard_real_loads()
 
 
 def screenshot_path(name: str) -> Path:

@@ -191,7 +191,7 @@ def test_the_operators_key_never_goes_to_a_host_a_visitor_names(server):
             pass
 
     listener = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Listener)
-    thread = threading.Thread(target=listener.serve_forever, daemon=True)
+    thread = threading.Thread(target=listener.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         from gradio_client.exceptions import AppError

@@ -148,3 +148,52 @@ def test_auto_dtype_is_the_fastest_the_cpu_runs_natively(monkeypatch, native):
     assert not is_small(resolve_spec("smollm2-135m"))
     loaded = load_model("tiny-random", progress=None)
     assert loaded.dtype == torch.float32
+
+
+def test_a_converted_copy_is_published_whole_or_not_at_all(tmp_path):
+    target = tmp_path / "copy"
+
+    def build(text):
+        def write(out):
+            (out / "a.txt").write_text(text)
+            if text == "broken":
+                raise OSError("disk full")
+        return write
+
+    assert not embedded.publish_dir(build("broken"), target) and not target.exists()
+    assert embedded.publish_dir(build("first"), target)
+    assert not embedded.publish_dir(build("second"), target)  # another process's copy came first: kept
+    assert (target / "a.txt").read_text() == "first" and [p.name for p in tmp_path.iterdir()] == ["copy"]
+
+
+@pytest.mark.slow
+def test_the_converted_copy_of_a_gguf_loads_the_same_model_in_seconds(tmp_path, monkeypatch):
+    """The first load converts the GGUF and keeps a copy; the next reads the copy: the same tensors, the
+    same tokenizer and chat template, the same greedy text, in float32 and bfloat16; a damaged copy is
+    converted again."""
+    path = embedded.ensure_gguf(embedded.SMOLLM2_135M, lambda m: None)
+    monkeypatch.setattr(embedded, "cache_dir", lambda: tmp_path)
+    spec, cpu = resolve_spec("smollm2-135m"), torch.device("cpu")
+    said = []
+    first = models._load_gguf(spec, path, cpu, torch.float32, said.append)
+    assert any("Kept a converted copy" in m for m in said)
+    said.clear()
+    copy = models._load_gguf(spec, path, cpu, torch.float32, said.append)
+    assert said == [f"Loading smollm2-135m from its converted copy of {os.path.basename(path)}..."]
+    a, b = first.model.state_dict(), copy.model.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    text = first.tokenizer.apply_chat_template([{"role": "user", "content": "Hi, café ✓"}], tokenize=False)
+    assert copy.tokenizer.apply_chat_template([{"role": "user", "content": "Hi, café ✓"}], tokenize=False) == text
+    assert copy.tokenizer(text)["input_ids"] == first.tokenizer(text)["input_ids"]
+    prompt = torch.tensor([first.tokenizer("The best thing about")["input_ids"]])
+    greedy = dict(max_new_tokens=8, do_sample=False)
+    assert torch.equal(copy.model.generate(prompt, **greedy), first.model.generate(prompt, **greedy))
+    half = models._load_gguf(spec, path, cpu, torch.bfloat16, said.append)
+    assert half.model.dtype == torch.bfloat16
+    assert all(torch.equal(v, a[k].to(torch.bfloat16)) for k, v in half.model.state_dict().items())
+    folder = embedded.converted_dir(path, __import__("transformers").__version__)
+    (folder / "model.safetensors").write_bytes(b"not safetensors")
+    said.clear()
+    again = models._load_gguf(spec, path, cpu, torch.float32, said.append)
+    assert any("could not be read" in m for m in said) and any("Kept a converted copy" in m for m in said)
+    assert all(torch.equal(v, a[k]) for k, v in again.model.state_dict().items())

@@ -37,7 +37,7 @@ from ui.worker import Status, WORKER_NAME, model_event, model_slot, stream_in_th
 
 TINY, TINY_DRAFT, TINY_DIFFUSION = "tiny-random", "tiny-random-draft", "tiny-random-diffusion"
 PROMPT = "Stop means stop: 2 + 3 = 5\n4 + 4 ="
-CALL_S = 0.5  # a slowed model call in the lab tests (a real model's is 0.05-1 s)
+CALL_S = 0.2  # a slowed model call in the lab tests (a real model's is 0.05-1 s)
 WAIT_S = 60.0  # generous limit for a run to start on a busy machine
 IDLE_S = 1.0  # the figure: the cancelled worker is gone within this after the cancel answers
 

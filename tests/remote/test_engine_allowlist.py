@@ -58,7 +58,7 @@ def listener(**behaviour):
     """(base URL http://127.0.0.1:PORT/v1, the list of requests it receives)."""
     handler = type("Handler", (_Listener,), {"requests": []} | behaviour)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/v1", handler.requests
     finally:

@@ -131,7 +131,7 @@ def test_fake_server_errors_reach_the_user_as_sentences(behaviour, match, monkey
     monkeypatch.setenv("DECODING_LAB_REMOTE_TIMEOUT_S", "0.5")
     handler = type("Handler", (_FakeServer,), {"behaviour": behaviour})
     fake = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=fake.serve_forever, daemon=True).start()
+    threading.Thread(target=fake.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     remote_allowed(f"http://127.0.0.1:{fake.server_address[1]}/v1")
     try:
         lm = RemoteLM(f"openai:http://127.0.0.1:{fake.server_address[1]}/v1#m")
@@ -271,7 +271,7 @@ def test_particles_sharing_a_prefix_share_one_request_with_n_completions(remote_
     after a best-of-n step each continues its own text, one request each."""
     handler = type("Handler", (_FakeBatchServer,), {"requests": []})
     fake = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=fake.serve_forever, daemon=True).start()
+    threading.Thread(target=fake.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     remote_allowed(f"http://127.0.0.1:{fake.server_address[1]}/v1")
     try:
         lm = RemoteLM(f"openai:http://127.0.0.1:{fake.server_address[1]}/v1#m")

@@ -15,7 +15,14 @@ STEP = re.compile(r"^(\d+) ([+\-*]) (\d+) = (\d+)$")
 
 @pytest.fixture(scope="module")
 def splits():
+    """The shipped splits in full (120,000 training documents: 7 s to draw; the tests over all of them are slow)."""
     return M.make_splits()
+
+
+@pytest.fixture(scope="module")
+def held_out():
+    """The full held-out splits and the first 3,000 training documents (the same as the full draw's)."""
+    return M.make_splits(sizes=M.SPLIT_SIZES | {"train": 3000})
 
 
 def test_generator_is_deterministic():
@@ -24,9 +31,10 @@ def test_generator_is_deterministic():
     assert [p.question for p in M.make_splits(seed=1, sizes=SMALL)["test"]] != [p.question for p in a["test"]]
 
 
-def test_reference_steps_evaluate_correctly(splits):
+def test_reference_steps_evaluate_correctly(held_out):
     """Independent check with Python arithmetic: each step holds, chains from the previous result, and
     the last result is the answer; difficulty is the step count (3-8); counts stay in [0, 999]."""
+    splits = held_out
     for problem in (splits["test"] + splits["val"] + splits["open"] + splits["unseen"]
                     + [p for p, _ in splits["train"][:2000]]):
         assert 3 <= problem.difficulty == len(problem.steps) <= 8
@@ -41,8 +49,9 @@ def test_reference_steps_evaluate_correctly(splits):
         assert problem.solution().endswith(f"The answer is {problem.answer}.")
 
 
-def test_training_noise_is_step_local(splits):
+def test_training_noise_is_step_local(held_out):
     """A slipped step is off in one digit by one; the next step starts from the written (wrong) value."""
+    splits = held_out
     slipped = total = 0
     for problem, text in splits["train"][:3000]:
         lines = text.splitlines()
@@ -63,6 +72,7 @@ def test_training_noise_is_step_local(splits):
     assert 0.03 < slipped / total < 0.07  # NOISE_RATE = 0.05
 
 
+@pytest.mark.slow  # all 120,000 training documents
 def test_held_out_problems_never_occur_in_training(splits):
     train = {p.question for p, _ in splits["train"]}
     train_text = {text for _, text in splits["train"]}
@@ -80,6 +90,7 @@ def _name_item(question: str) -> tuple[str, str]:
     return name, item.rstrip(".")
 
 
+@pytest.mark.slow  # all 120,000 training documents
 def test_training_reads_hundreds_of_names_and_items_and_unseen_never_meets_them(splits):
     """Names and items come from open lists (hundreds each, many origins); the `unseen` split uses only
     the held-out lists, none of whose names or items occurs anywhere in a training document."""
@@ -97,10 +108,11 @@ def test_training_reads_hundreds_of_names_and_items_and_unseen_never_meets_them(
     assert {"Ava", "Noah"} <= held_names and "buttons" in held_items  # the issue's failing prompts
 
 
-def test_val_and_test_are_the_first_models_splits_and_open_unseen_do_not_depend_on_sizes(splits):
+def test_val_and_test_are_the_first_models_splits_and_open_unseen_do_not_depend_on_sizes(held_out):
     """val and test are drawn exactly as the first tiny-math drew them (10 names, 10 items), so old and
     new models are scored on the same problems (test problem 1 is the one the model card shows); the
     open and unseen splits do not depend on the other splits' sizes."""
+    splits = held_out
     assert splits["test"][1].question.startswith("Leo has 123 pencils. He gets 11 more, gives away 113,")
     assert splits["test"][1].answer == 297
     classic = {(n, i) for n, _ in M.CLASSIC.names for i in M.CLASSIC.items}
@@ -118,7 +130,7 @@ def test_grading_helpers():
 
 
 @pytest.mark.slow
-def test_tiny_math_loads_and_greedy_decodes_a_held_out_problem(splits):
+def test_tiny_math_loads_and_greedy_decodes_a_held_out_problem(held_out):
     if not (ROOT / "assets" / "tiny-math" / "config.json").exists():
         pytest.skip("assets/tiny-math not built")
     from decoding.models import load_model
@@ -126,7 +138,7 @@ def test_tiny_math_loads_and_greedy_decodes_a_held_out_problem(splits):
     loaded = load_model("tiny-math", progress=None)
     tok = loaded.tokenizer
     assert len(tok.tokenize("123")) == 3  # one token per digit
-    problem = splits["test"][0]
+    problem = held_out["test"][0]
     ids = torch.tensor([tok(M.prompt(problem.question), add_special_tokens=False)["input_ids"]])
     out = loaded.model.generate(ids, max_new_tokens=140, do_sample=False, pad_token_id=tok.pad_token_id,
                                 eos_token_id=tok.eos_token_id)
@@ -161,8 +173,8 @@ def test_misreads_count_wrong_operands_the_arithmetic_check_cannot_see():
     assert misreads(wrong_operand, problem) == (1, 1) and M.step_errors(wrong_operand) == (1, 0)
 
 
-def test_the_question_gives_back_the_reference_steps(splits):
-    for problem in splits["test"][:200] + [p for p, _ in splits["train"][:200]]:
+def test_the_question_gives_back_the_reference_steps(held_out):
+    for problem in held_out["test"][:200] + [p for p, _ in held_out["train"][:200]]:
         start, ops = M.parse_question(problem.question)
         assert len(ops) == problem.difficulty
         value = start
@@ -173,10 +185,10 @@ def test_the_question_gives_back_the_reference_steps(splits):
     assert M.parse_question("Mia has 5 cards. She eats 3, then gets 2 more. How many cards now?") is None
 
 
-def test_check_question_accepts_the_form_and_says_why_other_text_is_outside_it(splits):
+def test_check_question_accepts_the_form_and_says_why_other_text_is_outside_it(held_out):
     for split in M.HELD_OUT_SPLITS:
-        assert all(M.check_question(p.question) is None for p in splits[split])
-    assert all(M.check_question(p.question) is None for p, _ in splits["train"][:2000])
+        assert all(M.check_question(p.question) is None for p in held_out[split])
+    assert all(M.check_question(p.question) is None for p, _ in held_out["train"][:2000])
     ok = "Ava has 37 buttons. She gets 45 more, gives away 18, then multiplies them by 3. How many buttons now?"
     assert M.check_question(ok) is None and M.check_question(ok + "\n") is None
     outside = {
@@ -202,10 +214,10 @@ def test_check_question_accepts_the_form_and_says_why_other_text_is_outside_it(s
         assert found is not None and reason in found, (question, found)
 
 
-def test_spare_sees_what_the_arithmetic_checker_cannot(splits):
+def test_spare_sees_what_the_arithmetic_checker_cannot(held_out):
     from decoding.scaling.rewards import ArithmeticStepChecker, LastDigitChecker, ReferenceStepChecker
 
-    problem = next(p for p in splits["test"] if p.difficulty >= 4)
+    problem = next(p for p in held_out["test"] if p.difficulty >= 4)
     question, steps = M.prompt(problem.question), list(problem.steps)
     spare, arith = ReferenceStepChecker(), ArithmeticStepChecker(floor=0.05, ceiling=0.95, neutral=0.5)
     right = steps + [f"The answer is {problem.answer}."]

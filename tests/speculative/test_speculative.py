@@ -86,6 +86,7 @@ def test_speculative_sampling_output_follows_the_target(make_tree):
     assert chi2_pvalue(counts, P.tolist()) > 0.001, counts
 
 
+@pytest.mark.slow  # checks the check's power (the rule itself is checked in the fast loop above)
 @pytest.mark.parametrize("make_tree", [chain_from_q, siblings_without_replacement, deterministic_children])
 def test_the_statistical_test_catches_a_wrong_rule(make_tree, monkeypatch):
     """Resampling from p instead of the residual after a rejection is a classic bug: it must fail."""
@@ -94,6 +95,7 @@ def test_the_statistical_test_catches_a_wrong_rule(make_tree, monkeypatch):
     assert chi2_pvalue(counts, P.tolist()) < 1e-6, counts
 
 
+@pytest.mark.slow  # checks the check's power
 def test_the_statistical_test_catches_a_wrong_spectr_residual(monkeypatch):
     """SpecTr with speculative sampling's one-draft residual norm(max(0, p - q)) instead of its own: it must fail."""
     monkeypatch.setattr(verify, "spectr_residual", lambda p, q, k, rho: verify.residual_distribution(p, q))
