@@ -47,10 +47,14 @@ class Startup:
 STARTUP = Startup()
 
 
+# A spinner drawn by CSS (assets/app.css), not an emoji: Debian's Chromium has no emoji font and drew "⏳" as a box
+SPINNER = '<span class="dl-spinner" role="progressbar" aria-label="loading"></span>'
+
+
 def startup_line() -> tuple[str, bool]:
     """(the page's progress line as Markdown, whether there is more to come)."""
     line = md_esc(STARTUP.line)
-    return (line if STARTUP.done else f"⏳ {line}"), not STARTUP.done
+    return (line if STARTUP.done else f"{SPINNER} {line}"), not STARTUP.done
 
 
 def preload_default_model() -> threading.Thread | None:
@@ -73,6 +77,7 @@ def preload_default_model() -> threading.Thread | None:
             dtype = str(loaded.dtype).removeprefix("torch.")
             STARTUP.say(f"{DEFAULT_MODEL} ready ({dtype} on {loaded.device}; loaded and warmed up in "
                         f"{time.perf_counter() - started:.0f} s).", done=True)
+            print(STARTUP.line, flush=True)  # in the server's log too (tests/ui/test_browser_startup.py times it)
         except Exception as err:  # noqa: BLE001 - a failed preload is reported; requests will show the error
             STARTUP.say(f"Loading {DEFAULT_MODEL} failed: {err}", done=True)
             print(f"preload of {DEFAULT_MODEL} failed: {err}", flush=True)
@@ -111,9 +116,11 @@ def standalone(build: Callable[[], None], title: str) -> gr.Blocks:
 
 
 def serve(blocks: gr.Blocks) -> None:
-    """What `python app.py` (or one tab's module) does: set torch threads, sweep old exports, preload, launch."""
+    """What `python app.py` (or one tab's module) does: set torch threads, sweep old exports, start loading
+    the default model in the background (while Gradio starts its server: reading the converted copy is
+    mostly file reads), launch; the page's progress line says how far the load is."""
     configure_torch_threads()
     sweep()
-    blocks.launch(prevent_thread_lock=True, **launch_kwargs())  # the page first: the model loads behind it
-    preload_default_model()  # in the background; the page's progress line says how far it is
+    preload_default_model()
+    blocks.launch(prevent_thread_lock=True, **launch_kwargs())
     blocks.block_thread()

@@ -79,10 +79,9 @@ def gumbel_top_k(logq: torch.Tensor, k: int, generator: torch.Generator) -> list
     """k distinct tokens sampled without replacement from softmax(logq), in draw order (Gumbel-top-k)."""
     u = torch.rand(logq.shape, generator=generator, dtype=torch.float64).clamp_(1e-12, 1 - 1e-12)
     logq = logq.to(u.device)  # where the generator lives (a CPU generator draws on the CPU)
-    keys = logq.double() - torch.log(-torch.log(u))
-    keys[~torch.isfinite(logq)] = -math.inf
-    k = min(k, int(torch.isfinite(logq).sum()))
-    return keys.topk(k).indices.tolist()
+    finite = torch.isfinite(logq)
+    keys = (logq.double() - torch.log(-torch.log(u))).masked_fill_(~finite, -math.inf)
+    return keys.topk(min(k, int(finite.sum()))).indices.tolist()
 
 
 def iid_draws(logq: torch.Tensor, k: int, generator: torch.Generator) -> list[int]:

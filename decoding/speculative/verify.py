@@ -51,6 +51,8 @@ statistically); `decoding.speculative.coupling` computes both rules' joints exac
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 
 import torch
@@ -197,8 +199,13 @@ def spectr_beta(p: torch.Tensor, q: torch.Tensor, rho: float) -> float:
 
 
 def _tries(beta: float, k: int) -> float:
-    """(1 - (1 - beta)^k) / beta = sum_(j < k) (1 - beta)^j, also at beta = 0 (where it is k)."""
-    return sum((1.0 - beta) ** j for j in range(k))
+    """(1 - (1 - beta)^k) / beta = sum_(j < k) (1 - beta)^j, also at beta = 0 (where it is k); in closed form
+    (expm1/log1p keep it exact to rounding for a tiny beta), as the bisection calls it 60 times a node."""
+    if beta <= 0.0:
+        return float(k)
+    if beta >= 1.0:
+        return 1.0
+    return -math.expm1(k * math.log1p(-beta)) / beta
 
 
 def spectr_rho(p: torch.Tensor, q: torch.Tensor, k: int) -> float:

@@ -2,7 +2,7 @@
 
 Two levels, both on Markov targets whose exact two-token distribution is known:
 - the tree-growing and verification decisions (`grow_tree`, `verify_tree`) driven by hand-made
-  logit matrices, many thousands of runs: sized to catch a total-variation error of 0.02;
+  logit matrices, many thousands of runs: sized to catch a total-variation error of 0.025;
 - the whole engine (`run_to_trace`) on toy Markov models built as real Llama models
   (`tests/markov.py`), for every drafter and tree shape: the path a user's run takes.
 A value-based dynamic selection (the rule before issue 11, kept here as `value_based_grow_tree`)
@@ -50,7 +50,7 @@ GEN = torch.Generator().manual_seed(1)
 P_LOGITS = torch.tensor([[1.2, 0.3, -0.8], [-0.5, 1.0, 0.4], [0.2, -1.0, 1.3]])  # target, row = last token
 Q_LOGITS = torch.tensor([[3.0, 0.0, -1.0], [0.5, -2.0, 2.5], [2.0, 1.5, -3.0]])  # a confident, different drafter
 TEMPERATURE = 1.0
-TRIALS = 22_000  # detectable_tv(..., 22_000) = 0.0199
+TRIALS = 14_000  # detectable_tv(..., 14_000) = 0.025
 
 
 def exact_two_tokens(p_logits: torch.Tensor, temperature: float, first_context: int = 0) -> list[float]:
@@ -110,8 +110,8 @@ def counts_of(grow, plan, trials=TRIALS, seed=0) -> list[int]:
     return counts
 
 
-def test_the_sample_size_detects_a_total_variation_of_0_02():
-    assert detectable_tv(exact_two_tokens(P_LOGITS, TEMPERATURE), TRIALS) <= 0.02
+def test_the_sample_size_detects_a_total_variation_of_0_025():
+    assert detectable_tv(exact_two_tokens(P_LOGITS, TEMPERATURE), TRIALS) <= 0.025
 
 
 @pytest.mark.parametrize("plan", [TreePlan("chain", 3, 1, 8), TreePlan("static", 2, 2, 8),
