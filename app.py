@@ -10,6 +10,7 @@ Environment
     DECODING_LAB_SHOW_TEST_MODELS=1           list the tiny random test model in the menu
     DECODING_LAB_TORCH_THREADS                torch threads (default: all cores but one)
     DECODING_LAB_PRELOAD=0                    do not load the default model at start-up
+    DECODING_LAB_CONVERTED_COPY=0             convert a GGUF at every load instead of keeping a converted copy
     DECODING_LAB_MAX_UPLOAD_MB                largest replayed trace file (default 5)
     DECODING_LAB_MAX_TRACE_EVENTS / _CANVAS / _PARTICLES / _TOKENS   what a trace may hold
                                               (decoding/trace_checks.py; README, hosting)

@@ -13,7 +13,7 @@ Reading a GGUF is slow on a CPU: transformers converts its tokenizer in Python (
 for Gemma's 262k vocabulary here) and dequantises every tensor (22 s, 59 s). The first load therefore
 keeps a converted copy (`converted_dir`: the tokenizer's own files and float32 safetensors, identical
 tensors), and later loads read it in about a second (Gemma: 7 s, its tokenizer). Set
-DECODING_LAB_CONVERTED_COPY=0 to keep no copy (517 MB for SmolLM2, 1.1 GB for Gemma).
+DECODING_LAB_CONVERTED_COPY=0 to neither keep nor read a copy (517 MB for SmolLM2, 1.1 GB for Gemma).
 """
 
 from __future__ import annotations
@@ -72,7 +72,8 @@ def cache_dir() -> Path:
 
 
 def converted_copies() -> bool:
-    """Whether a GGUF's first load leaves a converted copy for the next (DECODING_LAB_CONVERTED_COPY, default on)."""
+    """Whether a GGUF's first load leaves a converted copy that later loads read (DECODING_LAB_CONVERTED_COPY,
+    default on; off: every load converts the GGUF)."""
     return os.environ.get("DECODING_LAB_CONVERTED_COPY", "1").strip().lower() not in {"0", "false", "no"}
 
 

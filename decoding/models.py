@@ -599,14 +599,15 @@ def _load_local(spec, folder: Path, device, dtype, say) -> LoadedModel:
 def _load_gguf(spec, path, device, dtype, say) -> LoadedModel:
     """The model and tokenizer from a GGUF file: from its converted copy when one is cached
     (`embedded.converted_dir`), else converted now (tokenizer in Python, tensors dequantised to float32)
-    and, unless DECODING_LAB_CONVERTED_COPY=0, saved for the next load. The copy holds exactly the
+    and saved for the next load; DECODING_LAB_CONVERTED_COPY=0 neither reads nor keeps a copy. The copy holds exactly the
     tensors the conversion gives, so both paths give the same model (tests/test_models.py)."""
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder, filename = os.path.split(path)
     copy = embedded.converted_dir(path, transformers.__version__)
-    if (copy / "config.json").is_file():
+    keep = embedded.converted_copies()
+    if keep and (copy / "config.json").is_file():
         say(f"Loading {spec.name} from its converted copy of {filename}...")
         try:
             tokenizer = AutoTokenizer.from_pretrained(copy)
@@ -618,7 +619,6 @@ def _load_gguf(spec, path, device, dtype, say) -> LoadedModel:
             shutil.rmtree(copy, ignore_errors=True)
     say(f"Loading {spec.name} tokenizer from {filename}...")
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=filename)
-    keep = embedded.converted_copies()
     into = "float32" if keep else str(dtype).removeprefix("torch.")
     once = "; once, a converted copy is kept" if keep else ""
     say(f"Dequantising {filename} to {into} (about 10-60 s on a laptop CPU{once})...")

@@ -42,6 +42,7 @@ SMOKED_ELSEWHERE = {  # run on tiny inputs by a test that also checks what they 
     "bench_extract.py": "tests/test_bench_extract.py (--smoke --json)",
     "bench_draw.py": "tests/visualizers/test_visualizer_bounds.py (--quick --rounds 1 --json)",
     "bench_self_spec.py": "tests/speculative/test_layerskip.py (--rounds 1 --tokens 12 --draft-lengths 2 --json)",
+    "bench_startup.py": "tests/ui/test_browser_startup.py (its fresh_cache and start_app: one fresh, one cached start)",
 }
 
 

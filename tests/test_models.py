@@ -169,8 +169,7 @@ def test_a_converted_copy_is_published_whole_or_not_at_all(tmp_path):
 @pytest.mark.slow
 def test_the_converted_copy_of_a_gguf_loads_the_same_model_in_seconds(tmp_path, monkeypatch):
     """The first load converts the GGUF and keeps a copy; the next reads the copy: the same tensors, the
-    same tokenizer and chat template, the same greedy text, in float32 and bfloat16; a damaged copy is
-    converted again."""
+    same tokenizer and chat template, the same greedy text, in float32 and bfloat16."""
     path = embedded.ensure_gguf(embedded.SMOLLM2_135M, lambda m: None)
     monkeypatch.setattr(embedded, "cache_dir", lambda: tmp_path)
     spec, cpu = resolve_spec("smollm2-135m"), torch.device("cpu")
@@ -191,9 +190,24 @@ def test_the_converted_copy_of_a_gguf_loads_the_same_model_in_seconds(tmp_path, 
     half = models._load_gguf(spec, path, cpu, torch.bfloat16, said.append)
     assert half.model.dtype == torch.bfloat16
     assert all(torch.equal(v, a[k].to(torch.bfloat16)) for k, v in half.model.state_dict().items())
-    folder = embedded.converted_dir(path, __import__("transformers").__version__)
-    (folder / "model.safetensors").write_bytes(b"not safetensors")
-    said.clear()
-    again = models._load_gguf(spec, path, cpu, torch.float32, said.append)
-    assert any("could not be read" in m for m in said) and any("Kept a converted copy" in m for m in said)
-    assert all(torch.equal(v, a[k]) for k, v in again.model.state_dict().items())
+
+
+def test_a_damaged_converted_copy_is_dropped_and_the_gguf_read_again(tmp_path, monkeypatch):
+    """The copy is read like any saved model (here a tiny one stands in for it); once damaged, it is removed
+    and the GGUF converted again (here a file that is no GGUF: the conversion's own error comes out)."""
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"not a gguf")
+    monkeypatch.setattr(embedded, "cache_dir", lambda: tmp_path / "cache")
+    copy = embedded.converted_dir(str(gguf), __import__("transformers").__version__)
+    saved = tiny.build_tiny_model(seed=3)
+    saved.model.save_pretrained(copy)
+    saved.tokenizer.save_pretrained(copy)
+    spec, cpu, said = resolve_spec("tiny-random"), torch.device("cpu"), []
+    loaded = models._load_gguf(spec, str(gguf), cpu, torch.float32, said.append)
+    assert said == ["Loading tiny-random from its converted copy of model.gguf..."]
+    a, b = loaded.model.state_dict(), saved.model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in b)
+    (copy / "model.safetensors").write_bytes(b"not safetensors")
+    with pytest.raises(Exception):  # noqa: B017 - the conversion's own error, whatever transformers raises
+        models._load_gguf(spec, str(gguf), cpu, torch.float32, said.append)
+    assert any("could not be read" in m and "converting again" in m for m in said) and not copy.exists()

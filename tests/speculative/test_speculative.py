@@ -297,10 +297,11 @@ def test_tiny_ar_draft_drafts_for_tiny_ar_losslessly_and_is_often_accepted(tree)
     assert s["acceptance_rate"] > 0.3 and s["target_forward_passes_per_token"] < 0.8  # a real drafter, not noise
 
 
-@pytest.mark.slow  # 1,500 runs
+@pytest.mark.slow  # 800 runs
 def test_speculative_sampling_first_token_matches_the_target_on_a_model(tiny_lm):
-    """End to end: the first sampled token of a speculative run is distributed as softmax(logits / T)."""
-    temperature, trials = 0.6, 1500
+    """End to end: the first sampled token of a speculative run is distributed as softmax(logits / T) (the
+    exact two-token tests on Markov models, tests/speculative/test_speculative_exact.py, have the power)."""
+    temperature, trials = 0.6, 800
     ids, _, _ = tiny_lm.encode_prompt(PROMPT)
     with torch.inference_mode():
         p = torch.softmax(tiny_lm.model(torch.tensor([ids])).logits[0, -1].double() / temperature, -1)
