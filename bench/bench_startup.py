@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from decoding import embedded  # noqa: E402 (after the path)
 from decoding.models import DEFAULT_MODEL  # noqa: E402
+from decoding.processes import free_port, stop  # noqa: E402
 
 WAYS = {"convert every start": "0", "converted copy": "1"}  # DECODING_LAB_CONVERTED_COPY
 LIMIT_S = 300
@@ -44,14 +45,6 @@ def fresh_cache(folder: Path) -> Path:
     except OSError:  # another file system
         shutil.copyfile(source, target)
     return folder
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_app(folder: Path, cache: Path, env: dict | None = None, on_served=None) -> dict:
@@ -88,12 +81,7 @@ def start_app(folder: Path, cache: Path, env: dict | None = None, on_served=None
             time.sleep(0.1)
         return out
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=30)
+        stop(process)
 
 
 def main() -> None:

@@ -14,22 +14,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import socket
 import subprocess
 import sys
 import time
 from typing import Iterator
 
 from decoding import embedded
+from decoding.processes import free_port, stop
 from decoding.remote.client import Client, RemoteError
 
 ALIAS = "smollm2-135m"  # the model name the server answers to (what comes after # in the source)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def command(port: int, threads: int = 1, gguf: str | None = None) -> list[str]:
@@ -49,12 +43,7 @@ def running(port: int | None = None, threads: int = 1, wait_s: float = 120.0, lo
         _wait(process, Client(base_url, timeout_s=5.0), wait_s)
         yield base_url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, wait_s=10)
 
 
 def _wait(process: subprocess.Popen, client: Client, wait_s: float) -> None:

@@ -78,7 +78,7 @@ def test_a_remote_engine_is_never_a_helper_model(strategy, field):
 
 
 def test_unreachable_server_says_so(remote_allowed):
-    from decoding.remote.llama_server import free_port
+    from decoding.processes import free_port
 
     url = f"http://127.0.0.1:{free_port()}/v1"
     remote_allowed(url)
