@@ -599,8 +599,8 @@ def _load_local(spec, folder: Path, device, dtype, say) -> LoadedModel:
 def _load_gguf(spec, path, device, dtype, say) -> LoadedModel:
     """The model and tokenizer from a GGUF file: from its converted copy when one is cached
     (`embedded.converted_dir`), else converted now (tokenizer in Python, tensors dequantised to float32)
-    and saved for the next load; DECODING_LAB_CONVERTED_COPY=0 neither reads nor keeps a copy. The copy holds exactly the
-    tensors the conversion gives, so both paths give the same model (tests/test_models.py)."""
+    and saved for the next load; DECODING_LAB_CONVERTED_COPY=0 neither reads nor keeps a copy. The copy
+    holds exactly the tensors the conversion gives, so both paths give the same model (tests/test_models.py)."""
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

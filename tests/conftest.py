@@ -6,7 +6,6 @@ tests/ mirrors the packages: the core at the top, speculative/, scaling/, diffus
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -63,13 +62,11 @@ _LOCK = threading.Lock()
 
 
 def stop_process(process, wait_s: float = 30) -> None:
-    """Terminate a server a test started, and kill it if it does not go within `wait_s`."""
-    process.terminate()
-    try:
-        process.wait(timeout=wait_s)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=wait_s)
+    """Terminate a server a test started, and kill it if it does not go within `wait_s` (imported when
+    called: importing `decoding` here would load torch in pytest-xdist's controller too)."""
+    from decoding.processes import stop
+
+    stop(process, wait_s)
 
 
 @contextlib.contextmanager
@@ -112,9 +109,9 @@ def wait_until_up(url: str, process, log: Path, start_s: float = 240) -> None:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    from decoding.processes import free_port as free
+
+    return free()
 
 
 def start_app_server() -> str:
