@@ -79,7 +79,7 @@ def test_bench_constraints_reports_satisfaction_and_likelihood_per_method():
 
 @pytest.mark.slow  # tiny-math, every method on one problem
 def test_the_readmes_quick_command_prints_one_json_object_with_accuracy():
-    """`python bench/bench_scaling.py --quick --json` (README), on one problem at N = 1: it crashed after its
+    """`python bench/bench_scaling.py --quick --json` (docs/measured.md), on one problem at N = 1: it crashed after its
     tiny-math run by also running SmolLM2's word problems with tiny-math (issue 27)."""
     import json
     import subprocess

@@ -1,7 +1,8 @@
-"""Every benchmark the README quotes runs, on tiny inputs (issue 27: `bench_scaling --quick --json` once
-crashed after its 14-minute run, and nothing noticed). Each command runs in this process (`runpy`), so
-the models load once for all of them; each must end without an error and, with `--json`, print one JSON
-object with the keys the README's table is read from. The figures themselves are the benchmarks' job."""
+"""Every benchmark the README and its docs pages (docs/*.md) quote runs, on tiny inputs (issue 27:
+`bench_scaling --quick --json` once crashed after its 14-minute run, and nothing noticed). Each command runs
+in this process (`runpy`), so the models load once for all of them; each must end without an error and, with
+`--json`, print one JSON object with the keys the documented table is read from. The figures themselves are
+the benchmarks' job."""
 
 from __future__ import annotations
 
@@ -73,9 +74,12 @@ def test_the_budget_curve_draws_from_the_shipped_json(monkeypatch, capsys, tmp_p
     assert png.stat().st_size > 10_000
 
 
-def test_every_bench_script_the_readme_names_is_smoked():
+def test_every_bench_script_the_readme_and_docs_name_is_smoked():
     import re
 
-    named = set(re.findall(r"bench/(bench_[a-z_]+\.py)", (ROOT / "README.md").read_text(encoding="utf-8")))
+    from doc_pages import docs_text
+
+    named = set(re.findall(r"bench/(bench_[a-z_]+\.py)", docs_text()))
+    assert {"bench_compare.py", "bench_scaling.py", "bench_diffusion.py"} <= named  # the docs pages are read
     smoked = {script for script, _, _ in SMOKE} | set(SMOKED_ELSEWHERE)
     assert named <= smoked, named - smoked

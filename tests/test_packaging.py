@@ -1,6 +1,7 @@
 """`pip install -e .` (pyproject.toml): every top-level package the code imports is installed, the
-dependencies are requirements.txt's, the `decoding` command is the CLI, and the README's Python snippet
-runs from another directory once installed (slow: a virtual environment and a real install)."""
+dependencies are requirements.txt's, the `decoding` command is the CLI, and the Python snippet under "From
+Python" (docs/api-and-cli.md, which the README's set-up links to) runs from another directory once installed
+(slow: a virtual environment and a real install)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 from setuptools import find_packages
 
 from conftest import ROOT
+from doc_pages import section
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 SOURCES = ("decoding", "ui", "visualizers", "app.py", "bench")  # what the app, the CLI and the benchmarks run
@@ -60,13 +62,12 @@ def test_dependencies_are_the_requirements_and_the_command_is_the_cli():
 
 
 def readme_snippet() -> str:
-    section = (ROOT / "README.md").read_text(encoding="utf-8").split("## From Python", 1)[1]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    return re.search(r"```python\n(.*?)```", section("From Python"), re.S).group(1)
 
 
 def test_readme_says_how_to_install_the_packages():
     setup = (ROOT / "README.md").read_text(encoding="utf-8").split("## Set-up", 1)[1].split("\n## ", 1)[0]
-    assert "pip install -e ." in setup
+    assert "pip install -e ." in setup and "docs/api-and-cli.md#from-python" in setup
 
 
 @pytest.mark.slow

@@ -1,7 +1,8 @@
 """One bibliography: every registration declares its papers, and what the texts cite is what it declares.
 
-The texts scanned are the README, ARCHITECTURE.md, the presets, the model cards (assets/*/README.md)
-and every Python file of decoding/, ui/, visualizers/ and bench/ (docstrings and comments included).
+The texts scanned are the README and its docs pages (docs/*.md), ARCHITECTURE.md, the presets, the model
+cards (assets/*/README.md) and every Python file of decoding/, ui/, visualizers/ and bench/ (docstrings and
+comments included).
 An arXiv id found there must be one a registration declares, and the text around it must name that
 paper (its first author's surname or the start of its title), so "Kim et al. 2025, arXiv
 2510.04767" fails when the registry says the paper at 2510.04767 is by Kang et al.
@@ -21,6 +22,7 @@ from decoding.__main__ import main, paper_users
 from decoding.models import REGISTRY
 from decoding.papers import KINDS, Paper, Uncited, check_declaration, cited, collect
 from decoding.registry import STRATEGIES
+from doc_pages import DOC_PATHS, docs_text
 
 ROOT = Path(__file__).resolve().parents[1]
 CITED_ID = re.compile(r"arxiv(?::|\s)*(\d{4}\.\d{4,5})|arxiv\.org/(?:abs|pdf|html)/(\d{4}\.\d{4,5})", re.IGNORECASE)
@@ -28,7 +30,7 @@ BEFORE, AFTER = 400, 160  # characters around an id in which the paper must be n
 
 
 def texts() -> dict[str, str]:
-    paths = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", *sorted((ROOT / "presets").glob("*.yaml")),
+    paths = [*DOC_PATHS, ROOT / "ARCHITECTURE.md", *sorted((ROOT / "presets").glob("*.yaml")),
              *sorted((ROOT / "assets").glob("*/README.md"))]
     for tree in ("decoding", "ui", "visualizers", "bench"):
         paths += sorted((ROOT / tree).rglob("*.py"))
@@ -55,7 +57,7 @@ def test_the_scanner_finds_ids_in_every_form():
     text = 'see arXiv 2108.05857, arXiv:2509.02510, "LocalLeap" (arXiv\n    2510.07081) and arxiv.org/abs/2506.15498'
     assert [i for i, _ in citations(text)] == ["2108.05857", "2509.02510", "2510.07081", "2506.15498"]
     found = {i for t in texts().values() for i, _ in citations(t)}
-    assert {"2108.05857", "2506.15498", "2510.04767"} <= found  # the README and docstrings are really read
+    assert {"2108.05857", "2506.15498", "2510.04767"} <= found  # the docs pages and docstrings are really read
 
 
 def test_every_cited_arxiv_id_is_declared_and_named():
@@ -100,11 +102,11 @@ def test_the_corrected_entries_and_arbitrage():
     gate = STRATEGIES["step-speculation"].papers
     assert bib.PAN_2025 in gate and bib.MAHESWARAN_2025 in gate
     assert "not implemented" in bib.MAHESWARAN_2025.note and "cited for context" in bib.MAHESWARAN_2025.note
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    for paragraph in re.split(r"\n\s*\n", readme):
-        if "Arbitrage" in paragraph:
-            assert "not implemented" in paragraph, f"the README mentions Arbitrage without saying it is not " \
-                                                   f"implemented: {paragraph[:160]}"
+    mentions = [paragraph for paragraph in re.split(r"\n\s*\n", docs_text()) if "Arbitrage" in paragraph]
+    assert mentions, "the docs (docs/scaling.md's step-speculation row) no longer mention Arbitrage"
+    for paragraph in mentions:
+        assert "not implemented" in paragraph, f"the README or docs/ mention Arbitrage without saying it is not " \
+                                               f"implemented: {paragraph[:160]}"
 
 
 def test_papers_json(capsys):

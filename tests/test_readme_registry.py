@@ -1,12 +1,12 @@
-"""The README's method tables say what the registry says: every registered method, drafter, diffusion sampler
-and reward is there, with every parameter it declares by the name `--set` takes (a plug-in's own as
-`<plug-in>.<field>`), and nothing that is no longer registered. A new method fails this test until the
-README tells users about it."""
+"""The method tables of the README and its docs pages (docs/*.md) say what the registry says: every registered
+method, drafter, diffusion sampler and reward is there, with every parameter it declares by the name `--set`
+takes (a plug-in's own as `<plug-in>.<field>`), and nothing that is no longer registered. A new method fails
+this test until the documentation tells users about it. A section is looked up by its heading in README.md and
+every docs page (doc_pages.section), so a table checked here may live on the front page or a lab's page."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
@@ -16,19 +16,7 @@ from decoding.registry import get_strategy, param_specs, strategies_of
 from decoding.scaling.params import ScalingParams
 from decoding.scaling.scoring import REWARDS
 from decoding.speculative.strategy import DRAFTERS
-
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-
-
-def section(title: str, own_only: bool = False) -> str:
-    """The README's text from a heading to the next heading of the same or a higher level (`own_only`: to the
-    next heading of any level)."""
-    match = re.search(rf"^(#+) {re.escape(title)}\n", README, flags=re.M)
-    assert match, f"README has no section {title!r}"
-    level = 6 if own_only else len(match.group(1))
-    rest = README[match.end():]
-    end = re.search(rf"^#{{1,{level}}} ", rest, flags=re.M)
-    return rest[:end.start()] if end else rest
+from doc_pages import section
 
 
 def table_rows(text: str) -> dict[str, str]:
@@ -48,7 +36,7 @@ def named(text: str) -> set[str]:
 def test_the_strategies_table_lists_every_playground_and_speculative_strategy_with_its_parameters():
     rows = table_rows(section("Strategies", own_only=True))
     expected = set(strategies_of("token", "beam", "speculative"))
-    assert set(rows) == expected, "README's Strategies table and the registry differ"
+    assert set(rows) == expected, "the Strategies table (docs/playground.md) and the registry differ"
     for name, row in rows.items():
         cells = row.split(" | ")
         declared = {p["name"] for p in param_specs(name)}
@@ -72,7 +60,7 @@ def test_every_plugin_and_its_own_knobs_are_in_its_section(registry, title):
     text = section(title)
     mentioned = named(text) | {m.split("=", 1)[1] for m in re.findall(r"`(\w+=[\w-]+)`", text)}
     for name in registry.names():
-        assert name in mentioned, f"README's {title} section does not name {registry.kind} {name}"
+        assert name in mentioned, f"the {title} section (README.md, docs/) does not name {registry.kind} {name}"
         for spec in specs(registry.params_of(name)):
             assert f"{name}.{spec.name}" in named(text), f"{title}: {name}'s own `{name}.{spec.name}` is not named"
 

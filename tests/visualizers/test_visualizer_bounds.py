@@ -212,7 +212,7 @@ def test_confidence_points_are_capped(monkeypatch):
 
 
 def test_the_benchmark_runs_and_every_figure_draws_quickly(capsys):
-    """`python bench/bench_draw.py --quick --rounds 1 --json` (the README's command, on its small traces)."""
+    """`python bench/bench_draw.py --quick --rounds 1 --json` (docs/hosting.md's command, on its small traces)."""
     assert bd.main(["--quick", "--rounds", "1", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert len(out["figures"]) == 10
