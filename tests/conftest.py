@@ -33,6 +33,8 @@ def pytest_configure(config):
     if runs_tests(config):
         import torch
 
+        import ui  # noqa: F401  (before a test module imports Gradio: it skips regenerating its type stubs)
+
         torch.set_num_threads(1)  # one thread decodes as fast as two here; leaves a core for the app server and browser
 
 
