@@ -12,6 +12,7 @@ included.
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from pathlib import Path
 
@@ -44,6 +45,12 @@ def module_files(root: Path, trees=TREES) -> dict[str, Path]:
     return files
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """A file's syntax tree, parsed once per test process (two tests walk every file)."""
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
 def imports_of(name: str, path: Path, known, *, with_type_only: bool) -> set[str]:
     """The project modules `name` imports (resolved to the deepest known module); without with_type_only the
     imports under `if TYPE_CHECKING:` are left out."""
@@ -70,7 +77,7 @@ def imports_of(name: str, path: Path, known, *, with_type_only: bool) -> set[str
                     found.add(base)
             visit(child)
 
-    visit(ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))
+    visit(parsed(path))
     resolved = set()
     for target in found:
         while target and target not in known:

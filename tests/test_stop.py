@@ -19,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -71,6 +73,7 @@ class Probe:
 
     def __init__(self, monkeypatch, call_s: float = 0.0):
         self.call_s, self.stop_at = call_s, None
+        self.sites: list | None = None  # a list: where each call came from is recorded (see `call_site`)
         self.calls, self.stop, self.began = 0, threading.Event(), threading.Event()
         self.lock = threading.Lock()
         self.runs: list[Run] = []
@@ -89,6 +92,8 @@ class Probe:
                 self.calls += 1
                 if self.calls == self.stop_at:
                     self.stop.set()
+                if self.sites is not None:
+                    self.sites.append(call_site())
             self.began.set()
             if self.call_s:
                 time.sleep(self.call_s)
@@ -128,6 +133,36 @@ class Probe:
 
 
 # The engine: Stop during model call k, and call k + 1 never starts ------------------------------------
+DECODING = f"{os.sep}decoding{os.sep}"
+
+
+def call_site() -> tuple:
+    """Where a model call came from: the (file, line) of every frame in the `decoding` package on its stack
+    (the strategy's loop, the helper it called, the run that drives it)."""
+    frame, site = sys._getframe(2), []
+    while frame is not None:
+        if DECODING in frame.f_code.co_filename:
+            site.append((frame.f_code.co_filename, frame.f_lineno))
+        frame = frame.f_back
+    return tuple(site)
+
+
+def stop_points(sites: list) -> list[int]:
+    """The model calls to press Stop during. A missing stop check shows as a call k + 1 that runs after Stop
+    was pressed during call k, and which code runs between the two depends on where each came from: so for
+    every pair (site of call k, site of call k + 1) the first and the last k where it occurs (every k when the
+    run makes at most 12 calls). Pressing Stop during every call instead costs calls**2 / 2 model calls."""
+    if len(sites) <= 12:
+        return list(range(1, len(sites)))
+    first: dict = {}
+    last: dict = {}
+    for k in range(1, len(sites)):  # call k (1-based) is followed by call k + 1
+        pair = (sites[k - 1], sites[k])
+        first.setdefault(pair, k)
+        last[pair] = k
+    return sorted(set(first.values()) | set(last.values()))
+
+
 def byte_judge(lm):
     """`lm_judge` for the byte-level tiny model (it has no single-token Yes): a model call per judgement."""
     def judge(prompt: str) -> float:
@@ -177,10 +212,11 @@ def test_stop_during_any_model_call_ends_the_run_before_the_next(strategy, param
     kwargs = dict(strategy=strategy, params=params, max_new_tokens=8, seed=0,
                   chat=False)
     prompt = PROMPTS.get(strategy, PROMPT)
+    probe.sites = []
     full = run_to_trace(lm, prompt, **kwargs)
-    total = probe.calls
-    assert total >= 4 and full.finish.stop_reason != "cancelled"
-    for stop_at in range(1, total):  # Stop pressed during every call but the last
+    sites, probe.sites = probe.sites, None
+    assert len(sites) >= 4 and full.finish.stop_reason != "cancelled"
+    for stop_at in stop_points(sites):  # Stop pressed during call k, for every kind of step from k to k + 1
         probe.reset(stop_at)
         trace = run_to_trace(lm, prompt, should_stop=probe.stop.is_set, **kwargs)
         assert probe.calls == stop_at, f"Stop came during model call {stop_at}; {probe.calls - stop_at} more ran"
