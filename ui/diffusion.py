@@ -18,15 +18,14 @@ import decoding  # noqa: F401  (switches telemetry off before gradio is imported
 import gradio as gr
 
 from ui import diffusion_callbacks as cb
-from ui.diffusion_tasks import FREE_PROMPT, benchmark_views, num_problems, shows_tasks, task_choices
+from ui.diffusion_tasks import benchmark_views, num_problems, shows_tasks, task_choices
 from ui.classroom import lesson_row
 from ui.launch import serve, standalone
 from ui.widgets import QUIET, explain_clamping, model_choices, seed_box, spec_widget
 from ui.wiring import lab_columns, named_inputs, on, session_state, wire_lab
 from ui.exports import NO_OTHER_RUN, download, wire_download
 from ui.plugin_fields import plugin_widgets
-from ui.diffusion_views import (CHOICES, COMPARISONS, CONTROLS, DEFAULT_LENGTH, DEFAULT_MODEL, DEFAULT_PROMPT,
-                                DEFAULT_PLAYBACK, DEFAULT_SETTINGS, FIELDS, NO_COMPARISON, OUTPUTS, PLAYBACK, SPECIFIC,
+from ui.diffusion_views import (CHOICES, COMPARISONS, CONTROLS, DEFAULT_PLAYBACK, FIELDS, OUTPUTS, PLAYBACK, SPECIFIC,
                                 UI_MAX_LENGTH, help_of, spec_of, views, visible_fields)
 
 INTRO = ("A **masked diffusion LM** does not write left to right. It starts from a canvas of `length` **masks** "
@@ -56,39 +55,50 @@ def _eid(field: str) -> str:
     return f"df-{field.replace('_', '-')}"
 
 
+OPENING = cb.opening()  # what a fresh tab shows, by control name (its lesson: see diffusion_views.OPENING_PRESET)
+
+
+def _value(field: str):
+    return OPENING[f"df:{field}"]
+
+
 def _shown(field: str) -> bool:
-    return field not in SPECIFIC or field in visible_fields(DEFAULT_SETTINGS["sampler"], DEFAULT_SETTINGS["cache"])
+    return field not in SPECIFIC or field in visible_fields(_value("sampler"), _value("cache"))
 
 
 def _slider(c: dict, field: str, low, high, step, label: str, **kw) -> None:
-    c[f"df:{field}"] = gr.Slider(low, high, value=DEFAULT_SETTINGS[field], step=step, label=label,
+    c[f"df:{field}"] = gr.Slider(low, high, value=_value(field), step=step, label=label,
                                  info=help_of(field), visible=_shown(field), elem_id=_eid(field), **kw)
 
 
 def _radio(c: dict, field: str, label: str) -> None:
-    c[f"df:{field}"] = gr.Radio(list(CHOICES[field]()), value=DEFAULT_SETTINGS[field], label=label, info=help_of(field),
+    c[f"df:{field}"] = gr.Radio(list(CHOICES[field]()), value=_value(field), label=label, info=help_of(field),
                                 visible=_shown(field), elem_id=_eid(field))
 
 
 def _controls(c: dict) -> None:
     presets = cb.preset_choices()
-    c["preset"] = gr.Dropdown(presets, value=None, label="Preset", elem_id="df-preset", interactive=bool(presets),
+    c["preset"] = gr.Dropdown(presets, value=OPENING["preset"], label="Preset", elem_id="df-preset",
+                              interactive=bool(presets),
                               info="A classroom demo: sets every control and explains what to look for."
                               if presets else "No diffusion presets ship yet.")
     lesson_row(c, "diffusion", "df")
-    c["note"] = gr.Markdown("", elem_classes="dl-help", elem_id="df-note")
-    c["model"] = gr.Dropdown(model_choices("diffusion"), value=DEFAULT_MODEL, label="Model", allow_custom_value=True,
+    c["note"] = gr.Markdown(OPENING["note"], elem_classes="dl-help", elem_id="df-note")
+    model = OPENING["model"]
+    c["model"] = gr.Dropdown(model_choices("diffusion"), value=model, label="Model", allow_custom_value=True,
                              info="A masked diffusion LM, offline: tiny-diffusion (4.4M parameters, the KJV Bible) or "
                                   "tiny-parallel (3.5M, ParallelBench-style list tasks with checkers).",
                              elem_id="df-model")
-    with gr.Group(visible=shows_tasks(DEFAULT_MODEL), elem_id="df-tasks") as c["tasks"]:
-        c["task"] = gr.Dropdown(task_choices(), value=FREE_PROMPT, label="Task", elem_id="df-task",
+    with gr.Group(visible=shows_tasks(model), elem_id="df-tasks") as c["tasks"]:
+        c["task"] = gr.Dropdown(task_choices(), value=OPENING["task"], label="Task", elem_id="df-task",
                                 info="A held-out problem of one of the tasks fills the prompt (and sets the length to "
                                      "32); after the run the task's checker says whether the answer is right.")
-        c["problem"] = gr.Slider(1, max(num_problems(n) for _, n in task_choices() if n), value=1, step=1,
-                                 label="Problem", info="a held-out test problem of the task", elem_id="df-problem")
+        problem = OPENING.get("problem") or {}  # the preset's problem number, when its prompt is one
+        c["problem"] = gr.Slider(1, problem.get("maximum", max(num_problems(n) for _, n in task_choices() if n)),
+                                 value=problem.get("value", 1), step=1, label="Problem",
+                                 info=problem.get("info", "a held-out test problem of the task"), elem_id="df-problem")
         c["another"] = gr.Button("Another problem", size="sm", elem_id="df-another")
-    c["prompt"] = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=2, max_lines=8, elem_id="df-prompt",
+    c["prompt"] = gr.Textbox(OPENING["prompt"], label="Prompt", lines=2, max_lines=8, elem_id="df-prompt",
                              info="KJV-style text for tiny-diffusion; a task prompt for tiny-parallel. A model with a "
                                   "chat template gets it applied (tiny-parallel's adds a newline), as in the CLI.")
     with gr.Row():
@@ -96,11 +106,12 @@ def _controls(c: dict) -> None:
         c["stop"] = gr.Button("Stop", variant="stop", elem_id="df-stop")
     c["status"] = gr.Markdown("Ready.", elem_id="df-status")
     with gr.Row():
-        c["length"] = gr.Slider(1, UI_MAX_LENGTH, value=DEFAULT_LENGTH, step=1, label="Length (max new tokens)",
+        c["length"] = gr.Slider(1, UI_MAX_LENGTH, value=OPENING["length"], step=1, label="Length (max new tokens)",
                                 info=cb.LENGTH_INFO, elem_id="df-length", scale=2)
-        c["seed"] = seed_box("df-seed")
+        c["seed"] = seed_box("df-seed", OPENING["seed"])
     _radio(c, "sampler", "Sampler")
-    plugin_widgets(c, "df", "df", "diffusion", DEFAULT_SETTINGS["sampler"])  # the chosen sampler's own knobs
+    plugin_widgets(c, "df", "df", "diffusion", _value("sampler"),  # the chosen sampler's own knobs
+                   {k.removeprefix("df:"): v for k, v in OPENING.items() if k.startswith("df:") and "." in k})
     with gr.Row():
         _slider(c, "steps", 0, UI_MAX_LENGTH, 1, "Steps (0 = one per token)")
         _slider(c, "block_length", 0, UI_MAX_LENGTH, 1, "Block length (0 = one block)")
@@ -112,12 +123,13 @@ def _controls(c: dict) -> None:
         _slider(c, "refresh_interval", 1, 64, 1, "Refresh interval")
     for field in FIELDS:  # a parameter added to DiffusionParams (e.g. by a new sampler): a widget from its spec
         if f"df:{field}" not in c:
-            c[f"df:{field}"] = spec_widget(spec_of(field), visible=_shown(field), elem_id=_eid(field))
+            c[f"df:{field}"] = spec_widget(spec_of(field), value=_value(field), visible=_shown(field),
+                                           elem_id=_eid(field))
     c["playback"] = gr.Radio(list(PLAYBACK), value=DEFAULT_PLAYBACK, label="Pace", elem_id="df-playback",
                              info="At most this many steps a second: the sampler waits before its next model call, "
                                   "so every step can be seen (a slower step is not slowed further; the statistics "
                                   "leave the waiting out). Full speed: no waiting.")
-    c["compare"] = gr.Dropdown(list(COMPARISONS), value=NO_COMPARISON, label="Compare with", elem_id="df-compare",
+    c["compare"] = gr.Dropdown(list(COMPARISONS), value=OPENING["compare"], label="Compare with", elem_id="df-compare",
                                info="After the run: the same prompt, length and seed with another sampler (FreeDave "
                                     "against steps = length: same canvas?), or the autoregressive tiny-ar.")
     with gr.Accordion("Export & replay", open=False, elem_id="df-export"):

@@ -28,9 +28,10 @@ from ui.wiring import RunControls, as_int
 from ui.worker import check_model, run_work, stream_views, wait_for_finish
 from ui.diffusion_tasks import (FREE_PROMPT, TASK_LENGTH, num_problems, problem, problem_number, shows_tasks,
                                 task_choices, verdict_mark)
-from ui.diffusion_views import (COMPARISONS, DEFAULT_SETTINGS, FIELDS, NO_COMPARISON, PLAYBACK,
-                                SPECIFIC, UI_MAX_LENGTH, canvas_views, collect_params, fields_from_params,
-                                other_label, stats_line, steps_of, views, visible_fields)
+from ui.diffusion_views import (COMPARISONS, DEFAULT_LENGTH, DEFAULT_MODEL, DEFAULT_PROMPT, DEFAULT_SETTINGS, FIELDS,
+                                NO_COMPARISON, OPENING_COMPARE, OPENING_PRESET, PLAYBACK, SPECIFIC, UI_MAX_LENGTH,
+                                canvas_views, collect_params, fields_from_params, other_label, stats_line, steps_of,
+                                views, visible_fields)
 from visualizers._common import esc
 
 CHAT = True  # apply the model's chat template when it has one (decoding.lm: `lm.has_chat_template`)
@@ -285,6 +286,16 @@ def preset_chosen(name) -> dict:
     return TAB.preset_chosen(name)
 
 
+def opening() -> dict:
+    """What a fresh tab shows, by control name: the opening preset's controls, note and name, the comparison
+    that makes its lesson visible, and the declared defaults for the rest (all of them without the preset)."""
+    chosen = preset_chosen(OPENING_PRESET)
+    if "model" not in chosen:  # the preset file is gone: the declared defaults, no comparison
+        return {"model": DEFAULT_MODEL, "prompt": DEFAULT_PROMPT, "length": DEFAULT_LENGTH, "seed": 0,
+                "task": FREE_PROMPT, "compare": NO_COMPARISON, "preset": None, "note": ""} | fields_from_params({})
+    return chosen | {"preset": OPENING_PRESET, "compare": OPENING_COMPARE}
+
+
 __all__ = ["DEFAULT_SETTINGS", "FIELDS", "NO_COMPARISON", "another_problem", "choose_step", "generate_run",
-           "model_picked", "preset_chosen", "problem_chosen", "prompt_edited", "replay", "shown_controls", "stop_run",
+           "model_picked", "opening", "preset_chosen", "problem_chosen", "prompt_edited", "replay", "shown_controls", "stop_run",
            "task_chosen", "task_picker_shown"]

@@ -64,6 +64,11 @@ COMPARISONS = {
     "tiny-parallel-ar, greedy (tiny-parallel's causal twin)": (TWIN_MODEL, "greedy", {}),
 }
 NO_COMPARISON = "none"
+# The tab opens on its lesson (issue 33): Fast-dLLM's threshold on tiny-parallel's copy task (preset 54: the whole
+# canvas in one model call of 32) with the one-token-per-step schedule compared after it on the same canvas. A
+# fresh tab shows the preset's controls and note; without the preset file it opens on the declared defaults.
+OPENING_PRESET = "54-parallel-threshold-copy"
+OPENING_COMPARE = "fixed schedule, steps = length"
 # Pace: at most this many steps a second (the run waits before its next model call; 0 = full speed). The
 # default steps a run that is faster than the eye (tiny-diffusion: 48 steps in under a second) and leaves a
 # slower one alone.
@@ -239,5 +244,6 @@ def stats_line(trace: Trace) -> str:
             f"({fmt(s.get('tokens_per_step'))} tokens per step), {s['elapsed_s']:.1f} s{verdict_mark(trace)}")
 
 
-__all__ = ["COMPARISONS", "CONTROLS", "DEFAULT_LENGTH", "DEFAULT_MODEL", "DEFAULT_PROMPT", "DEFAULT_SETTINGS",
+__all__ = ["COMPARISONS", "CONTROLS", "OPENING_COMPARE", "OPENING_PRESET",
+           "DEFAULT_LENGTH", "DEFAULT_MODEL", "DEFAULT_PROMPT", "DEFAULT_SETTINGS",
            "FIELDS", "OUTPUTS", "collect_params", "fields_from_params", "views", "visible_fields"]

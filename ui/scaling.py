@@ -26,9 +26,9 @@ from ui.wiring import lab_columns, named_inputs, on, session_state, wire_lab
 from ui.exports import NO_OTHER_RUN, download, wire_download
 from ui.plugin_fields import field_label
 from ui.scaling_views import (CONTROLS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_METHOD, DEFAULT_MODEL, DEFAULT_PROMPT,
-                              DEFAULT_SETTINGS, DEFAULT_TASK, FIELDS, METHODS, OUTPUTS, REWARD_KEYS, REWARDS, SPECIFIC, VARYING,
-                              METHOD_FIELDS, UI_MAX_N, UI_MAX_NEW_TOKENS, help_of, spec_of,
-                              benchmark_views, method_info, reward_help, task_choices, views, visible_fields)
+                              DEFAULT_SETTINGS, DEFAULT_TASK, FIELDS, METHODS, OPENING_COMPARE, OPENING_NOTE, OUTPUTS,
+                              REWARD_KEYS, REWARDS, SPECIFIC, VARYING, METHOD_FIELDS, UI_MAX_N, UI_MAX_NEW_TOKENS, help_of,
+                              spec_of, benchmark_views, method_info, reward_help, task_choices, views, visible_fields)
 
 INTRO = ("A **particle** is one partial solution; N of them decode side by side as one batch. After every "
          "reasoning step (a line) the **reward** r ∈ [0, 1] scores each particle, and its **weight** is "
@@ -73,7 +73,7 @@ def _controls(c: dict) -> None:
     c["preset"] = gr.Dropdown(cb.preset_choices(), value=None, label="Preset", elem_id="sc-preset",
                               info="A classroom demo: sets every control and explains what to look for.")
     lesson_row(c, "scaling", "sc")
-    c["note"] = gr.Markdown("", elem_classes="dl-help", elem_id="sc-note")
+    c["note"] = gr.Markdown(OPENING_NOTE, elem_classes="dl-help", elem_id="sc-note")
     c["model"] = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model", allow_custom_value=True,
                              info=f"The policy every particle samples from; with internet, any hub id "
                                   f"(e.g. {SUGGESTED_HUB_IDS[-1]}).{model_field_hint()}", elem_id="sc-model")
@@ -120,7 +120,7 @@ def _controls(c: dict) -> None:
         c["chat"] = gr.Checkbox(True, label="Chat template", info="Send the prompt as a user message.",
                                 elem_id="sc-chat")
         c["compare"] = gr.Dropdown([(cb.NO_COMPARISON, cb.NO_COMPARISON)] + [(m, m) for m in METHODS],
-                                   value=cb.NO_COMPARISON, label="Compare with", elem_id="sc-compare",
+                                   value=OPENING_COMPARE, label="Compare with", elem_id="sc-compare",
                                    info="After the run, this method with the same N, reward, seed and prompt.")
     with gr.Accordion("Export & replay", open=False, elem_id="sc-export"):
         with gr.Row():

@@ -25,7 +25,7 @@ from ui.widgets import QUIET, explain_clamping, model_choices, seed_box, spec_wi
 from ui.wiring import lab_columns, named_inputs, on, session_state, wire_lab
 from ui.plugin_fields import plugin_widgets, visibility
 from ui.exports import download, wire_download
-from ui.speculative_views import (CONTROLS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODEL,
+from ui.speculative_views import (CONTROLS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODEL, OPENING_NOTE,
                                   DEFAULT_PROMPT, DEFAULT_SETTINGS, OUTPUTS, SPEC_FIELDS, STRATEGY, UI_MAX_NEW_TOKENS,
                                   views)
 
@@ -50,7 +50,7 @@ def _controls(c: dict) -> None:
     c["preset"] = gr.Dropdown(cb.preset_choices(), value=None, label="Preset", elem_id="spec-preset",
                               info="A classroom demo: sets every control and explains what to look for.")
     lesson_row(c, "speculative", "spec")
-    c["note"] = gr.Markdown("", elem_classes="dl-help", elem_id="spec-note")
+    c["note"] = gr.Markdown(OPENING_NOTE, elem_classes="dl-help", elem_id="spec-note")
     c["model"] = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Target model", allow_custom_value=True,
                              info=f"The model whose output counts; with internet, any hub id "
                                   f"(e.g. {SUGGESTED_HUB_IDS[-1]}).", elem_id="spec-model")

@@ -37,6 +37,13 @@ DEFAULT_PROMPT = ("Summarise, reusing its words: The lighthouse on the northern 
 DEFAULT_SETTINGS = SPEC_DEFAULTS | {"drafter": "prompt-lookup"} | {
     f"{n}.draft_model": DEFAULT_DRAFT_MODEL for n in DRAFTERS.with_capability("loads_draft_model")}
 DEFAULT_MAX_NEW_TOKENS = 48
+OPENING_NOTE = (  # the tab opens on its lesson (issue 33)
+    "**This tab's lesson: a draft that costs nothing.** The prompt asks for a summary that reuses the passage's "
+    "words, so the answer keeps copying phrases of the prompt. Prompt lookup drafts the words that followed the "
+    "last few generated tokens where they occur in the prompt; the target checks the whole draft in one forward "
+    "pass and keeps the longest prefix it would have written itself, so the text is exactly greedy decoding's. "
+    "**Generate**, then read the draft tree of each round, the acceptance chart and, under the summary, the "
+    "speed-up against plain decoding of the same prompt.")
 UI_MAX_NEW_TOKENS = 256
 
 OUTPUTS = ("status", "stats", "text", "tree", "acceptance", "overlap", "summary", "round", "position", "trace",

@@ -146,10 +146,10 @@ def _clamp_warning(label: str, low: float, high: float, hint: str) -> Callable:
     return warn
 
 
-def seed_box(elem_id: str) -> gr.Number:
+def seed_box(elem_id: str, value: int = 0) -> gr.Number:
     """The Seed box. It has no `minimum`: Gradio refuses a value below it before any callback runs and logs
     a traceback for it; the engine refuses a negative seed itself, with the allowed range, as a toast."""
-    return gr.Number(0, label="Seed", precision=0, elem_id=elem_id, scale=1, min_width=90)
+    return gr.Number(value, label="Seed", precision=0, elem_id=elem_id, scale=1, min_width=90)
 
 
 QUIET = dict(show_progress="hidden", api_visibility="undocumented")  # quick view updates, not in the API page

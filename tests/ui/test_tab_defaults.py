@@ -1,7 +1,7 @@
 """Every lab tab opens on the declared defaults of the method it shows (issue 26): a family field that two
 methods declare with different defaults (step-speculation's n = 1, the particle filter's n = 4) never
-leaks into another method's widgets. A tab's own choices (the Speculative tab opens on prompt lookup)
-are the only exceptions, each named here."""
+leaks into another method's widgets. A tab's own choices (the Speculative tab opens on prompt lookup,
+and the Diffusion tab opens on preset 54, tests/ui/test_tab_lessons.py) are the only exceptions, each named here."""
 
 from __future__ import annotations
 
@@ -45,9 +45,14 @@ def test_each_tab_opens_on_its_methods_declared_defaults(tab):
         from ui.diffusion import build_diffusion
         from ui.diffusion_views import FIELDS
 
+        from decoding.presets import find_preset
+        from ui.diffusion_views import OPENING_PRESET
+
         c = built(build_diffusion)
         declared = {p["name"]: p["default"] for p in param_specs("diffusion")}
-        assert {f: value_of(c[f"df:{f}"]) for f in FIELDS} == {f: declared[f] for f in FIELDS}
+        tab_choices = find_preset("diffusion", OPENING_PRESET).params  # the tab opens on its lesson (issue 33)
+        assert tab_choices == {"threshold": 0.9, "remasking": "low-confidence", "temperature": 0.0}
+        assert {f: value_of(c[f"df:{f}"]) for f in FIELDS} == {f: declared[f] for f in FIELDS} | tab_choices
     else:
         from ui.speculative import build_speculative
         from ui.speculative_views import SPEC_FIELDS
