@@ -17,7 +17,7 @@ from ui.wiring import bind, named_inputs, on, session_state
 from ui.worker import MODEL_CONCURRENCY_ID, model_event, runs_at_once
 from ui.exports import wire_download
 from ui.playground_callbacks import preset_choices
-from ui.playground_views import COLOR_CHOICES, playground_strategies
+from ui.playground_views import COLOR_CHOICES, param_widget, param_widgets, playground_strategies
 
 # a chip click in any run column reports its step (every run is then inspected at that step)
 CHIP_CLICK_JS = """
@@ -38,15 +38,7 @@ def build_compare(c: dict) -> None:
     with gr.Accordion("Compare strategies side by side", open=False, elem_id="dl-compare"):
         gr.Markdown(INTRO, elem_classes="dl-help")
         for k in range(MAX_RUNS):
-            strategy, params = cb.DEFAULT_ROWS[k]
-            with gr.Row(equal_height=True):
-                c[f"compare_preset_{k}"] = gr.Dropdown(preset_choices(), value=None, label=f"Run {k + 1}: from a preset",
-                                                       scale=3, elem_id=f"dl-compare-preset-{k}")
-                c[f"compare_strategy_{k}"] = gr.Dropdown([cb.OFF] + playground_strategies(), value=strategy,
-                                                         label=f"Run {k + 1}: strategy", scale=2,
-                                                         elem_id=f"dl-compare-strategy-{k}")
-                c[f"compare_params_{k}"] = gr.Textbox(params, label=f"Run {k + 1}: parameters (JSON)", max_lines=1,
-                                                      scale=4, elem_id=f"dl-compare-params-{k}")
+            _row(c, k)
         with gr.Row():
             c["compare_go"] = gr.Button("Compare", variant="primary", elem_id="dl-compare-go")
             c["compare_stop"] = gr.Button("Stop all", variant="stop", elem_id="dl-compare-stop")
@@ -72,14 +64,54 @@ def build_compare(c: dict) -> None:
     _wire(c)
 
 
+def _row(c: dict, k: int) -> None:
+    """Run k's controls: a preset menu, the strategy, the chosen strategy's own widgets (the Playground's, one
+    group per strategy, the chosen one shown) and, folded, its parameters as JSON."""
+    strategy, params = cb.DEFAULT_ROWS[k]
+    with gr.Group(elem_id=f"dl-compare-row-{k}", elem_classes="dl-compare-row"):
+        with gr.Row(equal_height=True):
+            c[f"compare_preset_{k}"] = gr.Dropdown(preset_choices(), value=None, label=f"Run {k + 1}: from a preset",
+                                                   scale=3, elem_id=f"dl-compare-preset-{k}")
+            c[f"compare_strategy_{k}"] = gr.Dropdown([cb.OFF] + playground_strategies(), value=strategy,
+                                                     label=f"Run {k + 1}: strategy", scale=2,
+                                                     elem_id=f"dl-compare-strategy-{k}")
+        for name in playground_strategies():
+            widgets = param_widgets(name)
+            if not widgets:  # greedy: nothing to set
+                continue
+            with gr.Row(visible=name == strategy, elem_classes="dl-compare-params") as group:
+                c[f"compare_{k}:group:{name}"] = group
+                for w in widgets:
+                    c[f"compare_{k}:{w.key}"] = param_widget(
+                        w, value=params.get(w.name) if name == strategy else None,
+                        elem_id=f"dl-compare-{k}-{w.key.removeprefix('param:').replace('.', '-')}")
+        with gr.Accordion(f"Run {k + 1}: parameters as JSON", open=False, elem_id=f"dl-compare-json-{k}"):
+            c[f"compare_params_{k}"] = gr.Textbox("", label=f"Run {k + 1}: parameters (JSON, optional)", max_lines=1,
+                                                  info=cb.JSON_HELP, placeholder='{"top_p": 0.9}',
+                                                  elem_id=f"dl-compare-params-{k}")
+
+
+def _row_widgets(c: dict, k: int) -> dict:
+    """Run k's widgets by the names the handlers use: "strategy", "params", "group:<s>", "param:<s>.<name>"."""
+    prefix = f"compare_{k}:"
+    return {"strategy": c[f"compare_strategy_{k}"], "params": c[f"compare_params_{k}"]} | \
+        {key.removeprefix(prefix): widget for key, widget in c.items() if key.startswith(prefix)}
+
+
 def _wire(c: dict) -> None:
     outputs = {name: c[name] for name in cb.OUTPUTS}
     quiet = dict(show_progress="hidden", api_visibility="undocumented")
+    rows = {}
     for k in range(MAX_RUNS):
-        row = {"strategy": c[f"compare_strategy_{k}"], "params": c[f"compare_params_{k}"]}
-        on(c[f"compare_preset_{k}"].input, cb.preset_row, row, {"name": c[f"compare_preset_{k}"]}, **quiet)
-    rows = {f"strategy_{k}": c[f"compare_strategy_{k}"] for k in range(MAX_RUNS)} | \
-        {f"params_{k}": c[f"compare_params_{k}"] for k in range(MAX_RUNS)}
+        row = _row_widgets(c, k)
+        groups = {key: widget for key, widget in row.items() if key.startswith("group:")}
+        values = {key: widget for key, widget in row.items() if key.startswith("param:")}
+        on(c[f"compare_preset_{k}"].input, cb.preset_row, {k2: row[k2] for k2 in ("strategy", "params")} | values
+           | groups, {"name": c[f"compare_preset_{k}"]}, **quiet)
+        on(c[f"compare_strategy_{k}"].change, cb.row_strategy_chosen, groups, {"strategy": c[f"compare_strategy_{k}"]},
+           **quiet)
+        rows |= {f"strategy_{k}": row["strategy"], f"params_{k}": row["params"]} | \
+            {f"row{k}:{key}": widget for key, widget in values.items()}
     shared = {k: c[k] for k in ("model", "prompt", "max_new_tokens", "seed", "chat", "dtype")} | \
         {"color_by": c["compare_color_by"], "comparison": c["comparison"]}
     run_inputs = named_inputs(shared, rows)

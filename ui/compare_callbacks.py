@@ -28,15 +28,18 @@ from decoding.remote.source import is_remote
 from decoding.run import as_lm
 from ui.widgets import USER_ERRORS, user_error
 from ui.wiring import as_int
+from ui.playground_views import param_widgets, playground_strategies
 from ui.worker import Status, check_model, pump_views, wait_for_finish
 from ui.exports import NOTHING_YET, STILL_RUNNING, export_dir, sweep
 from visualizers.compare import columns_html, distributions_figure, entropy_figure, table_html
 
 OFF = "(off)"
-DEFAULT_ROWS = (("greedy", "{}"), ("sample", '{"top_p": 0.9}'), ("sample", '{"min_p": 0.1, "temperature": 1.5}'),
-                (OFF, "{}"))
+# each row's strategy and the parameters its widgets show at first (the rest at their declared defaults)
+DEFAULT_ROWS = (("greedy", {}), ("sample", {"top_p": 0.9}), ("sample", {"min_p": 0.1, "temperature": 1.5}), (OFF, {}))
 OUTPUTS = ("compare_status", "compare_columns", "compare_entropy", "compare_table", "compare_distributions",
            "compare_step", "comparison")
+JSON_HELP = ('Optional, for the API-minded: a JSON object such as {"top_p": 0.9}; its keys override the widgets '
+             "above for this run (any parameter of the strategy, also those without a widget).")
 
 
 def new_comparison(settings: list[Setting] | None = None) -> dict:
@@ -45,23 +48,59 @@ def new_comparison(settings: list[Setting] | None = None) -> dict:
             "step": None}
 
 
-def settings_from_rows(rows: list[tuple[str, str]]) -> list[Setting]:
-    """The rows that are on, as settings (ValueError naming the row with bad parameters)."""
+def row_params(strategy: str, widget_values: dict, text: str | None, row: int) -> dict:
+    """One row's parameters: its widgets' values ({"param:<strategy>.<name>": value}) where they differ from
+    the declared defaults (so the column is labelled by what was changed), then the JSON field's keys on top.
+    A widget value missing (an API call with JSON only) counts as the default."""
+    params = {}
+    for widget in param_widgets(strategy):
+        value = widget_values.get(widget.key, widget.default)
+        if widget.kind == "int" and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if value is not None and value != widget.default:
+            params[widget.name] = value
+    text = (text or "").strip()
+    if not text:
+        return params
+    try:
+        given = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        given = None
+    if not isinstance(given, dict):
+        raise ValueError(f"run {row}'s JSON parameters must be an object such as {{\"top_p\": 0.9}}, got "
+                         f"{text[:60]!r}")
+    return params | given
+
+
+def settings_from_rows(rows: list[tuple[str, dict, str]]) -> list[Setting]:
+    """The rows that are on, as settings: (strategy, its widgets' values, the JSON field) per row; ValueError
+    naming the row with bad parameters."""
     chosen = []
-    for i, (strategy, params) in enumerate(rows, 1):
+    for i, (strategy, widget_values, text) in enumerate(rows, 1):
         if not strategy or strategy == OFF:
             continue
-        text = (params or "").strip() or "{}"
-        try:
-            value = json.loads(text)
-        except (json.JSONDecodeError, RecursionError):
-            raise ValueError(f"run {i}'s parameters must be a JSON object such as {{\"top_p\": 0.9}}, got "
-                             f"{text[:60]!r}") from None
-        chosen.append({"strategy": strategy, "params": value})
+        chosen.append({"strategy": strategy, "params": row_params(strategy, widget_values, text, i)})
     if not MIN_RUNS <= len(chosen) <= MAX_RUNS:
         raise ValueError(f"Compare needs {MIN_RUNS} to {MAX_RUNS} runs switched on; {len(chosen)} "
                          f"{'is' if len(chosen) == 1 else 'are'} (pick a strategy for more rows)")
     return parse_settings(chosen)
+
+
+def split_rows(rows: dict) -> list[tuple[str, dict, str]]:
+    """The Compare section's values by name ("strategy_<k>", "params_<k>" and "row<k>:param:<strategy>.<name>")
+    as one (strategy, widget values, JSON text) per row."""
+    out = []
+    for k in range(MAX_RUNS):
+        prefix = f"row{k}:"
+        widgets = {name.removeprefix(prefix): value for name, value in rows.items() if name.startswith(prefix)}
+        out.append((rows.get(f"strategy_{k}"), widgets, rows.get(f"params_{k}")))
+    return out
+
+
+def row_strategy_chosen(strategy) -> dict:
+    """Show the chosen strategy's widgets in its row (by the Playground's group names, `group:<strategy>`)."""
+    return {f"group:{name}": gr.update(visible=name == strategy) for name in playground_strategies()
+            if param_widgets(name)}
 
 
 def views(comparison: dict, color_by: str = "prob", *, charts: bool = True) -> dict:
@@ -108,7 +147,7 @@ def compare_run(model, prompt, max_new_tokens, seed, chat, dtype, color_by, comp
     """Run 2-4 settings side by side (the Playground's model, prompt, length, seed and chat template)."""
     max_new_tokens, seed = as_int(max_new_tokens), as_int(seed)
     try:
-        settings = settings_from_rows([(rows[f"strategy_{k}"], rows[f"params_{k}"]) for k in range(MAX_RUNS)])
+        settings = settings_from_rows(split_rows(rows))
         if is_remote(model):
             raise ValueError("Compare runs on a local model: it scores every run's text with the model's full "
                              "distribution, which a remote engine does not send")
@@ -182,11 +221,17 @@ def recolor(comparison, color_by) -> dict:
 
 
 def preset_row(name) -> dict:
-    """A Playground preset's strategy and parameters, for one Compare row."""
+    """A Playground preset's strategy and parameters, for one Compare row: the strategy, its widgets (the
+    preset's values, the declared defaults for the rest) and an empty JSON field; a parameter the widgets do not
+    show goes to the JSON field."""
     preset = find_preset("playground", name)
     if preset is None:
         return {}
-    return {"strategy": preset.strategy, "params": json.dumps(preset.params)}
+    widgets = param_widgets(preset.strategy)
+    shown = {w.name for w in widgets}
+    rest = {k: v for k, v in preset.params.items() if k not in shown}
+    return ({"strategy": preset.strategy, "params": json.dumps(rest) if rest else ""}
+            | {w.key: preset.params.get(w.name, w.default) for w in widgets} | row_strategy_chosen(preset.strategy))
 
 
 def export_comparison(comparison) -> str | None:
@@ -216,5 +261,6 @@ def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text)
 
 
-__all__ = ["DEFAULT_ROWS", "OFF", "OUTPUTS", "compare_run", "export_comparison", "new_comparison", "preset_row",
-           "select_step", "settings_from_rows", "stop_compare", "views"]
+__all__ = ["DEFAULT_ROWS", "JSON_HELP", "OFF", "OUTPUTS", "compare_run", "export_comparison", "new_comparison",
+           "preset_row", "row_params", "row_strategy_chosen", "select_step", "settings_from_rows", "split_rows",
+           "stop_compare", "views"]

@@ -221,7 +221,7 @@ def generate_run(model, prompt, length, seed, compare, playback=None, **fields) 
     other_model, strategy, other_params = other_request
     other_model = other_model or model
     other = Trace()
-    yield done | {"other": other, "status": f"Finished; now **{compare}** on the same prompt, length and seed…"}
+    yield done | {"other": other, "status": f"First run finished; now **{compare}** on the same prompt, length and seed…"}
     work = run_work(other_model, prompt, strategy=strategy, params=other_params, max_new_tokens=length, seed=seed,
                     chat=CHAT)
     render = lambda: {k: v for k, v in views(trace, other).items() if k.startswith("compare")}

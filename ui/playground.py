@@ -23,11 +23,11 @@ from ui import playground_callbacks as cb
 from ui.classroom import lesson_row
 from ui.compare import build_compare
 from ui.launch import serve, standalone
-from ui.widgets import auto_dtype_help, explain_clamping, model_choices, seed_box, slider_range_text
+from ui.widgets import auto_dtype_help, explain_clamping, model_choices, seed_box
 from ui.wiring import named_inputs, on, session_state, wire_lab
 from ui.exports import HTML_NOTE, download, wire_download
 from ui.playground_views import (COLOR_CHOICES, CONTROLS, DEFAULT_STRATEGY, EXAMPLE_PROMPTS, OUTPUTS,
-                                 PRIMARY_PARAMS, UI_MAX_NEW_TOKENS, ParamWidget, new_selection, param_widgets,
+                                 PRIMARY_PARAMS, UI_MAX_NEW_TOKENS, new_selection, param_widget, param_widgets,
                                  playground_strategies, views)
 
 # Runs in the browser when a token panel loads: a click on a chip reports its step to Python.
@@ -43,22 +43,6 @@ element.addEventListener('click', (event) => {
 EXPORTS = {"json": "trace", "csv": "tokens", "html": "entropy"}  # button -> what `download` writes
 PNG_NOTE = ("PNG export needs the `kaleido` package (and a Chrome); use the chart's camera button instead."
             if importlib.util.find_spec("kaleido") is None else "")
-
-
-def _param_widget(w: ParamWidget) -> gr.components.Component:
-    """A slider for a numeric range, else a number box, checkbox, menu or text box; help as `info`."""
-    common = dict(label=w.name.replace("_", " "), elem_id=f"dl-{w.key.replace(':', '-').replace('.', '-')}")
-    info = f"{w.help} Allowed: {w.range_text}."
-    if w.kind in ("int", "float") and w.low is not None:  # the info claims only what the slider reaches
-        info = f"{w.help} {slider_range_text(w.spec, w.low, w.high)}"
-        return gr.Slider(w.low, w.high, value=w.default, step=w.step, info=info, **common)
-    if w.kind in ("int", "float"):
-        return gr.Number(w.default, precision=0 if w.kind == "int" else None, info=info, **common)
-    if w.kind == "bool":
-        return gr.Checkbox(bool(w.default), info=w.help, **common)
-    if w.kind == "choice":
-        return gr.Dropdown(list(w.choices), value=w.default, info=w.help, **common)
-    return gr.Textbox(w.default, info=info, **common)
 
 
 def _controls(c: dict) -> None:
@@ -85,11 +69,11 @@ def _controls(c: dict) -> None:
                 gr.Markdown(f"**{name}** has no parameters: the most probable token wins every step.",
                             elem_classes="dl-help")
             for w in widgets[:PRIMARY_PARAMS]:
-                c[w.key] = _param_widget(w)
+                c[w.key] = param_widget(w)
             if widgets[PRIMARY_PARAMS:]:
                 with gr.Accordion("More rules", open=False):
                     for w in widgets[PRIMARY_PARAMS:]:
-                        c[w.key] = _param_widget(w)
+                        c[w.key] = param_widget(w)
     with gr.Row():
         c["max_new_tokens"] = gr.Slider(1, UI_MAX_NEW_TOKENS, value=64, step=1, label="Max new tokens",
                                         elem_id="dl-max-new-tokens", scale=2)

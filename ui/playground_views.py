@@ -24,7 +24,7 @@ import gradio as gr
 from decoding.events import TokenStep, Trace, stats
 from decoding.run import MAX_NEW_TOKENS_CAP
 from decoding.registry import STRATEGIES, get_strategy, param_specs
-from ui.widgets import fmt, run_stats_html
+from ui.widgets import fmt, run_stats_html, slider_range_text
 from visualizers import beams_figure, distribution_figure, entropy_figure, method_figure, tokens_html
 from visualizers._common import esc, visible
 
@@ -104,6 +104,24 @@ def param_widgets(strategy: str | None = None) -> list[ParamWidget]:
             widgets.append(ParamWidget(name, spec["name"], kind, spec["default"], low, high, step, spec["help"],
                                        range_text, spec=spec))
     return widgets
+
+
+def param_widget(w: ParamWidget, *, value=None, elem_id: str | None = None) -> gr.components.Component:
+    """A slider for a numeric range, else a number box, checkbox, menu or text box; help as `info`. `value`
+    replaces the declared default shown at first; `elem_id` the Playground's own id (`dl-param-...`)."""
+    value = w.default if value is None else value
+    common = dict(label=w.name.replace("_", " "), elem_id=elem_id or f"dl-{w.key.replace(':', '-').replace('.', '-')}")
+    info = f"{w.help} Allowed: {w.range_text}."
+    if w.kind in ("int", "float") and w.low is not None:  # the info claims only what the slider reaches
+        info = f"{w.help} {slider_range_text(w.spec, w.low, w.high)}"
+        return gr.Slider(w.low, w.high, value=value, step=w.step, info=info, **common)
+    if w.kind in ("int", "float"):
+        return gr.Number(value, precision=0 if w.kind == "int" else None, info=info, **common)
+    if w.kind == "bool":
+        return gr.Checkbox(bool(value), info=w.help, **common)
+    if w.kind == "choice":
+        return gr.Dropdown(list(w.choices), value=value, info=w.help, **common)
+    return gr.Textbox(value, info=info, **common)
 
 
 def collect_params(strategy: str, values: dict) -> dict:

@@ -25,7 +25,8 @@ def test_a_scaling_lesson_presented_and_stepped_with_the_keyboard(app_url):
         page.locator("#sc-lesson-next").click()  # the lesson's first step: the first scaling preset
         page.wait_for_function("t => document.querySelector('#sc-lesson').innerText.includes(t)", arg=lesson[0].title)
         assert f"step 1 of {len(lesson)}" in page.locator("#sc-lesson").inner_text()
-        page.wait_for_function("() => document.querySelector('#sc-note').innerText.length > 50")  # its note
+        page.wait_for_function("t => document.querySelector('#sc-note').innerText.includes(t)",
+                               arg=lesson[0].title)  # its note (the tab opened on a note of its own)
         assert page.locator("#sc-model input").input_value() == lesson[0].model
         assert page.locator("#sc-preset input").input_value() == lesson[0].title
 

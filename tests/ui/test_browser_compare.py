@@ -35,12 +35,12 @@ def wait_for_status(page, text: str) -> None:
 
 
 def set_rows(page, rows) -> None:
+    """Each row's strategy and, through the strategy's own widgets, the parameters given."""
     for k, (strategy, params) in enumerate(rows):
         if page.locator(f"#dl-compare-strategy-{k} input").input_value() != strategy:
             choose(page, f"dl-compare-strategy-{k}", strategy)
-        box = page.locator(f"#dl-compare-params-{k} input, #dl-compare-params-{k} textarea").first
-        box.fill(params)
-        box.press("Tab")
+        for name, value in params.items():
+            set_number(page, f"dl-compare-{k}-{strategy}-{name}", value)
 
 
 def test_three_strategies_stream_side_by_side_with_their_table_and_export(page):
@@ -48,7 +48,14 @@ def test_three_strategies_stream_side_by_side_with_their_table_and_export(page):
     page.wait_for_selector("#dl-compare-go")
     page.locator("#dl-prompt textarea").fill(PROMPT)
     set_number(page, "dl-max-new-tokens", 20)
-    set_rows(page, [("greedy", "{}"), ("sample", '{"top_p": 0.9}'), ("mirostat", "{}"), ("(off)", "{}")])
+    assert page.locator("#dl-compare-1-sample-top_p").is_visible()  # the row shows its strategy's widgets
+    assert page.locator("#dl-compare-1-mirostat-tau").is_hidden()
+    set_rows(page, [("greedy", {}), ("sample", {"top_p": 0.8}), ("mirostat", {}), ("(off)", {})])
+    page.wait_for_selector("#dl-compare-2-mirostat-tau", state="visible")  # the strategy brought its own widgets
+    page.locator("#dl-compare-json-1").get_by_text("parameters as JSON").click()  # the advanced field
+    box = page.locator("#dl-compare-params-1 input, #dl-compare-params-1 textarea").first
+    box.fill('{"top_p": 0.9}')  # overrides the widget: the column says top_p=0.9
+    box.press("Tab")
     page.evaluate("""() => {  // the chip count of every run column after each update
         window.__runs = [];
         new MutationObserver(() => window.__runs.push([...document.querySelectorAll('#dl-compare-columns .dl-compare-run')]
@@ -63,6 +70,7 @@ def test_three_strategies_stream_side_by_side_with_their_table_and_export(page):
     for k, strategy in enumerate(STRATEGIES):
         assert strategy in columns.nth(k).locator("h4").inner_text()
         assert columns.nth(k).locator(".tok[data-step]").count() >= 2
+    assert "top_p=0.9" in columns.nth(1).locator("h4").inner_text()
     seen = page.evaluate("window.__runs")
     growing = [counts for counts in seen if len(counts) == 3 and 0 < max(counts) < 20]
     assert len({tuple(c) for c in growing}) >= 3, f"the runs did not stream: {seen}"

@@ -119,7 +119,7 @@ def test_diffusion_exports_the_run_and_the_comparison(page):
     choose(page, "df-compare", "fixed schedule, steps = length")
     page.locator("#df-generate").click()
     main, other, path = run_and_its_comparison(page, "df")
-    assert main.start.model == "tiny-diffusion" and main.start.max_new_tokens == 12
+    assert main.start.model == "tiny-parallel" and main.start.max_new_tokens == 12  # the tab's opening model
     assert other.start.params["sampler"] == "fixed" and other.start.params["threshold"] == 0.0
     assert len(other.of_kind("diffusion_step")) == 12  # steps = length: one position per step
     assert json.loads(path.read_text())["events"][0]["prompt"] == main.start.prompt

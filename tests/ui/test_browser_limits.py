@@ -97,6 +97,8 @@ def test_the_diffusion_length_note_says_what_fits_before_the_run(server):
     url, log = server
     with open_page(url, "#dl-generate", timeout_ms=60_000) as page:
         page.get_by_role("tab", name="Diffusion").click()
+        choose(page, "df-model", "tiny-diffusion")  # the tab opens on tiny-parallel's lesson
+        page.locator("#df-prompt textarea").fill("And God said")
         set_number(page, "df-length", 256)
         page.wait_for_function("() => document.querySelector('#df-length').innerText.includes('does not fit')")
         note = page.locator("#df-length").inner_text()
