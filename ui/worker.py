@@ -151,14 +151,23 @@ def configure_torch_threads() -> int:
 
 
 def _zero_gpu_decorator() -> Callable:
-    """`spaces.GPU` on a ZeroGPU Space, a no-op everywhere else (the package is never required)."""
-    if os.environ.get("SPACES_ZERO_GPU", "").strip().lower() not in {"1", "true"}:
+    """`spaces.GPU` on a ZeroGPU Space, a no-op everywhere else (the package is never required).
+
+    On any Space with the `spaces` package, its auto-wrap of every Gradio event in `spaces.GPU` (which Gradio
+    applies when a Space sets SPACES_GRADIO_AUTO_WRAP) is switched off before a tab is built: `model_event`
+    puts `spaces.GPU` on exactly the events that compute with a model, so a view update, a preset or an
+    export never waits for a GPU, and the async generators Gradio runs are not functions `spaces.GPU` takes."""
+    zero_gpu = os.environ.get("SPACES_ZERO_GPU", "").strip().lower() in {"1", "true"}
+    if not zero_gpu and os.environ.get("SYSTEM") != "spaces":
         return lambda fn: fn
     try:
         import spaces
     except ImportError:
         return lambda fn: fn
-    return spaces.GPU
+    disable = getattr(spaces, "disable_gradio_auto_wrap", None)
+    if callable(disable):
+        disable()
+    return spaces.GPU if zero_gpu else (lambda fn: fn)
 
 
 gpu = _zero_gpu_decorator()

@@ -146,7 +146,8 @@ def draft_tree_figure(trace: Trace, round_index: int | None = None) -> go.Figure
     context = _context_text(trace, r)
     fig.add_trace(go.Scatter(
         x=[pos[-1][0]], y=[pos[-1][1]], mode="markers+text", name="context", showlegend=False,
-        text=[plotly_safe(label(context, 10)) if context is not None else "prompt"], textposition="middle left",
+        text=[plotly_safe(label(context, 10)) if context is not None else "prompt"], textposition="top center",
+        cliponaxis=False,
         marker=dict(symbol="square", size=12, color=COLORS["root"]),
         hovertemplate="context (last token before the round)<extra></extra>"))
     show_text = len(nodes) <= 120
@@ -156,7 +157,7 @@ def draft_tree_figure(trace: Trace, round_index: int | None = None) -> go.Figure
             x=[pos[n["id"]][0] for n in group], y=[pos[n["id"]][1] for n in group], name=status,
             mode="markers+text" if show_text else "markers", showlegend=True,
             text=[plotly_safe(label(n["token_text"], 10)) for n in group], textposition="top center",
-            textfont=dict(size=11), opacity=OPACITY[status],
+            textfont=dict(size=11), opacity=OPACITY[status], cliponaxis=False,
             marker=dict(size=[_size(n.get("q")) for n in group], color=COLORS[status],
                         line=dict(color="#333", width=0.6)),
             customdata=[[plotly_safe(label(n["token_text"], 30)), n["depth"], _fmt(n.get("q")), _fmt(n.get("p")),
@@ -168,6 +169,7 @@ def draft_tree_figure(trace: Trace, round_index: int | None = None) -> go.Figure
     fig.add_trace(go.Scatter(
         x=[pos["extra"][0]], y=[pos["extra"][1]], mode="markers+text", name=f"target's own ({plotly_safe(r.extra_kind)})",
         text=[f"{extra_label} ({plotly_safe(r.extra_kind)})"], textposition="top center", textfont=dict(size=11),
+        cliponaxis=False,
         marker=dict(symbol="diamond", size=16, color=COLORS["extra"], line=dict(color="#333", width=0.8)),
         customdata=[[plotly_safe(label(r.extra_token_text, 30)), plotly_safe(r.extra_kind), _fmt(r.extra_p)]],
         hovertemplate="%{customdata[0]}: the target's %{customdata[1]} token<br>p = %{customdata[2]}<extra></extra>"))
@@ -182,10 +184,11 @@ def draft_tree_figure(trace: Trace, round_index: int | None = None) -> go.Figure
                            text=f"diffusion block: {plotly_safe(block)} positions drafted in one pass",
                            font=dict(size=11, color="#7f5fbf"))
     fig.update_layout(
-        template=TEMPLATE, height=min(max(300, 150 + 42 * leaves), 700), margin=dict(l=70, r=30, t=80, b=40),
+        template=TEMPLATE, height=min(max(300, 150 + 42 * leaves), 700), margin=dict(l=70, r=60, t=80, b=40),
         title=dict(text=tree_title(r), font=dict(size=14)),
         legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0),
-        xaxis=dict(title=dict(text=TREE_X_TITLE), dtick=1, range=[-0.6, depth + 0.6]),
+        # room beside the first and last nodes for their labels (centred on them, drawn past the axes if need be)
+        xaxis=dict(title=dict(text=TREE_X_TITLE), dtick=1, range=[-0.8, depth + 1.0]),
         yaxis=dict(title=dict(text=TREE_Y_TITLE), range=[leaves - 0.4, -0.7], showticklabels=False, zeroline=False,
                    showgrid=False))  # reversed: the first child on top; room above for the labels
     return note_capped(fig, [shown_of(len(nodes), len(r.nodes), "draft nodes (the first made, and the accepted path)")])

@@ -105,6 +105,7 @@ def test_stop_all_stops_every_run(page):
     page.locator("#dl-compare-go").wait_for()
     set_number(page, "dl-max-new-tokens", 400)
     page.locator("#dl-compare-go").click()
+    wait_for_status(page, "Steps so far")  # this run is under way (the columns still held the last run's tokens)
     page.wait_for_function("() => document.querySelectorAll('#dl-compare-columns .dl-compare-run .tok').length >= 9")
     page.locator("#dl-compare-stop").click()
     wait_for_status(page, "Stopped")
