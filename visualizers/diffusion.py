@@ -227,7 +227,7 @@ def unmask_order_figure(steps: list[DiffusionStep], *, block_length: int | None 
     fig.add_trace(go.Heatmap(x=xs, y=ys, z=np.array(masked, dtype=float), name="masked", colorscale=grey,
                              showscale=False, xgap=1, ygap=1,
                              hovertemplate="position %{x} · step %{y}: still masked<extra></extra>"))
-    small = length <= 40  # room for a few characters per cell
+    small = length <= 16  # room for a few characters per cell (32 cells in the tab's ~420 px overlapped)
     fig.add_trace(go.Heatmap(
         x=xs, y=ys, z=np.array(z, dtype=float), name="committed", colorscale="Viridis", zmin=lo, zmax=hi, xgap=1,
         ygap=1, text=np.array(text, dtype=object) if small else None, customdata=np.array(full, dtype=object),

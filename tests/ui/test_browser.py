@@ -73,6 +73,35 @@ def choose(page, dropdown_id: str, option: str) -> None:
     page.get_by_role("option", name=option, exact=True).click()
 
 
+def labels_cut(page, scope: str) -> list[str]:
+    """The text labels of the Plotly figures under `scope` that are cut: reaching past the plot area when their
+    layer is clipped to it (Plotly's default), or past their figure when drawn unclipped."""
+    return page.evaluate("""scope => [...document.querySelectorAll(scope + ' .js-plotly-plot')].flatMap(plot => {
+        const svg = plot.querySelector('.main-svg'), drag = plot.querySelector('.nsewdrag');
+        if (!svg || !drag || !plot.offsetParent) return [];  // not drawn, not cartesian, or hidden
+        const figure = svg.getBoundingClientRect(), area = drag.getBoundingClientRect();
+        return [...plot.querySelectorAll('.textpoint text, text.textpoint')]
+            .filter(t => t.textContent)
+            .filter(t => {
+                const box = t.closest('[clip-path]') !== null ? area : figure, b = t.getBoundingClientRect();
+                return b.left < box.left - 0.5 || b.right > box.right + 0.5 || b.top < box.top - 0.5;
+            })
+            .map(t => (plot.closest('[id]') || plot).id + ': ' + t.textContent);
+    })""", scope)
+
+
+def check_labels_at_both_sizes(page, scope: str) -> None:
+    """No figure label is cut on a laptop (1400x1000) or a 1280x720 projector; the page's size is restored."""
+    before = page.viewport_size
+    for width, height in ((1280, 720), (1400, 1000)):
+        page.set_viewport_size({"width": width, "height": height})
+        page.wait_for_timeout(400)  # plotly redraws on resize
+        assert labels_cut(page, scope) == [], (width, height)
+    if before:
+        page.set_viewport_size(before)
+        page.wait_for_timeout(400)
+
+
 def set_number(page, elem_id: str, value) -> None:
     box = page.locator(f"#{elem_id} input[type=number]")
     box.fill(str(value))
@@ -136,6 +165,7 @@ def test_generate_click_branch_and_screenshot(page):
     height = min(int(box["y"] + box["height"]) + 24, page.evaluate("document.documentElement.scrollHeight"))
     page.screenshot(path=str(SCREENSHOT), full_page=True, clip={"x": 0, "y": 0, "width": 1280, "height": height})
     assert SCREENSHOT.stat().st_size > 20_000
+    check_labels_at_both_sizes(page, "#dl-playground")
 
 
 def test_stop_ends_the_run_and_keeps_its_tokens(page):

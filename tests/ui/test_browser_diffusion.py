@@ -14,7 +14,7 @@ import pytest
 
 from conftest import screenshot_path
 from decoding.diffusion.parallel_tasks import check
-from test_browser import TIMEOUT_MS, choose, error_toasts, open_page, set_number
+from test_browser import TIMEOUT_MS, check_labels_at_both_sizes, choose, error_toasts, open_page, set_number
 from ui.diffusion_tasks import problem, reference_answer
 
 pytestmark = pytest.mark.slow  # Chromium driving the app server
@@ -63,6 +63,7 @@ def test_the_opening_lesson_and_screenshot(app_url):
         box = page.locator("#df-tokens").bounding_box()  # header to the confidence and NFE charts
         height = min(int(box["y"] + box["height"]) + 10, page.evaluate("document.documentElement.scrollHeight"))
         page.screenshot(path=str(SCREENSHOT), full_page=True, clip={"x": 0, "y": 0, "width": WIDTH, "height": height})
+        check_labels_at_both_sizes(page, "#dl-diffusion")  # no figure label cut, laptop or projector
     assert SCREENSHOT.stat().st_size > 20_000
 
 

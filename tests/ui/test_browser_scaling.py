@@ -10,7 +10,7 @@ import pytest
 
 from decoding.scaling.tasks import load_tasks, menu_tasks
 from conftest import screenshot_path
-from test_browser import TIMEOUT_MS, choose, error_toasts, open_page, set_number
+from test_browser import TIMEOUT_MS, check_labels_at_both_sizes, choose, error_toasts, open_page, set_number
 
 pytestmark = pytest.mark.slow  # Chromium driving the app server
 
@@ -54,6 +54,7 @@ def test_the_opening_lesson_then_the_task_picker_and_screenshot(app_url):
         box = page.locator("#sc-particles").bounding_box()  # header to the particle cards
         height = min(int(box["y"] + box["height"]) + 10, page.evaluate("document.documentElement.scrollHeight"))
         page.screenshot(path=str(SCREENSHOT), full_page=True, clip={"x": 0, "y": 0, "width": WIDTH, "height": height})
+        check_labels_at_both_sizes(page, "#dl-scaling")  # no figure label cut, laptop or projector
 
         for chosen, model in ((word_problem, "smollm2-135m"), (task, "tiny-math")):  # the task picks its policy
             page.locator("#sc-task input").click()
