@@ -13,6 +13,7 @@ import gradio as gr
 
 from decoding.compare import MAX_RUNS
 from ui import compare_callbacks as cb
+from ui.widgets import explain_clamping
 from ui.wiring import bind, named_inputs, on, session_state
 from ui.worker import MODEL_CONCURRENCY_ID, model_event, runs_at_once
 from ui.exports import wire_download
@@ -112,6 +113,7 @@ def _wire(c: dict) -> None:
            **quiet)
         rows |= {f"strategy_{k}": row["strategy"], f"params_{k}": row["params"]} | \
             {f"row{k}:{key}": widget for key, widget in values.items()}
+        explain_clamping(row, {w.key: w.spec for w in param_widgets() if w.spec})  # as the Playground's own
     shared = {k: c[k] for k in ("model", "prompt", "max_new_tokens", "seed", "chat", "dtype")} | \
         {"color_by": c["compare_color_by"], "comparison": c["comparison"]}
     run_inputs = named_inputs(shared, rows)

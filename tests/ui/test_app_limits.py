@@ -70,15 +70,34 @@ def test_a_negative_seed_is_the_engines_message_without_a_traceback(tab):
 
 
 # Sliders: a number typed past a slider's end is said, not silently changed -------------------------
+_RELEASES: dict[int, tuple[gr.Blocks, dict, object]] = {}
+
+
+def release_events(blocks: gr.Blocks) -> tuple[dict, object]:
+    """{slider id: its clamping warning's `release` event} and one session's state, made once per Blocks (a tab
+    has hundreds of events; Gradio builds a session's state from every block's config, 0.1 s each time)."""
+    from gradio.state_holder import SessionState
+
+    if id(blocks) not in _RELEASES:
+        found: dict = {}
+        for fn in blocks.fns.values():
+            if not fn.inputs and len(fn.targets) == 1 and fn.targets[0][1] == "release":
+                assert fn.targets[0][0] not in found, "two clamping warnings on one slider"
+                found[fn.targets[0][0]] = fn
+        _RELEASES[id(blocks)] = (blocks, found, SessionState(blocks))  # the Blocks kept: its id stays its own
+    return _RELEASES[id(blocks)][1:]
+
+
 def release(blocks: gr.Blocks, slider, typed) -> list[str]:
     """The slider's `release` as the browser sends it when its box loses focus (the number typed is the
     event's data); the warnings it shows."""
     import warnings
 
-    (fn,) = [f for f in blocks.fns.values() if f.targets == [(slider._id, "release")] and not f.inputs]
+    events, session = release_events(blocks)
+    fn = events[slider._id]
     with warnings.catch_warnings(record=True) as shown:
         warnings.simplefilter("always")
-        asyncio.run(blocks.process_api(fn, [], state=None, event_data=gr.EventData(None, typed)))
+        asyncio.run(blocks.process_api(fn, [], state=session, event_data=gr.EventData(None, typed)))
     # only gr.Warning's (raised in gradio's helpers): a model loading in another thread of this test
     # process (an app server's preload) may warn at the same moment, and catch_warnings sees every thread
     return [str(w.message) for w in shown if f"{os.sep}gradio{os.sep}" in w.filename]
