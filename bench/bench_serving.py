@@ -27,17 +27,8 @@ import torch
 
 from decoding.models import load_model
 from decoding.run import as_lm
-from decoding.serving import POLICIES, Request, poisson_arrivals, serve
+from decoding.serving import POLICIES, poisson_arrivals, sample_requests, serve
 
-PROMPTS = [  # different lengths: the batch's rows are padded to each other
-    "Why is the sky blue?", "Write a haiku about the sea.", "Name three animals that live in the desert.",
-    "What is the capital of France?", "Explain in one sentence what a lighthouse does.", "Say hello.",
-    "List the first five prime numbers.", "Give me a tip for learning to cook.",
-    "Describe a rainy morning in a small town, briefly.", "What does a bee make?",
-    "Tell me a fact about the moon.", "Suggest a name for a black cat.",
-    "How many legs does a spider have?", "What colour are bananas when they are ripe?",
-    "Write one line of a poem about autumn.", "What is two plus three?",
-]
 
 
 def main() -> None:
@@ -57,8 +48,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     lm = as_lm(load_model(args.model, dtype="float32", progress=None))
     arrivals = poisson_arrivals(args.requests, args.rate, seed=0)
-    requests = [Request(i, tuple(lm.encode_prompt(PROMPTS[i % len(PROMPTS)], chat=True)[0]), args.tokens, at)
-                for i, at in enumerate(arrivals)]
+    requests = sample_requests(lm, args.requests, args.tokens, arrivals)
     serve(lm, requests[:2], "fusion", batch_size=2)  # warm-up: the first forwards pay one-off set-up
     results = {p: [] for p in POLICIES}
     tokens = {}

@@ -42,6 +42,15 @@ from transformers import DynamicCache
 from decoding.lm import LM
 
 POLICIES = ("one-at-a-time", "static", "fusion")
+SAMPLE_PROMPTS = [  # a stream's prompts, in turn; different lengths: the batch's rows are padded to each other
+    "Why is the sky blue?", "Write a haiku about the sea.", "Name three animals that live in the desert.",
+    "What is the capital of France?", "Explain in one sentence what a lighthouse does.", "Say hello.",
+    "List the first five prime numbers.", "Give me a tip for learning to cook.",
+    "Describe a rainy morning in a small town, briefly.", "What does a bee make?",
+    "Tell me a fact about the moon.", "Suggest a name for a black cat.",
+    "How many legs does a spider have?", "What colour are bananas when they are ripe?",
+    "Write one line of a poem about autumn.", "What is two plus three?",
+]
 
 
 @dataclass(frozen=True)
@@ -103,6 +112,12 @@ def percentile(sorted_values: list[float], q: float) -> float:
     k = (len(sorted_values) - 1) * q / 100
     low, high = math.floor(k), math.ceil(k)
     return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (k - low)
+
+
+def sample_requests(lm: LM, count: int, max_new_tokens: int, arrivals: list[float], chat: bool = True) -> list[Request]:
+    """`count` requests with the sample prompts in turn (the model's chat template applied when it has one)."""
+    return [Request(i, tuple(lm.encode_prompt(SAMPLE_PROMPTS[i % len(SAMPLE_PROMPTS)], chat=chat)[0]), max_new_tokens,
+                    arrivals[i]) for i in range(count)]
 
 
 def poisson_arrivals(count: int, rate_per_s: float, seed: int = 0) -> list[float]:
@@ -275,5 +290,5 @@ def _emit(served: Served, token: int, at: float, stops: frozenset[int]) -> None:
         served.stop_reason = "max_new_tokens"
 
 
-__all__ = ["POLICIES", "Batch", "Request", "Served", "ServingRun", "percentile", "poisson_arrivals", "serve",
-           "serve_live"]
+__all__ = ["POLICIES", "SAMPLE_PROMPTS", "Batch", "Request", "Served", "ServingRun", "percentile", "poisson_arrivals",
+           "sample_requests", "serve", "serve_live"]

@@ -30,7 +30,7 @@ def requests(lm, lengths, arrivals) -> list[Request]:
 
 
 @pytest.mark.parametrize("policy", POLICIES)
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", [0, 1])  # arrival orders
 def test_every_request_gets_its_own_greedy_tokens(lm, policy, seed):
     rng = random.Random(seed)
     lengths = [rng.randint(1, 9) for _ in PROMPTS]
