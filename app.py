@@ -37,6 +37,7 @@ from ui.classroom import present_button
 from ui.exports import gradio_cache_policy
 from ui.playground import build_playground
 from ui.scaling import build_scaling
+from ui.serving import build_serving
 from ui.speculative import build_speculative
 
 HEADER = """
@@ -47,7 +48,7 @@ HEADER = """
   <b>entropy</b>, and clicking a token shows the alternatives it weighed &mdash; pick one and <b>branch</b>.
   <b>Speculative</b>: a drafter's token tree and what the target accepts. <b>Scaling</b>: N partial solutions
   reweighted, resampled and pruned by a reward. <b>Diffusion</b>: a canvas of masks filled in, many
-  positions per step, in any order.</p>
+  positions per step, in any order. <b>Serving</b>: many users at once, one at a time, in batches or fused.</p>
 </div>
 """
 
@@ -67,6 +68,8 @@ def build_app() -> gr.Blocks:
                 build_scaling()
             with gr.Tab("Diffusion", id="diffusion"):
                 build_diffusion()
+            with gr.Tab("Serving", id="serving"):
+                build_serving()
         register_api()
     return queued(demo)
 

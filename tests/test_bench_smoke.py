@@ -33,6 +33,8 @@ SMOKE = [
     ("bench_scaling.py", ["--tasks", "1", "--budgets", "1", "--skip-accuracy", "--sweep", "--json"], {"sweep"}),
     ("bench_scaling.py", ["--model", "smollm2-135m", "--tasks", "1", "--budgets", "1,2", "--max-new-tokens", "8",
                           "--json"], {"accuracy"}),
+    ("bench_serving.py", ["--model", "tiny-ar", "--requests", "3", "--tokens", "4", "--rate", "50", "--rounds", "1",
+                          "--json"], {"throughput", "ttft_p95_s", "identical_tokens"}),
     ("bench_spec_trees.py", ["--tokens", "4", "--seeds", "1", "--json"], None),
     ("bench_speculative.py", ["--tokens", "4", "--rounds", "1", "--only", "tiny-ar", "--json"], None),
     ("bench_step_speculation.py", ["--tasks", "1", "--json"], None),
