@@ -114,10 +114,23 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (k - low)
 
 
-def sample_requests(lm: LM, count: int, max_new_tokens: int, arrivals: list[float], chat: bool = True) -> list[Request]:
-    """`count` requests with the sample prompts in turn (the model's chat template applied when it has one)."""
-    return [Request(i, tuple(lm.encode_prompt(SAMPLE_PROMPTS[i % len(SAMPLE_PROMPTS)], chat=chat)[0]), max_new_tokens,
-                    arrivals[i]) for i in range(count)]
+TEXT_PROMPTS = [  # for a base model without a chat template (tiny-ar writes KJV-style text): openings to continue
+    "And it came to pass", "In the beginning", "And God said", "Blessed are they", "And the king answered",
+    "Now the serpent was", "And he went out", "For the LORD", "And there was", "Then said Jesus unto them",
+    "And the people", "Behold, I will", "And Moses said", "Hear, O Israel", "And when they had", "Thus saith",
+]
+
+
+def sample_prompts(lm: LM) -> list[str]:
+    """Questions for a chat model; openings of text for a base model (a question would end it at once)."""
+    return SAMPLE_PROMPTS if lm.has_chat_template else TEXT_PROMPTS
+
+
+def sample_requests(lm: LM, count: int, max_new_tokens: int, arrivals: list[float]) -> list[Request]:
+    """`count` requests with the model's sample prompts in turn (its chat template applied when it has one)."""
+    prompts = sample_prompts(lm)
+    return [Request(i, tuple(lm.encode_prompt(prompts[i % len(prompts)], chat=True)[0]), max_new_tokens, arrivals[i])
+            for i in range(count)]
 
 
 def poisson_arrivals(count: int, rate_per_s: float, seed: int = 0) -> list[float]:
@@ -291,4 +304,4 @@ def _emit(served: Served, token: int, at: float, stops: frozenset[int]) -> None:
 
 
 __all__ = ["POLICIES", "SAMPLE_PROMPTS", "Batch", "Request", "Served", "ServingRun", "percentile", "poisson_arrivals",
-           "sample_requests", "serve", "serve_live"]
+           "TEXT_PROMPTS", "sample_prompts", "sample_requests", "serve", "serve_live"]

@@ -35,7 +35,8 @@ INTRO = ("Many users at once: a **stream of requests** with different prompts ar
 def _controls(c: dict) -> None:
     gr.Markdown(INTRO, elem_classes="dl-help", elem_id="sv-intro")
     c["model"] = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model", allow_custom_value=True,
-                             elem_id="sv-model", info="Greedy decoding; the prompts are the sample prompts in turn.")
+                             elem_id="sv-model", info="Greedy decoding. Prompts in turn: questions for a chat model (SmolLM2), "
+                                                          "openings of text for a base model (tiny-ar).")
     with gr.Row():
         c["generate"] = gr.Button("Generate", variant="primary", elem_id="sv-generate")
         c["stop"] = gr.Button("Stop", variant="stop", elem_id="sv-stop")

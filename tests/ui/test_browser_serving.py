@@ -30,7 +30,7 @@ def test_a_class_served_three_ways_and_screenshot(app_url):
         rows = page.locator("#sv-table tr")
         assert rows.count() == 4  # the header and one row per policy
         assert [rows.nth(k).locator("td").first.inner_text() for k in (1, 2, 3)] == ["one-at-a-time", "static", "fusion"]
-        titles = page.locator("#sv-timeline .annotation-text").all_inner_texts()
+        titles = page.locator("#sv-timeline .annotation-text").all_text_contents()
         assert [t.split(":")[0] for t in titles[:3]] == ["one-at-a-time", "static", "fusion"], titles
         assert page.locator("#sv-timeline .barlayer .bars path").count() >= 6 * 3  # each request, each policy
         assert error_toasts(page) == []
