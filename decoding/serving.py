@@ -207,12 +207,17 @@ def _layers(cache: DynamicCache) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return [(layer.keys, layer.values) for layer in layers]
 
 
-def _rebuild(cache: DynamicCache, lm: LM, edit: Callable[[torch.Tensor], torch.Tensor]) -> DynamicCache:
-    """A new cache whose every layer's keys and values are `edit`ed (B, H, L, D) tensors."""
+def _from_layers(layers: list[tuple[torch.Tensor, torch.Tensor]], lm: LM) -> DynamicCache:
+    """A new cache holding each layer's (keys, values), (B, H, L, D) tensors."""
     fresh = DynamicCache(config=lm.config)
-    for layer, (keys, values) in enumerate(_layers(cache)):
-        fresh.update(edit(keys).contiguous(), edit(values).contiguous(), layer)
+    for layer, (keys, values) in enumerate(layers):
+        fresh.update(keys.contiguous(), values.contiguous(), layer)
     return fresh
+
+
+def _rebuild(cache: DynamicCache, lm: LM, edit: Callable[[torch.Tensor], torch.Tensor]) -> DynamicCache:
+    """A new cache whose every layer's keys and values are `edit`ed."""
+    return _from_layers([(edit(k), edit(v)) for k, v in _layers(cache)], lm)
 
 
 def _pad_left(cache: DynamicCache, mask: torch.Tensor, width: int) -> tuple[list, torch.Tensor]:
@@ -225,10 +230,8 @@ def _pad_left(cache: DynamicCache, mask: torch.Tensor, width: int) -> tuple[list
 
 def _concat(parts: list[list], lm: LM) -> DynamicCache:
     """One cache whose rows are those of `parts` (each a list of per-layer (keys, values), same width)."""
-    fresh = DynamicCache(config=lm.config)
-    for layer in range(len(parts[0])):
-        fresh.update(torch.cat([p[layer][0] for p in parts]), torch.cat([p[layer][1] for p in parts]), layer)
-    return fresh
+    return _from_layers([(torch.cat([p[i][0] for p in parts]), torch.cat([p[i][1] for p in parts]))
+                         for i in range(len(parts[0]))], lm)
 
 
 # The policies --------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from decoding.remote.source import is_remote
 from decoding.run import as_lm
 from ui.widgets import USER_ERRORS, user_error
 from ui.wiring import as_int
-from ui.playground_views import param_widgets, playground_strategies
+from ui.playground_views import param_widgets, playground_strategies, shown_group
 from ui.worker import Status, check_model, pump_views, wait_for_finish
 from ui.exports import NOTHING_YET, STILL_RUNNING, export_dir, sweep
 from visualizers.compare import columns_html, distributions_figure, entropy_figure, table_html
@@ -99,8 +99,7 @@ def split_rows(rows: dict) -> list[tuple[str, dict, str]]:
 
 def row_strategy_chosen(strategy) -> dict:
     """Show the chosen strategy's widgets in its row (by the Playground's group names, `group:<strategy>`)."""
-    return {f"group:{name}": gr.update(visible=name == strategy) for name in playground_strategies()
-            if param_widgets(name)}
+    return shown_group(strategy, [name for name in playground_strategies() if param_widgets(name)])
 
 
 def views(comparison: dict, color_by: str = "prob", *, charts: bool = True) -> dict:

@@ -25,14 +25,14 @@ from ui.wiring import RunControls, as_int
 from ui.worker import check_model, finished_status, run_work, stream_views, wait_for_finish
 from ui.exports import download
 from ui.playground_views import (UI_MAX_NEW_TOKENS, collect_params, focused, is_beam_family, new_selection, param_widgets,
-                                 playground_strategies, text_views, token_at, views)
+                                 playground_strategies, shown_group, text_views, token_at, views)
 
 NO_BRANCH = "No branch to export: click a token, pick an alternative and press Branch."
 
 
 def strategy_changed(strategy: str) -> dict:
     """Show only the chosen strategy's parameters (and the beam tree for beam search)."""
-    out = {f"group:{name}": gr.update(visible=name == strategy) for name in playground_strategies()}
+    out = shown_group(strategy, playground_strategies())
     out["strategy"] = gr.update(info=strategy_help(strategy))
     out["beams"] = gr.update(visible=is_beam_family(strategy))
     out["method"] = gr.update(visible=strategy in METHOD_FIGURES)

@@ -124,6 +124,12 @@ def param_widget(w: ParamWidget, *, value=None, elem_id: str | None = None) -> g
     return gr.Textbox(value, info=info, **common)
 
 
+def shown_group(strategy: str, names) -> dict:
+    """{"group:<name>": visible only for `strategy`}: the parameter groups of a strategy menu (the Playground's,
+    each Compare row's)."""
+    return {f"group:{name}": gr.update(visible=name == strategy) for name in names}
+
+
 def collect_params(strategy: str, values: dict) -> dict:
     """The chosen strategy's parameters from the widgets' values by key ({`ParamWidget.key`: value}, e.g.
     {"param:sample.top_p": 0.9}). Every widget of `strategy` needs a value; other Playground strategies'
