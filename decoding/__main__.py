@@ -95,6 +95,9 @@ def resolve_run(args) -> dict:
         raise ValueError("give --prompt TEXT, or --preset NAME (`python -m decoding presets` lists them)")
     if settings["strategy"] not in STRATEGIES:
         raise ValueError(f"unknown strategy {short_repr(settings['strategy'], 80)}; choose from {', '.join(STRATEGIES)}")
+    models = STRATEGIES[settings["strategy"]].models
+    if models and args.model is None and not args.preset:  # a method trained into its model: that model by default
+        settings["model"] = models[0]
     return settings
 
 
@@ -249,7 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--preset", metavar="NAME", help="start from a preset (file name without .yaml; see `presets`); "
                                                      "the other options given override it")
     run.add_argument("--model", default=None, help=f"registry name, hub id, or a model on an OpenAI-compatible server: "
-                                                   f"{EXAMPLE} (default {DEFAULT_MODEL})")
+                                                   f"{EXAMPLE} (default {DEFAULT_MODEL}; lud, hamburger and ftp: the model "
+                                                   "trained for them)")
     run.add_argument("--strategy", default=None, choices=list(STRATEGIES), help="default greedy")
     run.add_argument("--prompt", default=None, help="the prompt (required unless --preset gives one)")
     run.add_argument("--max-new-tokens", type=int, default=None, help=f"1..{MAX_NEW_TOKENS_CAP} (default 64)")

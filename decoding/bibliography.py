@@ -46,6 +46,19 @@ CASTEL_2022 = Paper("How Optimal is Greedy Decoding for Extractive Question Answ
                     "Castel, Ram, Efrat and Levy", 2022, arxiv="2108.05857", venue="AKBC 2022",
                     note="exact-extract: the most probable passage span, scored exactly")
 
+# --- faster decoding without a drafter (issue 29) ---------------------------------------------------
+SUN_2024_LUD = Paper("Decoding at the Speed of Thought: Harnessing Parallel Decoding of Lexical Units for LLMs",
+                     "Sun et al.", 2024, arxiv="2405.15208", venue="LREC-COLING 2024",
+                     note="Lexical Unit Decoding; here on tiny-ar fine-tuned for it (tiny-ar-lud), units annotated with "
+                          "tiny-ar's own confidence, the end of a unit learnt as a label")
+LIU_ZHANG_2025 = Paper("HAMburger: Accelerating LLM Inference via Token Smashing", "Liu and Zhang", 2025,
+                       arxiv="2505.20438", note="smashed slots and micro-steps; here a linear compositional embedder "
+                                                "and a GRU micro-step decoder on tiny-ar (tiny-ar-hamburger)")
+LI_2024_FTP = Paper("FTP: A Fine-grained Token-wise Pruner for Large Language Models via Token Routing", "Li et al.",
+                    2024, arxiv="2412.11494", note="a per-token, per-block router on the frozen model; here the router "
+                    "reads the hidden state and one density target holds for every block (the paper's router reads "
+                    "four low-dimensional features and a searched schedule sets each block's sparsity)")
+
 # --- speculative decoding ----------------------------------------------------------------------------
 LEVIATHAN_2023 = Paper("Fast Inference from Transformers via Speculative Decoding", "Leviathan, Kalman and Matias",
                        2023, arxiv="2211.17192", venue="ICML 2023")
@@ -88,6 +101,10 @@ SAXENA_2023 = Paper("Prompt Lookup Decoding", "Saxena", 2023, venue="GitHub: apo
 CHENG_2025 = Paper("DEER: Draft with Diffusion, Verify with Autoregressive Models", "Cheng et al.", 2025,
                    arxiv="2512.15176", note="tiny-diffusion drafts the block in one pass; the paper's drafter "
                                             "alignment training is not done here")
+
+YILDIRIM_CHEN_2025 = Paper("SpecMemo: Speculative Decoding is in Your Pocket", "Yildirim and Chen", 2025,
+                           arxiv="2506.01986", note="the memory budget (`memory_budget_mb`): the tree is sized by the "
+                                                   "bytes it costs; the paper's multi-GPU batched serving is not here")
 
 # --- inference-time scaling ---------------------------------------------------------------------------
 BROWN_2024 = Paper("Large Language Monkeys: Scaling Inference Compute with Repeated Sampling", "Brown et al.", 2024,

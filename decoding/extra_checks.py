@@ -3,7 +3,8 @@
 An event's `extra` is the strategy's own record (a JSON object the schema only checks for JSON). The
 views walk some of it: A*'s search tree (`ParticleStep.extra["expanded"]`, `["nodes"]`), momentum's
 `alpha` and loop depth, AdaDec's pauses, superposed decoding's drafts, exact-extract's span record,
-DEER's `diffusion_block`, RASD's `sources`, a diffusion sampler's block length and positions, the scaling
+DEER's `diffusion_block`, RASD's `sources`, SpecMemo's `memory`, LUD's units, HAMburger's slots, FTP's
+block decisions, a diffusion sampler's block length and positions, the scaling
 methods' final choice. A shared trace could make any of them the wrong type, an index outside its list,
 or a tree whose parent links loop (a 2.7 KB A* trace whose node was its own parent grew the server to
 3 GB: issue 25). Each key a view reads is declared here once, per event kind, with its annotation; a key
@@ -52,6 +53,20 @@ class _Speculation(TypedDict, total=False):
     draft_calls: Count
 
 
+class _Trained(TypedDict, total=False):  # a model card's held-out figures (LUD, HAMburger, FTP)
+    val_loss: float | None
+    val_loss_tiny_ar: float | None
+    agree_tiny_ar: float | None
+    agree: float | None
+    density: float | None
+
+
+class _Memory(TypedDict):  # SpecMemo: bytes per part during the round's verification
+    budget: Count | None
+    node_budget: Count
+    parts: dict
+
+
 class _Draft(TypedDict):
     prob: Unit
     text: str
@@ -97,8 +112,13 @@ KEYS: dict[str, dict] = {
         "drafts": list[_Draft],  # superposed decoding
         "extract": _Extract,  # exact-extract
         "round": Count, "origin": str,  # a speculative round's tokens
+        "unit": Count, "unit_size": Positive, "in_unit": Count, "span": Count, "mask_prob": Unit | None,  # LUD
+        "slot": Count, "slot_size": Positive, "in_slot": Count, "micro_prob": Unit | None, "prompt_slots": Count,
+        "group": Positive,  # HAMburger
+        "blocks": list[Annotated[int, Range(0, 1)]], "num_blocks": Positive, "prompt_density": Unit,  # FTP
+        "trained": _Trained,
     },
-    "spec_round": {"diffusion_block": Positive, "sources": list[str]},
+    "spec_round": {"diffusion_block": Positive, "sources": list[str], "memory": _Memory},
     "particles": {
         "ess_threshold": Unit | None, "round": Count, "kept_steps": Count, "bad_step": Count | None,
         "expanded": _Expanded, "nodes": list[_SearchNode], "frontier": Count, "speculation": _Speculation,
@@ -142,6 +162,15 @@ def _token_links(e, extra: dict) -> None:
         for name in ("candidate_texts", "lookahead_texts", "scores", "chosen"):
             if name not in extra:
                 raise SchemaError(f"extra.{name}", None, "present on a pause (`extra.paused` is true)", got="nothing")
+    for index, size in (("in_unit", "unit_size"), ("in_slot", "slot_size")):
+        if index in extra and size in extra:
+            _inside(f"extra.{index}", extra[index], extra[size], f"a position in its group (`extra.{size}`)")
+    if "blocks" in extra:
+        blocks = len(extra["blocks"])
+        if extra.get("num_blocks") != blocks or len(extra.get("scores") or ()) != blocks:
+            raise SchemaError("extra.blocks", None, "one decision and one score per block (`extra.num_blocks`)",
+                              got=f"{blocks} decisions, {len(extra.get('scores') or ())} scores, "
+                                  f"num_blocks {extra.get('num_blocks')}")
     record = extra.get("extract")
     if record is not None:
         n = len(record["passage_tokens"])
@@ -161,6 +190,11 @@ def _token_links(e, extra: dict) -> None:
 
 
 def _spec_links(e, extra: dict) -> None:
+    memory = extra.get("memory")
+    if memory is not None:
+        for name, size in memory["parts"].items():
+            if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+                raise SchemaError(f"extra.memory.parts.{name}", size, "a whole number of bytes >= 0")
     if "sources" in extra and len(extra["sources"]) != len(e.nodes):
         raise SchemaError("extra.sources", None, f"one source per draft node ({len(e.nodes)})",
                           got=f"{len(extra['sources'])} items")

@@ -164,6 +164,18 @@ REGISTRY: dict[str, ModelSpec] = {
                     "exit through the shared norm + LM head predicts the next token, so early exit and DEL accept",
         local_dir="tiny-ar-layerskip", papers=(bib.ELHOUSHI_2024,),
     ),
+    "tiny-ar-lud": ModelSpec(
+        name="tiny-ar-lud",
+        description="tiny-ar fine-tuned for Lexical Unit Decoding (Sun et al. 2024): mask tokens after the text predict "
+                    "the rest of a lexical unit (strategy lud)",
+        local_dir="tiny-ar-lud", papers=(bib.SUN_2024_LUD,),
+    ),
+    "tiny-ar-hamburger": ModelSpec(
+        name="tiny-ar-hamburger",
+        description="tiny-ar fine-tuned with HAMburger's compositional embedder and micro-step decoder (Liu and Zhang "
+                    "2025): several tokens per big forward, one cache slot (strategy hamburger)",
+        local_dir="tiny-ar-hamburger", papers=(bib.LIU_ZHANG_2025,),
+    ),
     "tiny-ar-draft": ModelSpec(
         name="tiny-ar-draft",
         description="a 0.85M causal LM with tiny-ar's tokenizer and data: tiny-ar's offline draft model (speculative)",

@@ -41,6 +41,7 @@ class StrategyInfo:
     family: str = "token"  # which lab / view shows it
     uses_seed: bool = False  # whether the seed changes the result
     papers: Declaration = None  # its papers (decoding.papers): a tuple of Paper, Uncited(reason), None = undeclared
+    models: tuple[str, ...] = ()  # the models it runs on (trained for it), the first the one a tab picks; () = any
 
 
 STRATEGIES: dict[str, StrategyInfo] = {}
@@ -48,7 +49,7 @@ FAMILY_CHECKS: dict[str, Callable] = {}  # family -> check(lm, config, prompt_id
 
 
 def register_strategy(name: str, *, params: type, help: str, family: str = "token", uses_seed: bool = False,
-                      replace: bool = False, papers: Declaration = None) -> Callable:
+                      replace: bool = False, papers: Declaration = None, models: tuple[str, ...] = ()) -> Callable:
     """Decorator registering a strategy function under `name` (see the module docstring)."""
 
     def decorate(fn: Callable) -> Callable:
@@ -69,7 +70,9 @@ def register_strategy(name: str, *, params: type, help: str, family: str = "toke
         except TypeError as error:
             raise TypeError(f"{where}: {error}") from None
         declared = check_declaration(papers, where)
-        STRATEGIES[name] = StrategyInfo(name, fn, params, help, family, uses_seed, declared)
+        if not isinstance(models, tuple) or not all(isinstance(m, str) and m for m in models):
+            raise TypeError(f"{where}: models must be a tuple of model names, got {models!r}")
+        STRATEGIES[name] = StrategyInfo(name, fn, params, help, family, uses_seed, declared, models)
         return fn
 
     return decorate

@@ -26,6 +26,7 @@ SMOKE = [
     ("bench_dtype.py", ["--tokens", "4", "--rounds", "1", "--json"], None),
     ("bench_eagle.py", ["--tokens", "4", "--rounds", "1", "--configs", "eagle chain 3", "--json"], None),
     ("bench_engine.py", ["--tokens", "4", "--rounds", "1", "--threads", "1"], None),
+    ("bench_faster.py", ["--quick", "--json"], {"configs", "cards", "specmemo"}),
     ("bench_hyperfit.py", ["--tokens", "4", "--json"], None),
     ("bench_particles.py", ["--n", "2", "--tokens", "4", "--rounds", "1", "--json"], None),
     ("bench_remote.py", ["--tokens", "4", "--rounds", "1", "--json"], None),

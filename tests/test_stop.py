@@ -196,8 +196,10 @@ SETTINGS = {
 }
 CASES = [(name, params) for name, info in STRATEGIES.items() if info.fn.__module__.startswith("decoding.")  # shipped
          for params in SETTINGS.get(name, [FAMILY_DEFAULTS.get(info.family, {})])]
-# exact-extract reads a passage and a question; every other strategy continues PROMPT
-PROMPTS = {"exact-extract": "Context: Stop means stop. Question: What does stop mean? Answer:"}
+# exact-extract reads a passage and a question; every other strategy continues PROMPT (or its own opening)
+PROMPTS = {"exact-extract": "Context: Stop means stop. Question: What does stop mean? Answer:",
+           # the models trained for LUD, HAMburger and FTP end a verse early on an unfamiliar prompt: a verse opening
+           **dict.fromkeys(("lud", "hamburger", "ftp"), "And it came to pass, when the king")}
 
 
 def test_the_settings_name_only_registered_strategies():
@@ -207,7 +209,8 @@ def test_the_settings_name_only_registered_strategies():
 @pytest.mark.parametrize("strategy, params", CASES, ids=[f"{s}-{json.dumps(p)}" for s, p in CASES])
 def test_stop_during_any_model_call_ends_the_run_before_the_next(strategy, params, monkeypatch):
     monkeypatch.setattr(scoring, "lm_judge", byte_judge)
-    lm = as_lm(TINY_DIFFUSION if strategy == "diffusion" else TINY)
+    models = STRATEGIES[strategy].models  # LUD, HAMburger, FTP: the (shipped, tiny) model trained for them
+    lm = as_lm(TINY_DIFFUSION if strategy == "diffusion" else models[0] if models else TINY)
     probe = Probe(monkeypatch)
     kwargs = dict(strategy=strategy, params=params, max_new_tokens=8, seed=0,
                   chat=False)

@@ -33,9 +33,12 @@ def untimed(trace: Trace) -> list[dict]:
 
 
 def model_for(strategy, tiny_lm):
-    """The diffusion strategy needs a masked diffusion model; every other strategy a causal one."""
+    """The diffusion strategy needs a masked diffusion model; a method trained into its model that model; every
+    other strategy a causal one."""
     if STRATEGIES[strategy].family == "diffusion":
         return as_lm(load_model("tiny-random-diffusion", progress=None))
+    if STRATEGIES[strategy].models:  # LUD, HAMburger, FTP run on the (shipped, tiny) model trained for them
+        return as_lm(load_model(STRATEGIES[strategy].models[0], progress=None))
     return tiny_lm
 
 

@@ -137,6 +137,19 @@ def test_rasd_sources_are_one_per_node():
     refused(data, r"`extra\.sources` must be one source per draft node \(3\), got 1 items")
 
 
+@pytest.mark.parametrize("memory, match", [
+    ({"budget": None, "node_budget": 4, "parts": {"target cache": -1}}, r"`extra\.memory\.parts\.target cache` must be a "
+                                                                         r"whole number of bytes >= 0"),
+    ({"budget": None, "node_budget": 4, "parts": {"draft q": LINK}}, r"`extra\.memory\.parts\.draft q` must be a whole"),
+    ({"budget": -5, "node_budget": 4, "parts": {}}, r"`extra\.memory\.budget` must be"),
+    ({"budget": None, "parts": {}}, r"`extra\.memory` must be an object with keys .*missing node_budget"),
+])
+def test_specmemo_memory_is_typed(memory, match):
+    data = spec_dict()
+    data["events"][1]["extra"]["memory"] = memory
+    refused(data, match)
+
+
 def diffusion_dict(length: int = 8) -> dict:
     return Trace([bd.start("diffusion"), *bd.diffusion_steps(length, 3)]).to_dict()
 
@@ -174,6 +187,11 @@ EXTRACT = {"passage_tokens": ["a", "b", "c"], "max_span_tokens": 2, "logprobs": 
 
 
 def test_real_shaped_extras_load():
+    load(token_dict({"unit": 3, "unit_size": 2, "in_unit": 1, "span": 4, "mask_prob": 0.7,
+                     "trained": {"val_loss": 3.4, "val_loss_tiny_ar": 3.39, "agree_tiny_ar": 0.8}}, "lud"))
+    load(token_dict({"slot": 1, "slot_size": 3, "in_slot": 0, "micro_prob": None, "group": 4, "prompt_slots": 5}, "hamburger"))
+    load(token_dict({"blocks": [1, 0, 1], "scores": [0.9, 0.2, 0.6], "threshold": 0.5, "num_blocks": 3,
+                     "prompt_density": 0.8}, "ftp"))
     load(token_dict({"depth": 1, "alpha": 0.5, "candidates": [1, 2], "depths": [0, 1], "scores": [0.1, 0.2],
                      "chosen": 1, "previous_id": None}))
     load(token_dict({"extract": EXTRACT}, "exact-extract"))
@@ -198,6 +216,13 @@ def test_real_shaped_extras_load():
     ({"extract": EXTRACT | {"greedy": {"text": "b", "span": [1, 1], "logprob": None}}},
      r"`extra\.extract\.greedy\.logprob` must be a number when `span` is set"),
     ({"extract": EXTRACT | {"logprobs": [[0.0]] * 4}}, r"`extra\.extract\.logprobs` must be at most one row per"),
+    ({"unit": 0, "unit_size": 2, "in_unit": 2}, r"`extra\.in_unit` must be a position in its group \(`extra\.unit_size`\)"),
+    ({"slot": 0, "slot_size": 0, "in_slot": 0}, r"`extra\.slot_size` must be an integer >= 1"),
+    ({"mask_prob": 1.5}, r"`extra\.mask_prob` must be"),
+    ({"blocks": [1, 0, 2], "num_blocks": 3, "scores": [0.1, 0.2, 0.3]}, r"`extra\.blocks\[2\]` must be an integer in \[0, 1\]"),
+    ({"blocks": [1, 0], "num_blocks": 3, "scores": [0.1, 0.2]}, r"`extra\.blocks` must be one decision and one score per "
+                                                                 r"block"),
+    ({"trained": {"val_loss": LINK}}, r"`extra\.trained\.val_loss` must be"),
 ])
 def test_token_extras_are_typed_and_linked(extra, match):
     refused(token_dict(extra), r"event 1 \('token'\): " + match)

@@ -36,6 +36,9 @@ def strategy_changed(strategy: str) -> dict:
     out["strategy"] = gr.update(info=strategy_help(strategy))
     out["beams"] = gr.update(visible=is_beam_family(strategy))
     out["method"] = gr.update(visible=strategy in METHOD_FIGURES)
+    models = STRATEGIES[strategy].models if strategy in STRATEGIES else ()
+    if models:  # a method trained into its model (LUD, HAMburger, FTP's router): pick that model
+        out["model"] = gr.update(value=models[0])
     return out
 
 

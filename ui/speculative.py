@@ -25,6 +25,7 @@ from ui.widgets import QUIET, explain_clamping, model_choices, seed_box, spec_wi
 from ui.wiring import lab_columns, named_inputs, on, session_state, wire_lab
 from ui.plugin_fields import plugin_widgets, visibility
 from ui.exports import download, wire_download
+from visualizers.memory import memory_figure
 from ui.speculative_views import (CONTROLS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODEL, OPENING_NOTE,
                                   DEFAULT_PROMPT, DEFAULT_SETTINGS, OUTPUTS, SPEC_FIELDS, STRATEGY, UI_MAX_NEW_TOKENS,
                                   views)
@@ -110,6 +111,7 @@ def _views(c: dict) -> None:
                            info="Step back through earlier rounds' trees.")
     c["acceptance"] = gr.Plot(initial["acceptance"], label="Accepted per round", elem_id="spec-acceptance")
     c["overlap"] = gr.Plot(initial["overlap"], label="Target p vs draft q", elem_id="spec-overlap")
+    c["memory"] = gr.Plot(memory_figure(None), label="Memory (SpecMemo)", elem_id="spec-memory")
     c["position"] = gr.Dropdown([], label="Position in this round", interactive=False, elem_id="spec-position",
                                 info="Where the drafter proposed children: compare the target's p with the draft's q.")
     with gr.Accordion("Verification rules, one position", open=False, elem_id="spec-coupling"):
@@ -127,7 +129,8 @@ def build_speculative() -> dict:
     """Create the tab's widgets in the current Blocks, wire them, and return them by name."""
     c: dict = {}
     lab_columns(c, _controls, _views, "dl-speculative")
-    c["trace"], c["baseline"], c["plain"] = session_state(), session_state(), session_state()
+    c["trace"], c["baseline"], c["plain"], c["budget_points"] = (session_state(), session_state(), session_state(),
+                                                                 session_state([]))
     _wire(c)
     return c
 
@@ -147,8 +150,12 @@ def _wire(c: dict) -> None:
     picked = [on(c["round"].release, cb.choose_round, outputs, {"round_index": c["round"]} | state, **QUIET),
               on(c["position"].input, cb.choose_position, outputs,
                  {"parent": c["position"], "round_index": c["round"]} | state, **QUIET)]
+    memory = (cb.memory_view, {"memory": c["memory"], "budget_points": c["budget_points"]},
+              {"trace": c["trace"], "points": c["budget_points"]})
     for event in picked + list(events.values()):
         on(event.then, *coupling, **QUIET)
+    for event in events.values():  # a run ended (or was stopped, or replayed): its bytes, and one more point
+        on(event.then, *memory, **QUIET)
     on(c["coupling_k"].release, *coupling, **QUIET)
     wire_download(c["dl_json"], download, [c["trace"]])
     wire_download(c["dl_plain"], lambda plain: download(plain, missing=NO_PLAIN), [c["plain"]])

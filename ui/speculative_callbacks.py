@@ -24,6 +24,7 @@ from ui.speculative_views import (DEFAULT_SETTINGS, SPEC_FIELDS, STRATEGY, UI_MA
                                   collect_spec_params, stats_line, views)
 from visualizers import spec_tokens_html
 from visualizers.coupling import coupling_figure
+from visualizers.memory import MAX_POINTS, budget_point, memory_figure
 
 COUPLING_K = 2  # the coupling view's drafts k at first
 
@@ -130,6 +131,16 @@ def coupling_view(k, round_index, parent, trace) -> dict:
     parent = -1 if parent is None else as_int(parent)
     shown = trace if trace is not None and trace.of_kind("spec_round") else None
     return {"coupling": coupling_figure(shown, round_index if shown else None, parent, k=k)}
+
+
+def memory_view(trace, points) -> dict:
+    """The Memory plot (SpecMemo): the shown run's bytes per part and round, and acceptance against budget
+    over this session's runs; a finished run not yet among the points is added."""
+    points = list(points or [])
+    point = budget_point(trace) if trace is not None and trace.finish is not None else None
+    if point is not None and (not points or points[-1] != point):
+        points = (points + [point])[-MAX_POINTS:]
+    return {"memory": memory_figure(trace, points), "budget_points": points}
 
 
 def run_controls(run) -> dict:

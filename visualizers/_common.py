@@ -85,14 +85,17 @@ def plotly_safe(text) -> str:
     return esc(text, quote=False)
 
 
-def title_block(lines: list[str], *, width: int = 64, small: str = "") -> tuple[dict, int]:
+def title_block(lines: list[str], *, width: int = 64, small: str = "", small_width: int | None = None) -> tuple[dict, int]:
     """A figure title that fits a half-page chart: every line wrapped at `width` characters (plotly never
-    wraps, it cuts at the figure's edge), then `small` in a smaller font; pinned to the top of the figure.
-    Returns (layout `title`, the top margin it and a legend row above the plot need)."""
+    wraps, it cuts at the figure's edge), then `small` in a smaller font (wrapped at `small_width` characters
+    when given); pinned to the top of the figure. Returns (layout `title`, the top margin it and a legend row
+    above the plot need)."""
     wrapped = [part for line in lines for part in textwrap.wrap(line, width, break_long_words=False,
                                                                          break_on_hyphens=False) or [""]]
-    text = "<br>".join(wrapped) + (f"<br><span style='font-size:12px'>{small}</span>" if small else "")
-    count = len(wrapped) + bool(small)
+    smalls = textwrap.wrap(small, small_width, break_long_words=False, break_on_hyphens=False) \
+        if small and small_width else ([small] if small else [])
+    text = "<br>".join(wrapped) + "".join(f"<br><span style='font-size:12px'>{line}</span>" for line in smalls)
+    count = len(wrapped) + len(smalls)
     # pad: below the floating label Gradio draws over a plot's top-left corner
     return dict(text=text, x=0.01, xanchor="left", y=1, yref="container", yanchor="top", pad=dict(t=28)), 64 + 17 * count
 

@@ -6,7 +6,8 @@
                                    hover lists its candidates, their lookahead text and scores.
     superposed_figure(trace)       the k drafts' probabilities per step, hover = draft text; the
                                    title gives the cost: one pass per step vs k per step for k runs.
-    method_figure(trace)           whichever of these fits the trace's strategy (None otherwise).
+    method_figure(trace)           whichever of these fits the trace's strategy (None otherwise); LUD,
+                                   HAMburger and FTP draw theirs in visualizers.faster.
 """
 
 from __future__ import annotations
@@ -126,8 +127,18 @@ def _span_heatmap(trace: Trace) -> go.Figure:
     return span_heatmap_figure(trace)
 
 
+def _faster(name: str):
+    def draw(trace: Trace) -> go.Figure:
+        import visualizers.faster as faster  # (its own module: LUD, HAMburger, FTP)
+
+        return getattr(faster, f"{name}_figure")(trace)
+
+    return draw
+
+
 METHOD_FIGURES = {"momentum": momentum_graph_figure, "adadec": adadec_figure, "superposed": superposed_figure,
-                  "exact-extract": _span_heatmap}
+                  "exact-extract": _span_heatmap, "lud": _faster("lud"), "hamburger": _faster("hamburger"),
+                  "ftp": _faster("ftp")}
 
 
 def method_figure(trace: Trace) -> go.Figure | None:

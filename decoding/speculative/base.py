@@ -56,3 +56,8 @@ class Drafter:
 
     def observe(self, feedback: Feedback) -> None:
         """Learn from the target's pass (default: nothing)."""
+
+    def bytes_per_position(self) -> int:
+        """The most bytes the drafter keeps per context position (a draft model's keys and values, EAGLE's
+        features): what SpecMemo's budget reserves for it (`decoding.speculative.memory`). Default: none."""
+        return 0

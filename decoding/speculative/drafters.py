@@ -120,6 +120,11 @@ class ModelDrafter(Drafter):
         self.lm, self.name = lm, name
         self.cache, self.cached_ids = None, []
 
+    def bytes_per_position(self) -> int:
+        from decoding.speculative.memory import kv_bytes_per_position
+
+        return kv_bytes_per_position(self.lm.config, self.lm.model.dtype)  # its own cache, one entry per position
+
     def _sync(self, context: list[int]) -> list[int]:
         """Crop the draft cache to its common prefix with the context; return the ids to feed."""
         keep = 0
@@ -275,6 +280,14 @@ class EarlyExitDrafter(ModelDrafter):
         self.cost = {n: (n * layer_params + head_params) / (num_layers * layer_params + head_params)
                      for n in self.candidates}
         self._use(self.layer)
+
+    def bytes_per_position(self) -> int:
+        """Each candidate exit keeps its own cache of its first layers (DEL may use several)."""
+        from decoding.speculative.memory import kv_bytes_per_position
+
+        model = self.target.model
+        per_layer = kv_bytes_per_position(self.target.config, model.dtype) // self.target.num_layers
+        return per_layer * sum(self.candidates)
 
     def _use(self, layer: int) -> None:
         if layer not in self.views:

@@ -162,6 +162,13 @@ class EagleDrafter(Drafter):
         self.past: tuple[torch.Tensor, torch.Tensor] | None = None  # head KV of committed positions
         self.last: tuple[int, DraftTree] | None = None  # (context length, tree) of the last draft
 
+    WEIGHT_TENSORS = ("lm_rows",)  # its copy of the target's LM head rows (SpecMemo's accounting)
+
+    def bytes_per_position(self) -> int:
+        """The target's feature and the head's keys and values at every committed position."""
+        c, itemsize = self.head.config, self.head.fc.weight.element_size()
+        return (self.feats.shape[1] + 2 * c.num_kv_heads * c.head_dim) * itemsize
+
     def _logits(self, out: torch.Tensor) -> torch.Tensor:
         """(F, D) predicted features -> (F, V) draft logits, -inf outside the draft vocab."""
         full = torch.full((out.shape[0], self.vocab), -torch.inf)

@@ -42,6 +42,9 @@ class RASDDrafter(Drafter):
         self.model, self.lookup, self.retrieved = model, lookup, retrieved
         self.name = f"rasd:{model.lm.name}"
 
+    def bytes_per_position(self) -> int:
+        return self.model.bytes_per_position()
+
     def propose(self, context: list[int], plan: TreePlan, temperature: float, generator: torch.Generator) -> Draft:
         t0 = time.perf_counter()
         draft = self.model.propose(context, plan, temperature, generator)

@@ -40,6 +40,7 @@ from decoding.events import Event, SpecRound
 from decoding.lm import LM, crop_cache
 from decoding.speculative.drafters import TOP_RECORDED, EarlyExitDrafter, ModelDrafter, TreePlan
 from decoding.speculative.retrieval import PromptLookupDrafter, TokenRecyclingDrafter
+from decoding.speculative.memory import MB, Footprint, measured_parts
 from decoding.speculative.verify import ROOT, RULES, verify_tree
 from decoding.params import Params, own_params, param
 from decoding.registry import Registry, family_check, register_strategy
@@ -77,6 +78,9 @@ class SpeculativeParams(Params):
                       help="Sampled sibling drafts: rsd draws them without replacement and rejects recursively "
                            "(RSD/SpecInfer); spectr draws them i.i.d. and uses SpecTr's k-sequential selection. "
                            "Both are lossless; temperature 0 and deterministic drafters verify the same either way.")
+    memory_budget_mb: float = param(0.0, low=0.0, high=math.inf, high_inclusive=False, note="MB; 0 = no budget",
+                                    help="SpecMemo: the most memory the run may hold (weights, caches, the tree's rows); "
+                                         "each round's tree is cut to fit. 0 = no budget.")
     own: Params | None = own_params()  # the chosen drafter's own knobs (`prompt-lookup.ngram`, ...)
 
     def __post_init__(self):
@@ -206,7 +210,7 @@ def make_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
 @register_strategy("speculative", params=SpeculativeParams, family="speculative", uses_seed=True,
                    help="speculative decoding: a drafter proposes a token tree, the target verifies it in one pass",
                    papers=(bib.LEVIATHAN_2023, bib.CHEN_2023, bib.MIAO_2024, bib.CHEN_2024, bib.JEON_2024, bib.SUN_2023,
-                           bib.LI_2024_EAGLE2, bib.XIONG_2024))
+                           bib.LI_2024_EAGLE2, bib.XIONG_2024, bib.YILDIRIM_CHEN_2025))
 def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) -> Iterator[Event]:
     lm, temperature = ctx.lm, params.temperature
     greedy = temperature == 0
@@ -220,8 +224,12 @@ def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) ->
         out, prefill_passes = _prefill(lm, drafter, context[:-1], cache, greedy, temperature), 1
         cache = out.cache
     pending, length, step = [context[-1]], params.draft_length, ctx.step_offset
+    footprint = Footprint.of(lm, drafter)
+    budget = int(params.memory_budget_mb * MB) if params.memory_budget_mb > 0 else None
+    allowed = params.node_budget if budget is None else min(params.node_budget, footprint.node_budget(
+        budget, len(ctx.prompt_ids) + ctx.max_new_tokens, prefill_rows=len(context) if drafter.prefill_rows else 0))
     for round_index in range(ctx.max_new_tokens):
-        plan = TreePlan(params.tree, length, params.width, params.node_budget, params.confidence,
+        plan = TreePlan(params.tree, min(length, allowed), params.width, allowed, params.confidence,
                         should_stop=ctx.should_stop, rule=params.rule)
         draft = drafter.propose(context, plan, temperature, ctx.generator)  # asks plan.should_stop before each call
         if outcome.cancelled(ctx):  # before the verification call; the draft is dropped
@@ -235,6 +243,8 @@ def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) ->
         probs = torch.softmax(row_logits if greedy else tempered(row_logits, temperature), -1)  # (1 + n, V)
         verdict = verify_tree(tree, probs, ctx.generator, greedy)
         verify_s = time.perf_counter() - t0
+        memory = {"budget": budget, "node_budget": allowed,
+                  "parts": measured_parts(footprint, drafter, lm, cache, out.logits, probs, draft.q_dists)}
         produced = [tree.tokens[i] for i in verdict.accepted] + [verdict.extra_token]
         rows = [0] + [1 + i for i in verdict.accepted]  # the row each produced token was judged at
         origins = ["draft"] * len(verdict.accepted) + [verdict.extra_kind]
@@ -243,7 +253,8 @@ def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) ->
         drafter.observe(Feedback(row_tokens=pending + tree.tokens, row_logits=out.logits[0], target_probs=probs[rows],
                                  greedy=greedy, rows=[num_pending - 1 + r for r in rows], hidden_states=out.hidden_states))
         yield _round_event(ctx, lm, round_index, step, drafter, draft, verdict, probs, produced,
-                           target_passes=1 + (prefill_passes if round_index == 0 else 0), verify_s=verify_s)
+                           target_passes=1 + (prefill_passes if round_index == 0 else 0), verify_s=verify_s,
+                           memory=memory)
         for j in range(keep):
             final = point_mass(row_logits[rows[j]], produced[j]) if greedy else row_logits[rows[j]] / temperature
             yield token_event(ctx, step, produced[j], row_logits[rows[j]], final, forward_passes=0,
@@ -284,7 +295,8 @@ def _keep_count(produced: list[int], stop_ids, budget: int) -> int:
     return min(len(produced), budget)
 
 
-def _round_event(ctx, lm, round_index, step, drafter, draft, verdict, probs, produced, target_passes, verify_s):
+def _round_event(ctx, lm, round_index, step, drafter, draft, verdict, probs, produced, target_passes, verify_s,
+                 memory: dict):
     tree, depths = draft.tree, draft.tree.depths()
     visits = {v.node: v for v in verdict.visits}
     logq_cum = _cum_logq(tree)
@@ -317,7 +329,7 @@ def _round_event(ctx, lm, round_index, step, drafter, draft, verdict, probs, pro
         extra_token_id=verdict.extra_token, extra_token_text=lm.token_text(verdict.extra_token),
         extra_kind=verdict.extra_kind, extra_p=probs[last + 1, verdict.extra_token].item(), token_ids=produced,
         dists=dists, draft_forward_passes=draft.forward_passes, target_forward_passes=target_passes,
-        draft_time_s=draft.seconds, verify_time_s=verify_s, elapsed_s=ctx.elapsed(), extra=draft.info,
+        draft_time_s=draft.seconds, verify_time_s=verify_s, elapsed_s=ctx.elapsed(), extra=draft.info | {"memory": memory},
         forward_passes=target_passes,
     )
 

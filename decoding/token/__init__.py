@@ -6,9 +6,11 @@
     adadec.py          AdaDec: where entropy is high, rerank the top-k by a short lookahead
     superposed.py      superposed decoding: k drafts from one forward pass over a mixed input
     extractive.py      exact-extract: the most probable answer span of the prompt's passage, scored exactly
+    faster.py          faster without a drafter, each on a model trained for it: LUD, HAMburger, FTP
+                       (their trained parts: hamburger_model.py, ftp_router.py)
 
 `import decoding` imports every module here (`decoding.discover`); a new module is found without an
 edit and listed after the ones named below.
 """
 
-MENU_ORDER = ("autoregressive", "momentum", "adadec", "superposed", "extractive")  # first in the menu, in this order
+MENU_ORDER = ("autoregressive", "momentum", "adadec", "superposed", "extractive", "faster")  # first in the menu, in this order

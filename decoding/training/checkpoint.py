@@ -4,11 +4,13 @@
     state = load_checkpoint(path, model, optimizer, {"generator": g})   # -> {"step": ..., "spent": ...}
 
 The file is written beside itself and renamed, so a run killed while saving leaves the previous
-checkpoint whole. `decoding.training.train` and `decoding.training.layerskip` both use it.
+checkpoint whole. `decoding.training.train`, `layerskip` and `faster` use it; `run_log` is their log file.
 """
 
 from __future__ import annotations
 
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -44,3 +46,17 @@ def load_checkpoint(path: Path, model, optimizer, generators: dict[str, torch.Ge
     if "state" in data:
         return data["state"]
     return {k: v for k, v in data.items() if k not in RESERVED and k not in generators}
+
+
+@contextmanager
+def run_log(path: Path, mode: str = "a"):
+    """A training run's log: `log(line)` prints the line with the time and appends it to `path` at once (a
+    run killed mid-way keeps every line it wrote)."""
+    with open(path, mode) as file:
+        def log(line: str) -> None:
+            line = time.strftime("%H:%M:%S ") + line
+            print(line, flush=True)
+            file.write(line + "\n")
+            file.flush()
+
+        yield log

@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from decoding.training.checkpoint import run_log
 from decoding.training.train import encode_stream, evaluate, load_trained, read_documents, save_fp16, window_batches
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -97,36 +98,28 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(cfg.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    log_file = (out / "train.log").open("w")
-
-    def log(line: str) -> None:
-        line = time.strftime("%H:%M:%S ") + line
-        print(line, flush=True)
-        log_file.write(line + "\n")
-        log_file.flush()
-
-    log("cmd " + " ".join(["python -m decoding.training.hyperfit", *(argv if argv is not None else sys.argv[1:])]))
-    log(repr(cfg))
-    model, tokenizer, kind = load_trained(args.base)
-    if kind != "ar":
-        raise ValueError(f"--base must be a causal model, {args.base} is {kind}")
-    stream = encode_stream(tokenizer, read_documents(Path(args.data)))
-    windows = pick_windows(stream, cfg)
-    val_path = Path(args.data).with_name("val.txt")
-    val_batches = window_batches(encode_stream(tokenizer, read_documents(val_path)), 128) if val_path.exists() else []
-    val_before = evaluate(model, "ar", val_batches, mask_id=1) if val_batches else None
-    log(f"windows {windows.shape[0]} x {cfg.seq_len} tokens; held-out loss before {val_before}")
-    started = time.process_time()
-    losses = hyperfit(model, windows, cfg, log)
-    val_after = evaluate(model, "ar", val_batches, mask_id=1) if val_batches else None
-    log(f"final train {losses[-1]:.4f} held-out loss before {val_before} after {val_after}")
-    info = {"config": asdict(cfg), "base": "tiny-ar", "epoch_losses": losses, "train_loss": losses[-1],
-            "val_loss_before": val_before, "val_loss_after": val_after,
-            "val_ppl_before": math.exp(val_before) if val_before else None,
-            "val_ppl_after": math.exp(val_after) if val_after else None,
-            "cpu_minutes": (time.process_time() - started) / 60}
-    save_fp16(model, tokenizer, out, info)
-    log_file.close()
+    with run_log(out / "train.log", "w") as log:
+        log("cmd " + " ".join(["python -m decoding.training.hyperfit", *(argv if argv is not None else sys.argv[1:])]))
+        log(repr(cfg))
+        model, tokenizer, kind = load_trained(args.base)
+        if kind != "ar":
+            raise ValueError(f"--base must be a causal model, {args.base} is {kind}")
+        stream = encode_stream(tokenizer, read_documents(Path(args.data)))
+        windows = pick_windows(stream, cfg)
+        val_path = Path(args.data).with_name("val.txt")
+        val_batches = window_batches(encode_stream(tokenizer, read_documents(val_path)), 128) if val_path.exists() else []
+        val_before = evaluate(model, "ar", val_batches, mask_id=1) if val_batches else None
+        log(f"windows {windows.shape[0]} x {cfg.seq_len} tokens; held-out loss before {val_before}")
+        started = time.process_time()
+        losses = hyperfit(model, windows, cfg, log)
+        val_after = evaluate(model, "ar", val_batches, mask_id=1) if val_batches else None
+        log(f"final train {losses[-1]:.4f} held-out loss before {val_before} after {val_after}")
+        info = {"config": asdict(cfg), "base": "tiny-ar", "epoch_losses": losses, "train_loss": losses[-1],
+                "val_loss_before": val_before, "val_loss_after": val_after,
+                "val_ppl_before": math.exp(val_before) if val_before else None,
+                "val_ppl_after": math.exp(val_after) if val_after else None,
+                "cpu_minutes": (time.process_time() - started) / 60}
+        save_fp16(model, tokenizer, out, info)
     return 0
 
 

@@ -39,7 +39,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from decoding.training.checkpoint import load_checkpoint, save_checkpoint
+from decoding.training.checkpoint import load_checkpoint, run_log, save_checkpoint
 from decoding.training.train import encode_stream, load_trained, read_documents, save_fp16, window_batches
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -279,26 +279,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    log_file = (out / "train.log").open("a")
-
-    def log(line: str) -> None:
-        line = time.strftime("%H:%M:%S ") + line
-        print(line, flush=True)
-        log_file.write(line + "\n")
-        log_file.flush()
-
-    log("cmd " + " ".join(["python -m decoding.training.layerskip", *(argv if argv is not None else sys.argv[1:])]))
-    log(repr(cfg))
-    train_ids = encode_stream(tokenizer, read_documents(Path(args.data)))
-    info = {"base": Path(args.base).name, "params": sum(p.numel() for p in model.parameters())}
-    if not args.resume:
-        info["before"] = exit_metrics(model, val_batches)
-        log(f"base {args.base}: {format_metrics(info['before'])}")
-    scales = exit_scales(model.config.num_hidden_layers, cfg.e_scale, cfg.scale)
-    log(f"train tokens {len(train_ids)}, val windows {sum(len(ids) for ids, _ in val_batches)} x {cfg.seq_len}, "
-        f"exit scales {[round(v, 3) for v in (scales / scales.sum()).tolist()]}")
-    train(model, tokenizer, train_ids, val_batches, cfg, out, resume=args.resume, log=log, info=info)
-    log_file.close()
+    with run_log(out / "train.log", "a") as log:
+        log("cmd " + " ".join(["python -m decoding.training.layerskip", *(argv if argv is not None else sys.argv[1:])]))
+        log(repr(cfg))
+        train_ids = encode_stream(tokenizer, read_documents(Path(args.data)))
+        info = {"base": Path(args.base).name, "params": sum(p.numel() for p in model.parameters())}
+        if not args.resume:
+            info["before"] = exit_metrics(model, val_batches)
+            log(f"base {args.base}: {format_metrics(info['before'])}")
+        scales = exit_scales(model.config.num_hidden_layers, cfg.e_scale, cfg.scale)
+        log(f"train tokens {len(train_ids)}, val windows {sum(len(ids) for ids, _ in val_batches)} x {cfg.seq_len}, "
+            f"exit scales {[round(v, 3) for v in (scales / scales.sum()).tolist()]}")
+        train(model, tokenizer, train_ids, val_batches, cfg, out, resume=args.resume, log=log, info=info)
     return 0
 
 

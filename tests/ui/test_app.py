@@ -25,7 +25,7 @@ from decoding.__main__ import summary
 from decoding.events import Trace, TokenStep
 from decoding.lm import LM
 from decoding.run import MAX_NEW_TOKENS_CAP, run_to_trace
-from decoding.registry import param_specs
+from decoding.registry import STRATEGIES, param_specs
 from ui import playground_callbacks as cb
 from ui.widgets import model_choices
 from ui.wiring import bind, named_inputs
@@ -34,6 +34,7 @@ from ui.exports import download
 from ui.playground_views import collect_params, new_selection, param_widgets, playground_strategies
 
 TINY = "tiny-random"
+METHODS = ("momentum", "adadec", "superposed", "exact-extract", "lud", "hamburger", "ftp")  # a picture of their own
 CLI_KEYS = {"model", "strategy", "params", "prompt", "text", "token_ids", "stats"}
 STATS_KEYS = {"num_tokens", "tokens_per_s", "forward_passes", "mean_entropy", "time_to_first_token_s", "stop_reason"}
 
@@ -71,7 +72,9 @@ def test_each_strategy_shows_only_its_parameters(strategy):
     assert shown[f"group:{strategy}"]["visible"] is True
     assert all(shown[f"group:{s}"]["visible"] is False for s in playground_strategies() if s != strategy)
     assert shown["beams"]["visible"] is (strategy == "beam")
-    assert shown["method"]["visible"] is (strategy in ("momentum", "adadec", "superposed", "exact-extract"))
+    assert shown["method"]["visible"] is (strategy in METHODS)  # their own picture
+    models = STRATEGIES[strategy].models
+    assert ("model" in shown) is bool(models) and (not models or shown["model"]["value"] == models[0])
     for w in param_widgets(strategy):  # slider defaults inside their ends
         if w.low is not None:
             assert w.low <= w.default <= w.high, w
@@ -121,11 +124,12 @@ def test_redraws_are_throttled_by_wall_clock(monkeypatch):
 @pytest.mark.parametrize("strategy", playground_strategies())
 def test_every_strategy_renders_in_the_playground(strategy):
     prompt = "Context: A cat sat. Question: Who sat? Answer:" if strategy == "exact-extract" else "Hello"
-    updates, trace, selection = run_ui(strategy=strategy, prompt=prompt, max_new_tokens=5)
+    models = STRATEGIES[strategy].models  # LUD, HAMburger, FTP: the model trained for them (shipped, tiny)
+    updates, trace, selection = run_ui(strategy=strategy, prompt=prompt, max_new_tokens=5, model=models[0] if models else TINY)
     final = updates[-1]
     assert trace.finish is not None and trace.start.strategy == strategy
     assert final["beams"]["visible"] is (strategy == "beam")
-    assert final["method"]["visible"] is (strategy in ("momentum", "adadec", "superposed", "exact-extract"))  # their own picture
+    assert final["method"]["visible"] is (strategy in METHODS)  # their own picture
     assert final["distribution"]["visible"] is (strategy != "beam")  # beam search has no per-step distribution
     assert final["entropy"]["value"].data and final["stats"].count('class="dl-stat"') == 6
     if strategy == "beam":  # no per-token steps: nothing to select or branch from
