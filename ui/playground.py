@@ -150,7 +150,8 @@ def _wire(c: dict) -> None:
     state = {k: c[k] for k in ("trace", "branch", "selection", "color_by")}
     quiet = dict(show_progress="hidden", api_visibility="undocumented")
 
-    strategy_outputs = {k: c[k] for k in [f"group:{n}" for n in playground_strategies()] + ["strategy", "beams", "method", "model"]}
+    shown = [f"group:{n}" for n in playground_strategies()] + ["strategy", "beams", "method", "model"]
+    strategy_outputs = {k: c[k] for k in shown}  # "model": a method trained into its model picks that model
     on(c["strategy"].change, cb.strategy_changed, strategy_outputs, {"strategy": c["strategy"]}, **quiet)
     on(c["model"].change, cb.model_changed, {"strategy": c["strategy"]}, {k: c[k] for k in ("model", "strategy")}, **quiet)
     inputs = ("model", "strategy", "prompt", "max_new_tokens", "seed", "chat", "dtype", "color_by", "selection")
