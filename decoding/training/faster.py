@@ -11,7 +11,7 @@ One CPU-budgeted, checkpointed loop (`train`) and one objective per method:
                one, as far as they form a lexical unit, and predict the end-of-unit label beyond it.
                A unit is what the original model already predicts confidently: after anchor a the
                tokens a+2, a+3, ... as long as each has probability >= `--unit-alpha` under `tiny-ar`
-               given the true prefix (the paper's data annotation, with the model's own confidence).
+               given the true prefix (a unit by the model's own confidence, as the paper defines it).
                Plain next-token loss on every real position keeps the model a language model.
     hamburger  HAMburger ("Accelerating LLM Inference via Token Smashing", 2025): the text is cut
                into slots of 1..`--group` tokens, each slot smashed into ONE input embedding (and one
