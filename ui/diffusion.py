@@ -22,7 +22,7 @@ from ui.diffusion_tasks import benchmark_views, num_problems, shows_tasks, task_
 from ui.classroom import lesson_row
 from ui.launch import serve, standalone
 from ui.widgets import QUIET, explain_clamping, model_choices, seed_box, spec_widget
-from ui.wiring import lab_columns, named_inputs, on, session_state, wire_lab
+from ui.wiring import lab_columns, named_inputs, on, on_any, session_state, wire_lab
 from ui.exports import NO_OTHER_RUN, download, wire_download
 from ui.plugin_fields import plugin_widgets
 from ui.diffusion_views import (CHOICES, COMPARISONS, CONTROLS, DEFAULT_PLAYBACK, FIELDS, OUTPUTS, PLAYBACK, SPECIFIC,
@@ -188,13 +188,13 @@ def _wire(c: dict) -> None:
     explain_clamping(c, {"length": None} | {f"df:{f}": spec_of(f) for f in FIELDS})
 
     shown = {f"df:{f}": c[f"df:{f}"] for f in SPECIFIC}
-    for trigger in (c["df:sampler"], c["df:cache"]):
-        on(trigger.change, cb.shown_controls, shown, {"sampler": c["df:sampler"], "cache": c["df:cache"]}, **QUIET)
+    on_any([c["df:sampler"].change, c["df:cache"].change], cb.shown_controls, shown,
+           {"sampler": c["df:sampler"], "cache": c["df:cache"]}, **QUIET)
     run_inputs = named_inputs({k: c[k] for k in ("model", "prompt", "length", "seed", "compare", "playback")},
                               {name: c[f"df:{name}"] for name in FIELDS})
     wire_lab(c, cb, outputs, state, run_inputs, CONTROLS, lab="diffusion")
-    for trigger in (c["model"], c["prompt"], c["length"]):  # the note under Length: what fits beside the prompt
-        on(trigger.change, cb.length_checked, {"length": c["length"]}, {k: c[k] for k in ("model", "prompt", "length")},
+    fits = ("model", "prompt", "length")  # the note under Length: what fits beside the prompt
+    on_any([c[k].change for k in fits], cb.length_checked, {"length": c["length"]}, {k: c[k] for k in fits},
            trigger_mode="always_last", **QUIET)
     _wire_tasks(c)
     on(c["step"].input, cb.choose_step, outputs, {"step": c["step"]} | state, trigger_mode="always_last", **QUIET)

@@ -22,7 +22,7 @@ from ui import scaling_callbacks as cb
 from ui.classroom import lesson_row
 from ui.launch import serve, standalone
 from ui.widgets import QUIET, explain_clamping, model_choices, seed_box, spec_widget
-from ui.wiring import lab_columns, named_inputs, on, session_state, wire_lab
+from ui.wiring import lab_columns, named_inputs, on, on_any, session_state, wire_lab
 from ui.exports import NO_OTHER_RUN, download, wire_download
 from ui.plugin_fields import field_label
 from ui.scaling_views import (CONTROLS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_METHOD, DEFAULT_MODEL, DEFAULT_PROMPT,
@@ -174,8 +174,8 @@ def _wire(c: dict) -> None:
     explain_clamping(c, {f"sc:{f}": spec_of(f) for f in FIELDS})
 
     shown = {f"sc:{f}": c[f"sc:{f}"] for f in SPECIFIC} | {"reward_help": c["reward_help"]}
-    for trigger in (c["method"], c["sc:reward"]):
-        on(trigger.change, cb.shown_controls, shown, {"method": c["method"], "reward": c["sc:reward"]}, **QUIET)
+    on_any([c["method"].change, c["sc:reward"].change], cb.shown_controls, shown,
+           {"method": c["method"], "reward": c["sc:reward"]}, **QUIET)
     switched = {f"sc:{f}": c[f"sc:{f}"] for f in VARYING}
     if switched:  # the user's own pick (not a preset's or a replay's): defaults that depend on the method follow it
         inputs = named_inputs({"method": c["method"]}, {f: c[f"sc:{f}"] for f in VARYING})
@@ -183,8 +183,8 @@ def _wire(c: dict) -> None:
     on(c["model"].change, cb.model_changed, {"method": c["method"]}, {k: c[k] for k in ("model", "method")}, **QUIET)
     task_outputs = {k: c[k] for k in ("prompt", "sc:reference", "model")}
     on(c["task"].input, cb.task_chosen, task_outputs, {"task_id": c["task"], "model": c["model"]}, **QUIET)
-    for trigger in (c["prompt"], c["model"]):  # typed, or set by a task, a preset or a replay
-        on(trigger.change, cb.form_note, {"form_note": c["form_note"]}, {k: c[k] for k in ("model", "prompt")},
+    on_any([c["prompt"].change, c["model"].change],  # typed, or set by a task, a preset or a replay
+           cb.form_note, {"form_note": c["form_note"]}, {k: c[k] for k in ("model", "prompt")},
            trigger_mode="always_last", **QUIET)
     edited = {k: c[k] for k in ("task", "sc:reference")}
     on(c["prompt"].input, cb.prompt_edited, edited, {"prompt": c["prompt"], "task_id": c["task"]},
