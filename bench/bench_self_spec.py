@@ -1,11 +1,14 @@
-"""Self-speculation (LayerSkip early exit, DEL) on tiny-ar vs tiny-ar-layerskip, trained for early exit.
+"""Self-speculation (LayerSkip early exit, DEL, S2D) on tiny-ar, tiny-ar-layerskip and tiny-ar-s2d.
 
-For both models, on the same fixed prompts, greedy: plain greedy decoding vs speculative decoding with
-drafter=early-exit at every exit layer L (chain drafts of `--draft-lengths` tokens) and DEL
+For each model, on the same fixed prompts, greedy: plain greedy decoding vs speculative decoding with
+drafter=early-exit at every exit layer L (chain drafts of `--draft-lengths` tokens), DEL
 (exit_layer=0: the layer and the draft length, up to 4, chosen per round from running acceptance
-estimates). DEL choosing among the exits of one network is the nested-sub-model idea of S2D
-(Kavehzadeh et al. 2024: sub-models of one network, trained together, share the draft work); S2D's
-own confidence-threshold drafting and multi-target setting are not implemented.
+estimates) and S2D (drafter=s2d, Kavehzadeh et al. 2024: chains of 4 drafted position by position by
+the smallest of the model's own sub-models L1-L4 whose top probability reaches the threshold,
+`--s2d-thresholds`). tiny-ar-layerskip (LayerSkip's early-exit loss) and tiny-ar-s2d (S2D's sorted
+fine-tuning, equal exit weights) were each trained 40 CPU minutes from tiny-ar: equal training
+compute. S2D's multi-target setting is the extra rows "S2D from tiny-ar-s2d" on tiny-ar: the sorted
+model's sub-models draft for the unchanged tiny-ar.
 
 Reported per model and configuration, from the runs' own events (`decoding.events.stats`): acceptance
 rate (accepted / judged draft tokens), tokens per round (accepted + the target's own), target passes
@@ -43,20 +46,44 @@ from decoding.lm import LM
 from decoding.models import LoadedModel, load_model
 from decoding.speculative.drafters import shallow_view
 
-MODELS = ("tiny-ar", "tiny-ar-layerskip")
+MODELS = ("tiny-ar", "tiny-ar-layerskip", "tiny-ar-s2d")
+S2D_DRAFT = "tiny-ar-s2d"  # the sorted model that also drafts for the unchanged tiny-ar
 PROMPTS = ("In the beginning", "The LORD is my shepherd", "And it came to pass", "Blessed are they",
            "And the king said", "Now the serpent")  # the first two open held-out chapters (Genesis 1, Psalm 23)
 DEL_MAX_LENGTH = 4
 
 
-def configs(num_layers: int, lengths: list[int]) -> dict[str, dict | None]:
+def configs(model: str, num_layers: int, lengths: list[int], thresholds: list[float]) -> dict[str, dict | None]:
     """Name -> speculative params (None = plain greedy)."""
     out: dict[str, dict | None] = {"greedy": None}
     for layer in range(1, num_layers):
         for k in lengths:
             out[f"L{layer} k{k}"] = {"drafter": "early-exit", "exit_layer": layer, "draft_length": k}
     out["DEL"] = {"drafter": "early-exit", "exit_layer": 0, "draft_length": DEL_MAX_LENGTH}
+    exits = ",".join(str(k) for k in range(1, num_layers))
+    for t in thresholds:
+        out[f"S2D t{t}"] = {"drafter": "s2d", "s2d.draft_model": model, "s2d.threshold": t, "s2d.exits": exits,
+                            "draft_length": DEL_MAX_LENGTH}
+        if model != S2D_DRAFT:
+            out[f"S2D t{t} from {S2D_DRAFT}"] = {"drafter": "s2d", "s2d.draft_model": S2D_DRAFT, "s2d.threshold": t,
+                                                 "s2d.exits": exits, "draft_length": DEL_MAX_LENGTH}
     return out
+
+
+def s2d_by_exit(traces: list) -> dict:
+    """S2D: per sub-model, the share of drafted positions it drafted, and the mean sub-model calls per position."""
+    chosen = [k for t in traces for r in t.of_kind("spec_round") for k in r.extra.get("s2d_exits", [])]
+    calls = [n for t in traces for r in t.of_kind("spec_round") for n in r.extra.get("s2d_calls", [])]
+    shares = {f"L{k}": round(chosen.count(k) / len(chosen), 3) for k in sorted(set(chosen))}
+    return {"share": shares, "calls_per_position": round(sum(calls) / len(calls), 3) if calls else None}
+
+
+def round_draft_cost(r, cost: dict[int, float]) -> float:
+    """A round's draft passes in full-step units: S2D's cascade pays every sub-model it asked."""
+    if "s2d_calls" in r.extra:
+        stages = r.extra["s2d_stages"]
+        return sum(cost[k] for n in r.extra["s2d_calls"] for k in stages[:n])
+    return r.draft_forward_passes * cost[r.extra["exit_layer"]]
 
 
 def decode(lm: LM, prompt: str, params: dict | None, tokens: int):
@@ -94,7 +121,7 @@ def summarise(traces: list, plain: list, cost: dict[int, float]) -> dict:
     num_tokens = sum(len(t.finish.token_ids) for t in traces)
     target = sum(stats(t)["target_forward_passes"] for t in traces)
     draft_passes = sum(r.draft_forward_passes for r in rounds)
-    weighted = sum(r.draft_forward_passes * cost[r.extra["exit_layer"]] for r in rounds)
+    weighted = sum(round_draft_cost(r, cost) for r in rounds)
     modelled = sum(stats(p)["forward_passes"] for p in plain) / (sum(stats(t)["forward_passes"] for t in traces) + weighted)
     return {"acceptance": round(accepted / judged, 3) if judged else None,
             "tokens_per_round": round(sum(len(r.token_ids) for r in rounds) / len(rounds), 3),
@@ -140,27 +167,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=64, help="greedy tokens per prompt")
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds (each runs every configuration once)")
     parser.add_argument("--draft-lengths", default="2,3,4", help="chain draft lengths of the fixed-layer rows")
+    parser.add_argument("--s2d-thresholds", default="0.4,0.6,0.8", help="S2D rows: confidence thresholds")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--stop-at-eos", action="store_true", help="end a run at the first <|endoftext|>")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     lengths = [int(k) for k in args.draft_lengths.split(",")]
+    thresholds = [float(t) for t in args.s2d_thresholds.split(",")]
     lms = {name: LM(load_model(name, dtype="float32", progress=None)) for name in MODELS}
     if not args.stop_at_eos:
         for lm in lms.values():
             lm.stop_ids = frozenset()  # decode through verse ends: every run is --tokens long
-    table = configs(lms[MODELS[0]].num_layers, lengths)
-    cpu = {m: {c: [] for c in table} for m in MODELS}  # per round: CPU seconds summed over prompts
+    tables = {m: configs(m, lms[m].num_layers, lengths, thresholds) for m in MODELS}
+    cpu = {m: {c: [] for c in tables[m]} for m in MODELS}  # per round: CPU seconds summed over prompts
     last: dict = {m: {} for m in MODELS}  # config -> traces of the last round, one per prompt
     for lm in lms.values():
         run_to_trace(lm, PROMPTS[0], max_new_tokens=8, chat=False)  # warm-up
-    names = list(table)
     for r in range(args.rounds):
-        order = names[r % len(names):] + names[: r % len(names)]  # rotate, so no config always runs first
         for model in MODELS:
+            names = list(tables[model])
+            order = names[r % len(names):] + names[: r % len(names)]  # rotate, so no config always runs first
             for name in order:
-                runs = [decode(lms[model], prompt, table[name], args.tokens) for prompt in PROMPTS]
+                runs = [decode(lms[model], prompt, tables[model][name], args.tokens) for prompt in PROMPTS]
                 cpu[model][name].append(sum(s for s, _ in runs))
                 last[model][name] = [t for _, t in runs]
     result = {"tokens": args.tokens, "rounds": args.rounds, "threads": args.threads, "prompts": list(PROMPTS),
@@ -172,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
                            "cpu_ms_per_token": round(1000 * statistics.median(cpu[model]["greedy"]) / num_plain, 3)}}
         cost = draft_cost(lms[model], PROMPTS[0])
         ratios = {int(layer[1:]): v["vs_full"] for layer, v in cost.items()}
-        for name in names[1:]:
+        for name in list(tables[model])[1:]:
             row = summarise(last[model][name], plain, ratios)
             row["speedup_cpu"] = round(statistics.median(p / s for p, s in zip(cpu[model]["greedy"], cpu[model][name])), 3)
             row["cpu_s_median"] = round(statistics.median(cpu[model][name]), 4)
@@ -182,21 +211,23 @@ def main(argv: list[str] | None = None) -> int:
             row["cpu_ms_per_token"] = round(1000 * row["cpu_s_median"] / tokens, 3)
             if name == "DEL":
                 row["by_layer"] = per_layer(last[model][name])
+            if name.startswith("S2D"):
+                row["by_exit"] = s2d_by_exit(last[model][name])
             rows[name] = row
         result["models"][model] = {"configs": rows, "draft_cost": cost}
     if args.json:
         print(json.dumps(result))
         return 0
     print(f"{args.tokens} tokens x {len(PROMPTS)} prompts, greedy, {args.threads} thread(s), median of {args.rounds} rounds")
-    print(f"{'config':10} " + " ".join(f"{m + ': acc  tok/rnd  pass/tok  speedup  modelled  same':>58}" for m in MODELS))
-    for name in names[1:]:
-        cells = []
-        for model in MODELS:
-            row = result["models"][model]["configs"][name]
-            cells.append(f"{row['acceptance'] if row['acceptance'] is not None else '-':>24} {row['tokens_per_round']:8.2f} "
-                         f"{row['target_passes_per_token']:9.3f} {row['speedup_cpu']:7.2f}x {row['speedup_cost_model']:8.2f}x "
-                         f"{str(row['identical']):>5}")
-        print(f"{name:10} " + " ".join(cells))
+    for model in MODELS:
+        print(f"\n{model}\n{'config':28} {'acc':>6} {'tok/rnd':>8} {'pass/tok':>9} {'speedup':>8} {'modelled':>9} {'same':>5}")
+        for name, row in result["models"][model]["configs"].items():
+            if name == "greedy":
+                continue
+            acc = row["acceptance"] if row["acceptance"] is not None else "-"
+            print(f"{name:28} {acc:>6} {row['tokens_per_round']:8.2f} {row['target_passes_per_token']:9.3f} "
+                  f"{row['speedup_cpu']:7.2f}x {row['speedup_cost_model']:8.2f}x {str(row['identical']):>5}"
+                  + (f"  {json.dumps(row['by_exit'])}" if "by_exit" in row else ""))
     for model in MODELS:
         rows = result["models"][model]["configs"]
         print(f"\n{model}: greedy {rows['greedy']['cpu_ms_per_token']} CPU ms/token; per config draft ms/pass, "

@@ -93,6 +93,13 @@ ELHOUSHI_2024 = Paper("LayerSkip: Enabling Early Exit Inference and Self-Specula
 ENTEZARI_ZARCH_2025 = Paper("DEL: Context-Aware Dynamic Exit Layer for Efficient Self-Speculative Decoding",
                             "Entezari Zarch et al.", 2025, arxiv="2504.05598",
                             note="exit_layer=0: the exit layer and draft length chosen per round")
+KAVEHZADEH_2024 = Paper("S2D: Sorted Speculative Decoding For More Efficient Deployment of Nested Large Language "
+                        "Models", "Kavehzadeh et al.", 2024, arxiv="2407.01955",
+                        note="drafter s2d: tiny-ar-s2d's nested sub-models, the smallest confident one per position")
+GUI_2024 = Paper("Boosting Lossless Speculative Decoding via Feature Sampling and Partial Alignment Distillation",
+                 "Gui et al.", 2024, arxiv="2408.15562",
+                 note="FSPAD: `python -m decoding.training.eagle train --fspad`; its forms are this project's reading "
+                      "of the paper's description")
 QUAN_2025 = Paper("RASD: Retrieval-Augmented Speculative Decoding", "Quan et al.", 2025, note=NOT_VERIFIED)
 LUO_2024 = Paper("Turning Trash into Treasure: Accelerating Inference of Large Language Models with Token Recycling",
                  "Luo et al.", 2024, arxiv="2408.08696", venue="ACL 2025")
@@ -105,6 +112,12 @@ CHENG_2025 = Paper("DEER: Draft with Diffusion, Verify with Autoregressive Model
 YILDIRIM_CHEN_2025 = Paper("SpecMemo: Speculative Decoding is in Your Pocket", "Yildirim and Chen", 2025,
                            arxiv="2506.01986", note="the memory budget (`memory_budget_mb`): the tree is sized by the "
                                                    "bytes it costs; the paper's multi-GPU batched serving is not here")
+EBRAHIMI_2024 = Paper("Minimum Entropy Coupling with Bottleneck", "Ebrahimi, Chen and Khisti", 2024, arxiv="2410.21666",
+                      venue="NeurIPS 2024",
+                      note="MEC-B in the coupling view (decoding/speculative/mecb.py): the greedy deterministic EBIM "
+                           "encoder (Algorithm 1) and its uniform baseline, then a greedy minimum-entropy decoder; "
+                           "the stochastic refinement near deterministic encoders (Theorem 3) is not done. The rate-"
+                           "limited Markov coding game on a 4x4 grid (decoding/speculative/mcg.py)")
 
 # --- inference-time scaling ---------------------------------------------------------------------------
 BROWN_2024 = Paper("Large Language Monkeys: Scaling Inference Compute with Repeated Sampling", "Brown et al.", 2024,

@@ -164,6 +164,12 @@ REGISTRY: dict[str, ModelSpec] = {
                     "exit through the shared norm + LM head predicts the next token, so early exit and DEL accept",
         local_dir="tiny-ar-layerskip", papers=(bib.ELHOUSHI_2024,),
     ),
+    "tiny-ar-s2d": ModelSpec(
+        name="tiny-ar-s2d",
+        description="tiny-ar after S2D's sorted fine-tuning (Kavehzadeh et al. 2024): each of its first-k-layer "
+                    "sub-models predicts the next token, so they draft for tiny-ar or for itself (drafter s2d)",
+        local_dir="tiny-ar-s2d", papers=(bib.KAVEHZADEH_2024,),
+    ),
     "tiny-ar-lud": ModelSpec(
         name="tiny-ar-lud",
         description="tiny-ar fine-tuned for Lexical Unit Decoding (Sun et al. 2024): mask tokens after the text predict "

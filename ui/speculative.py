@@ -1,7 +1,8 @@
 """The Speculative tab: a drafter proposes a token tree, the target verifies it in one forward pass.
 Watch each round's tree (accepted green, rejected red, the target's own token gold), the accepted
 length per round, and p versus q where the draft was made; compare the speed with plain decoding.
-An accordion shows the verification rules at one position as couplings (`visualizers/coupling.py`).
+An accordion shows the verification rules at one position as couplings (`visualizers/coupling.py`), MEC-B
+beside them and its Markov coding game (`visualizers/mecb.py`).
 
     build_speculative()   lays the tab out inside the current Blocks and wires it (used by app.py)
     demo()                the tab as a Blocks of its own:  python -m ui.speculative
@@ -22,7 +23,7 @@ from ui import speculative_callbacks as cb
 from ui.classroom import lesson_row
 from ui.launch import serve, standalone
 from ui.widgets import QUIET, explain_clamping, model_choices, seed_box, spec_widget
-from ui.wiring import lab_columns, named_inputs, on, session_state, wire_lab
+from ui.wiring import lab_columns, named_inputs, on, on_any, session_state, wire_lab
 from ui.plugin_fields import plugin_widgets, visibility
 from ui.exports import download, wire_download
 from visualizers.memory import memory_figure
@@ -37,6 +38,15 @@ COUPLING_HELP = ("Each lossless rule ties the draft to the output differently. W
                  "chosen position (or a built-in example): speculative sampling, RSD (the default `rule`), SpecTr "
                  "(`rule=spectr`) and a minimum-entropy coupling, each as a joint of draft and output; the diagonal "
                  "is how often the output is a draft.")
+MECB_HELP = ("**MEC-B** (minimum-entropy coupling with a bottleneck, Ebrahimi, Chen and Khisti 2024): the same "
+             "position's draft is first coded into a code word T whose entropy may not exceed the rate bound R, "
+             "then T is coupled with the output by minimum entropy. The output is still exactly p; R caps how much "
+             "the output can depend on the draft. At R ≥ H(q) it is the minimum-entropy coupling above.")
+MCG_HELP = ("**Markov coding game** (the paper's example, after Sokota et al. 2022): a message (16, equally likely) "
+            "is coded at rate bound R and sent through the *actions* of an agent walking a 4×4 grid to the goal. "
+            "Each action is drawn from a minimum-entropy coupling of the receiver's belief and the agent's own "
+            "policy, so the actions keep exactly the policy's law; a hotter policy (temperature τ) carries more "
+            "bits per move but takes longer. The receiver decodes from the actions alone.")
 NO_PLAIN = "No plain decoding run to export: tick “Also run plain decoding” and Generate."
 PREFERRED_DRAFTERS = ("prompt-lookup", "early-exit", "token-recycling", "model")  # menu order; others follow
 
@@ -120,6 +130,25 @@ def _views(c: dict) -> None:
                                     info="How many drafts the multi-draft rules (RSD, SpecTr) get at this position.")
         c["coupling"] = gr.Plot(cb.coupling_view(cb.COUPLING_K, 0, -1, None)["coupling"], show_label=False,
                                 elem_id="spec-coupling-plot")
+        gr.Markdown(MECB_HELP, elem_classes="dl-help")
+        c["mecb_rate"] = gr.Slider(0, 3, value=cb.MECB_RATE, step=0.05, label="rate bound R (bits)",
+                                   elem_id="spec-mecb-rate", info="The most entropy the code word T may carry.")
+        c["mecb"] = gr.Plot(cb.mecb_view(cb.MECB_RATE, 0, -1, None)["mecb"], show_label=False,
+                            elem_id="spec-mecb-plot")
+        gr.Markdown(MCG_HELP, elem_classes="dl-help")
+        d = cb.MCG_DEFAULTS
+        with gr.Row():
+            c["mcg_message"] = gr.Dropdown(cb.MCG_MESSAGES, value=d["message"], label="message",
+                                           elem_id="spec-mcg-message")
+            c["mcg_seed"] = seed_box("spec-mcg-seed", d["seed"])
+        with gr.Row():
+            c["mcg_rate"] = gr.Slider(0, 4, value=d["rate"], step=0.25, label="rate bound R (bits)",
+                                      elem_id="spec-mcg-rate", info="4 bits: every message its own code word.")
+            c["mcg_temperature"] = gr.Slider(0.05, 1, value=d["temperature"], step=0.05, label="policy temperature τ",
+                                             elem_id="spec-mcg-temperature", info="Higher: more random moves.")
+        first = cb.mcg_view(d["message"], d["rate"], d["temperature"], d["seed"])
+        c["mcg_text"] = gr.Markdown(first["mcg_text"], elem_id="spec-mcg-text")
+        c["mcg"] = gr.Plot(first["mcg"], show_label=False, elem_id="spec-mcg-plot")
     gr.Markdown("### Speculative vs plain decoding")
     c["summary"] = gr.HTML(initial["summary"], elem_id="spec-summary")
     gr.Markdown(INTRO, elem_classes="dl-help")
@@ -138,7 +167,8 @@ def build_speculative() -> dict:
 def _wire(c: dict) -> None:
     outputs = {name: c[name] for name in OUTPUTS}
     state = {k: c[k] for k in ("trace", "baseline")}
-    explain_clamping(c, {f"spec:{p['name']}": p for p in param_specs(STRATEGY)} | {"coupling_k": None})
+    explain_clamping(c, {f"spec:{p['name']}": p for p in param_specs(STRATEGY)} |
+                     dict.fromkeys(("coupling_k", "mecb_rate", "mcg_rate", "mcg_temperature")))
 
     shown = {k: c[k] for k in visibility(STRATEGY, "spec", "")} | {"drafter_help": c["drafter_help"]}
     on(c["spec:drafter"].change, cb.drafter_changed, shown, {"drafter": c["spec:drafter"]}, **QUIET)
@@ -152,11 +182,20 @@ def _wire(c: dict) -> None:
                  {"parent": c["position"], "round_index": c["round"]} | state, **QUIET)]
     memory = (cb.memory_view, {"memory": c["memory"], "budget_points": c["budget_points"]},
               {"trace": c["trace"], "points": c["budget_points"]})
+    mecb = (cb.mecb_view, {"mecb": c["mecb"]},
+            {"rate": c["mecb_rate"], "round_index": c["round"], "parent": c["position"], "trace": c["trace"]})
     for event in picked + list(events.values()):
         on(event.then, *coupling, **QUIET)
+        on(event.then, *mecb, **QUIET)
     for event in events.values():  # a run ended (or was stopped, or replayed): its bytes, and one more point
         on(event.then, *memory, **QUIET)
     on(c["coupling_k"].release, *coupling, **QUIET)
+    on(c["mecb_rate"].input, *mecb, trigger_mode="always_last", **QUIET)  # dragged or typed
+    game = (cb.mcg_view, {"mcg": c["mcg"], "mcg_text": c["mcg_text"]},
+            {"message": c["mcg_message"], "rate": c["mcg_rate"], "temperature": c["mcg_temperature"],
+             "seed": c["mcg_seed"]})
+    on_any([c["mcg_message"].input, c["mcg_rate"].input, c["mcg_temperature"].input, c["mcg_seed"].submit], *game,
+           trigger_mode="always_last", **QUIET)
     wire_download(c["dl_json"], download, [c["trace"]])
     wire_download(c["dl_plain"], lambda plain: download(plain, missing=NO_PLAIN), [c["plain"]])
 

@@ -9,8 +9,10 @@ speed comparison; closing it (Stop) stops whichever run is going.
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Iterator
 
+import torch
 
 from decoding.speculative.strategy import DRAFTERS
 from decoding.events import Event, Trace, stats
@@ -24,9 +26,17 @@ from ui.speculative_views import (DEFAULT_SETTINGS, SPEC_FIELDS, STRATEGY, UI_MA
                                   collect_spec_params, stats_line, views)
 from visualizers import spec_tokens_html
 from visualizers.coupling import coupling_figure
+from visualizers.mecb import game_figure, mecb_figure
+from decoding.speculative import mcg
 from visualizers.memory import MAX_POINTS, budget_point, memory_figure
 
 COUPLING_K = 2  # the coupling view's drafts k at first
+MECB_RATE = 1.0  # MEC-B's rate bound at first, bits
+MCG_MESSAGES = [chr(ord("A") + i) for i in range(16)]  # the Markov coding game's messages, uniform prior
+MCG_PRIOR = [1 / len(MCG_MESSAGES)] * len(MCG_MESSAGES)
+MCG_DEFAULTS = {"message": "F", "rate": 2.0, "temperature": 0.3, "seed": 0}
+MCG_TEMPERATURES = (0.05, 0.1, 0.2, 0.3, 0.5, 1.0)  # the trade-off curve's points
+MCG_EPISODES = 48  # episodes per point of the trade-off (seeded)
 
 
 def drafter_help(drafter: str) -> str:
@@ -131,6 +141,49 @@ def coupling_view(k, round_index, parent, trace) -> dict:
     parent = -1 if parent is None else as_int(parent)
     shown = trace if trace is not None and trace.of_kind("spec_round") else None
     return {"coupling": coupling_figure(shown, round_index if shown else None, parent, k=k)}
+
+
+def mecb_view(rate, round_index, parent, trace) -> dict:
+    """MEC-B beside the rules: the same position (the shown round's, or the built-in example) at rate bound R."""
+    round_index = as_int(round_index)
+    parent = -1 if parent is None else as_int(parent)
+    shown = trace if trace is not None and trace.of_kind("spec_round") else None
+    try:
+        fig = mecb_figure(shown, round_index if shown else None, parent, rate=rate)
+    except ValueError as err:
+        raise user_error(err) from None
+    return {"mecb": fig}
+
+
+@functools.lru_cache(maxsize=32)
+def _mcg_curves(rate: float, seed: int) -> list[dict]:
+    """The trade-off at one rate (deterministic for a seed, so kept: shared read-only, never modified)."""
+    return mcg.tradeoff(MCG_PRIOR, [rate], MCG_TEMPERATURES, episodes=MCG_EPISODES, seed=seed,
+                        methods=("greedy", "uniform"))
+
+
+def mcg_view(message, rate, temperature, seed) -> dict:
+    """The Markov coding game: one episode sending `message` at rate bound R and policy temperature tau, and
+    the reward-vs-accuracy trade-off at that rate (both encoders)."""
+    seed = as_int(seed)
+    try:
+        if message not in MCG_MESSAGES:
+            raise ValueError(f"`message` must be one of {', '.join(MCG_MESSAGES)}, got {message!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"`seed` must be an integer >= 0, got {seed!r}")
+        episode = mcg.play(MCG_MESSAGES.index(message), MCG_PRIOR, rate, temperature,
+                           torch.Generator().manual_seed(seed))
+        curves = _mcg_curves(float(rate), seed)
+    except ValueError as err:
+        raise user_error(err) from None
+    group = ", ".join(MCG_MESSAGES[m] for m in episode.groups[episode.code])
+    actions = " ".join(mcg.ACTIONS[a] for a in episode.actions) or "(none)"
+    verdict = "**right**" if episode.correct else "**wrong**"
+    words = len(episode.groups)
+    text = (f"Message **{message}** → code word t{episode.code} (shared by {group}; {words} code word"
+            f"{'s' if words != 1 else ''} for rate bound R = {rate:g} bits) → actions {actions} "
+            f"(return {episode.ret:g}) → decoded **{MCG_MESSAGES[episode.decoded]}**: {verdict}.")
+    return {"mcg": game_figure(episode, MCG_PRIOR, MCG_MESSAGES, curves, temperature), "mcg_text": text}
 
 
 def memory_view(trace, points) -> dict:

@@ -16,7 +16,8 @@ Computed exactly (by enumerating every draft tuple) for a small vocabulary:
                        2017, "Entropic Causal Inference" (analysed by Cicalese et al. 2019, within one bit
                        of the minimum). Lossless too (draw x from q, then the output from the joint's row
                        x), but it makes the output as predictable from the draft as possible, not as
-                       often equal to it: a contrast, not a rule the strategy runs.
+                       often equal to it: a contrast, not a rule the strategy runs. It is MEC-B without a
+                       bottleneck (`decoding.speculative.mecb`, Ebrahimi, Chen and Khisti 2024).
 
 Glossary
     V             the (small) vocabulary; p, q are (V,) distributions (target, draft) over it.
@@ -158,22 +159,30 @@ def rsd_coupling(p, q, k: int) -> Coupling:
     return Coupling("rsd", k, torch.tensor(drafts, dtype=torch.long), law, law[:, None] * torch.stack(rows))
 
 
-def mec_coupling(p, q) -> Coupling:
-    """Greedy minimum-entropy coupling (Kocaoglu et al. 2017): repeatedly pair the largest remaining
-    q mass with the largest remaining p mass and move their minimum into the joint; at most 2V - 1 cells."""
-    p, q = _check(p, q)
-    vocab = p.numel()
-    rest_q, rest_p = q.clone(), p.clone()
-    joint = torch.zeros(vocab, vocab, dtype=torch.float64)
-    for _ in range(2 * vocab):
-        x, y = int(rest_q.argmax()), int(rest_p.argmax())
-        mass = min(rest_q[x].item(), rest_p[y].item())
+def greedy_coupling(a, b) -> torch.Tensor:
+    """(len(a), len(b)) the greedy minimum-entropy coupling of two distributions (Kocaoglu et al. 2017): repeatedly
+    pair the largest remaining mass of `a` with the largest remaining mass of `b` and move their minimum into
+    the joint; at most len(a) + len(b) - 1 cells. Rows sum to a, columns to b (the marginals are exact)."""
+    rest_a = torch.as_tensor(a, dtype=torch.float64).tolist()  # plain floats: fast on a few tokens
+    rest_b = torch.as_tensor(b, dtype=torch.float64).tolist()
+    joint = [[0.0] * len(rest_b) for _ in rest_a]  # (len(a), len(b))
+    for _ in range(len(rest_a) + len(rest_b)):
+        x = max(range(len(rest_a)), key=rest_a.__getitem__)
+        y = max(range(len(rest_b)), key=rest_b.__getitem__)
+        mass = min(rest_a[x], rest_b[y])
         if mass <= 1e-15:
             break
-        joint[x, y] += mass
-        rest_q[x] -= mass
-        rest_p[y] -= mass
-    return Coupling("mec", 1, _singles(vocab), q, joint)
+        joint[x][y] += mass
+        rest_a[x] -= mass
+        rest_b[y] -= mass
+    return torch.tensor(joint, dtype=torch.float64)
+
+
+def mec_coupling(p, q) -> Coupling:
+    """Greedy minimum-entropy coupling (Kocaoglu et al. 2017) of the draft q and the target p: `greedy_coupling`.
+    It is also MEC-B (`decoding.speculative.mecb`) with a rate bound R >= H(q): no bottleneck."""
+    p, q = _check(p, q)
+    return Coupling("mec", 1, _singles(p.numel()), q, greedy_coupling(q, p))
 
 
 def couplings(p, q, k: int) -> list[Coupling]:

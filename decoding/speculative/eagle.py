@@ -9,6 +9,14 @@ Papers followed
     Zhao et al. 2025, "FR-Spec" / Li et al. 2025, "EAGLE-3": draft over a reduced vocabulary (the
     target's most frequent tokens) when the LM head dominates the draft cost; verification stays on
     the full vocabulary, so the output is unchanged (greedy) or distributed as the target's (sampling).
+    Gui et al. 2024, "Boosting Lossless Speculative Decoding via Feature Sampling and Partial
+    Alignment Distillation" (FSPAD, arXiv 2408.15562), optional (`HeadConfig.fspad_channels` > 0):
+    the head's input is not the plain concatenation but a FEATURE SAMPLING of the target's feature
+    by the token's embedding in a higher-dimensional space, here a 1-D convolution over the stacked
+    (embedding, feature) pair into `fspad_channels` channels of width D, projected back to D. Its
+    second part, partial alignment distillation, is a training loss (`decoding.training.eagle
+    --fspad`). The paper's full text was not available to this project: both forms are this
+    project's reading of its description, said as such in the model card.
 
 Glossary
     feature      the target's last hidden state after its final norm, the LM head's input.
@@ -52,27 +60,31 @@ class HeadConfig:
     rms_eps: float = 1e-5
     draft_vocab: int = 8192  # K: token ids the head scores
     target: str = "smollm2-135m"  # the target whose features it was trained on
+    fspad_channels: int = 0  # C > 0: FSPAD's feature sampling in C x D dimensions before fc (0: EAGLE's concat)
 
     @classmethod
-    def like(cls, config, draft_vocab: int, target: str) -> "HeadConfig":
+    def like(cls, config, draft_vocab: int, target: str, fspad_channels: int = 0) -> "HeadConfig":
         """The shape of one of `config`'s (a transformers Llama-like config) decoder layers."""
         heads = config.num_attention_heads
         rope = getattr(config, "rope_parameters", None) or {}
         return cls(config.hidden_size, heads, getattr(config, "num_key_value_heads", heads),
                    getattr(config, "head_dim", None) or config.hidden_size // heads, config.intermediate_size,
                    float(rope.get("rope_theta", getattr(config, "rope_theta", 10000.0))),
-                   float(config.rms_norm_eps), draft_vocab, target)
+                   float(config.rms_norm_eps), draft_vocab, target, fspad_channels)
 
 
 class EagleHead(nn.Module):
-    """fc(concat(embedding, feature)) -> one Llama decoder layer (no input norm, as EAGLE) -> feature."""
+    """fc(concat(embedding, feature)) -> one Llama decoder layer (no input norm, as EAGLE) -> feature.
+    With `fspad_channels` = C: fc(flatten(silu(conv1d([embedding; feature])))), a (C x D)-wide input."""
 
     def __init__(self, config: HeadConfig):
         super().__init__()
         d, h, kv, hd, m = (config.hidden_size, config.num_heads, config.num_kv_heads, config.head_dim,
                            config.intermediate_size)
         self.config = config
-        self.fc = nn.Linear(2 * d, d, bias=True)
+        c = config.fspad_channels
+        self.sample = nn.Conv1d(2, c, kernel_size=3, padding=1) if c else None  # FSPAD's feature sampling
+        self.fc = nn.Linear((c or 2) * d, d, bias=True)
         self.q_proj, self.k_proj = nn.Linear(d, h * hd, bias=False), nn.Linear(d, kv * hd, bias=False)
         self.v_proj, self.o_proj = nn.Linear(d, kv * hd, bias=False), nn.Linear(h * hd, d, bias=False)
         self.norm = nn.Parameter(torch.ones(d))  # RMSNorm before the MLP
@@ -89,13 +101,21 @@ class EagleHead(nn.Module):
         rotated = torch.cat([-x[..., half:], x[..., :half]], -1)
         return x * cos + rotated * sin
 
+    def _inputs(self, emb: torch.Tensor, feat: torch.Tensor) -> torch.Tensor:
+        """(B, T, 2D) EAGLE's concatenation, or (B, T, C*D) FSPAD's sampled features."""
+        if self.sample is None:
+            return torch.cat([emb, feat], -1)
+        b, t, d = emb.shape
+        pair = torch.stack([emb, feat], -2).reshape(b * t, 2, d)  # two channels over the feature axis
+        return F.silu(self.sample(pair)).reshape(b, t, -1)
+
     def forward(self, emb: torch.Tensor, feat: torch.Tensor, positions: torch.Tensor,
                 past: tuple[torch.Tensor, torch.Tensor] | None = None, mask: torch.Tensor | None = None):
         """emb, feat (B, T, D) at head `positions` (T,); `past` (k, v) each (B, Hkv, P, hd); `mask` (T, P + T)
         True = may attend (None: causal). Returns the predicted features (B, T, D) and this call's (k, v)."""
         c = self.config
         b, t, _ = emb.shape
-        x = self.fc(torch.cat([emb, feat], -1))  # (B, T, D)
+        x = self.fc(self._inputs(emb, feat))  # (B, T, D)
         q = self._rope(self.q_proj(x).view(b, t, c.num_heads, c.head_dim).transpose(1, 2), positions)
         k = self._rope(self.k_proj(x).view(b, t, c.num_kv_heads, c.head_dim).transpose(1, 2), positions)
         v = self.v_proj(x).view(b, t, c.num_kv_heads, c.head_dim).transpose(1, 2)  # (B, Hkv, T, hd)

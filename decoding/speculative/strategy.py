@@ -135,12 +135,47 @@ class EarlyExitParams(Params):
                             help="Draft with the target's first L layers; 0 picks L (and the length) each round (DEL).")
 
 
+@dataclass(frozen=True)
+class S2DParams(Params):
+    draft_model: str = param("tiny-ar-s2d", note="name or hub id",
+                             help="A sorted-fine-tuned causal model sharing the target's tokenizer whose nested "
+                                  "sub-models draft (tiny-ar-s2d; the target itself when it is that model).")
+    threshold: float = param(0.6, low=0.0, high=1.0,
+                             help="A sub-model drafts a position when its top probability reaches this; otherwise the "
+                                  "next larger one is asked (the largest always answers).")
+    exits: str = param("1,2,3,4", note="layer counts, ascending",
+                       help="The sub-models tried, smallest first, as layer counts of the draft model.")
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not self.draft_model.strip():
+            raise ValueError("`draft_model` is required: a sorted-fine-tuned model such as tiny-ar-s2d")
+        try:
+            exits = [int(x) for x in self.exits.split(",") if x.strip()]
+        except ValueError:
+            exits = []
+        if not exits or exits != sorted(set(exits)) or exits[0] < 1:
+            raise ValueError(f"`exits` must be ascending layer counts such as 1,2,3,4, got {short_repr(self.exits, 40)}")
+
+    @property
+    def exit_layers(self) -> list[int]:
+        return [int(x) for x in self.exits.split(",") if x.strip()]
+
+
 @DRAFTERS.register("model", help="a smaller model sharing the target's tokenizer (model.draft_model=NAME)",
                    params=DraftModelParams, loads_draft_model=True, papers=(bib.LEVIATHAN_2023, bib.CHEN_2023))
 def _model_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
+    draft = _load_draft_model(lm, params.own.draft_model)
+    return ModelDrafter(draft, f"model:{draft.name}")
+
+
+def _load_draft_model(lm: LM, name: str) -> LM:
+    """A causal draft model sharing the target's tokenizer, on the target's device and dtype (the target itself
+    when `name` is the target's)."""
     from decoding.models import load_model, model_kind
 
-    name = params.own.draft_model
+    if name == lm.loaded.name:
+        return lm
     loaded = load_model(name, device=str(lm.loaded.device), dtype=str(lm.loaded.dtype).removeprefix("torch."))
     if model_kind(loaded) != "causal":
         raise _not_causal(name)
@@ -148,7 +183,24 @@ def _model_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
     if draft.vocab_size != lm.vocab_size or draft.tokenizer.get_vocab() != lm.tokenizer.get_vocab():
         raise ValueError(f"`draft_model` {name!r} does not share the target's tokenizer "
                          f"({draft.vocab_size} vs {lm.vocab_size} vocabulary rows); pick a model of the same family")
-    return ModelDrafter(draft, f"model:{draft.name}")
+    return draft
+
+
+@DRAFTERS.register("s2d", help="S2D: the nested sub-models of a sorted-fine-tuned model draft, the smallest confident "
+                               "one per position (s2d.draft_model, tiny-ar-s2d)",
+                   params=S2DParams, loads_draft_model=True, papers=(bib.KAVEHZADEH_2024,))
+def _s2d_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
+    from decoding.speculative.s2d import S2DDrafter
+
+    own = params.own
+    draft = _load_draft_model(lm, own.draft_model.strip())
+    exits = own.exit_layers
+    if draft is lm:  # self-speculation: the target's full depth verifies, so it never drafts
+        exits = [k for k in exits if k < lm.num_layers]
+    if not exits or exits[-1] > draft.num_layers:
+        raise ValueError(f"`exits` {own.exits} must name layer counts in [1, {draft.num_layers - (draft is lm)}] of "
+                         f"{draft.name} ({draft.num_layers} layers)")
+    return S2DDrafter(draft, exits, own.threshold, f"s2d:{draft.name}")
 
 
 @DRAFTERS.register("rasd", help="RASD: a draft model's tree with prompt-lookup sequences fused in, pruned by the "
@@ -188,7 +240,7 @@ def _token_recycling_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
 
 
 @DRAFTERS.register("eagle", help="EAGLE: a one-layer head trained on the target's own features drafts (smollm2-135m)",
-                   papers=(bib.LI_2024_EAGLE, bib.LI_2024_EAGLE2, bib.ZHAO_2025, bib.LI_2025_EAGLE3))
+                   papers=(bib.LI_2024_EAGLE, bib.LI_2024_EAGLE2, bib.ZHAO_2025, bib.LI_2025_EAGLE3, bib.GUI_2024))
 def _eagle_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
     from decoding.speculative.eagle import eagle_drafter
 
@@ -210,7 +262,7 @@ def make_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
 @register_strategy("speculative", params=SpeculativeParams, family="speculative", uses_seed=True,
                    help="speculative decoding: a drafter proposes a token tree, the target verifies it in one pass",
                    papers=(bib.LEVIATHAN_2023, bib.CHEN_2023, bib.MIAO_2024, bib.CHEN_2024, bib.JEON_2024, bib.SUN_2023,
-                           bib.LI_2024_EAGLE2, bib.XIONG_2024, bib.YILDIRIM_CHEN_2025))
+                           bib.LI_2024_EAGLE2, bib.XIONG_2024, bib.YILDIRIM_CHEN_2025, bib.EBRAHIMI_2024))
 def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) -> Iterator[Event]:
     lm, temperature = ctx.lm, params.temperature
     greedy = temperature == 0

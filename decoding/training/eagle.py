@@ -20,6 +20,14 @@ Two phases, each resumable (one long job at a time on a shared CPU: one thread):
 `data` asks the target for greedy answers to seeded open-ended prompts (`eagle_prompts`), batched,
 and stores token ids and features (float16) per sequence; `train` checkpoints to --work every few
 minutes and logs to --work/train.log; `export` writes the float16 head, its config and the log.
+
+`train --fspad` trains the FSPAD variant (Gui et al. 2024, arXiv 2408.15562): the head's input is
+sampled in a higher-dimensional space (`HeadConfig.fspad_channels`, see `decoding.speculative.eagle`)
+and its feature loss is a PARTIAL alignment: SmoothL1 on the first `--pad-fraction` of the feature's
+dimensions only, while the token loss reads the whole predicted feature, so the head is not forced
+to trade logit confidence for an exact copy of every feature dimension. Both forms are this project's
+reading of the paper's description (its full text was not available here). `--max-shards N` trains
+on the first N shards only, so two heads can be compared on the same data.
 """
 
 from __future__ import annotations
@@ -107,10 +115,12 @@ def make_data(work: Path, minutes: float, batch: int, max_new_tokens: int) -> No
 # ---------------------------------------------------------------- training
 
 
-def load_shards(work: Path) -> tuple[list[dict], list[dict]]:
-    """(train, validation) sequences: {"ids": (L,), "feats": (L-1, D) float16, "start": answer start}."""
+def load_shards(work: Path, max_shards: int = 0) -> tuple[list[dict], list[dict]]:
+    """(train, validation) sequences: {"ids": (L,), "feats": (L-1, D) float16, "start": answer start}
+    from the first `max_shards` shards (0: all)."""
     train, val = [], []
-    for path in sorted(work.glob("shard-*.pt")):
+    paths = sorted(work.glob("shard-*.pt"))
+    for path in paths[:max_shards or len(paths)]:
         shard = torch.load(path)
         seqs = [{"ids": ids.long(), "feats": f, "start": s}
                 for ids, f, s in zip(shard["ids"], shard["feats"], shard["answer_start"]) if len(ids) >= 4]
@@ -148,12 +158,16 @@ def make_batch(seqs: list[dict], embed: torch.Tensor, noise: float, gen: torch.G
     return {"emb": emb, "feat_in": feat_in, "feat_out": feat_out, "next_ids": next_ids, "mask": mask}
 
 
-def head_losses(head, batch: dict, lm_rows: torch.Tensor, unroll: int, cls_weight: float) -> tuple[torch.Tensor, dict]:
+def head_losses(head, batch: dict, lm_rows: torch.Tensor, unroll: int, cls_weight: float,
+                pad_fraction: float = 1.0) -> tuple[torch.Tensor, dict]:
     """EAGLE's loss (SmoothL1 on features + cls_weight x soft cross-entropy over the draft vocab), for step 1
     and, with unroll=2, for a second step fed the head's own step-1 prediction at the newest position (the
-    others keep their true features, as at draft depth 2; "training-time test", Li et al. 2025, EAGLE-3)."""
+    others keep their true features, as at draft depth 2; "training-time test", Li et al. 2025, EAGLE-3).
+    `pad_fraction` < 1: FSPAD's partial alignment, the feature loss on the first dimensions only
+    (`vloss` reports it on all of them, so runs with and without it read alike)."""
     emb, feat_out, mask, next_ids = batch["emb"], batch["feat_out"], batch["mask"], batch["next_ids"]
-    t = emb.shape[1]
+    t, d = emb.shape[1], emb.shape[2]
+    aligned = max(1, round(d * pad_fraction))
     positions = torch.arange(t)
     target_logp = torch.log_softmax(feat_out @ lm_rows.T, -1)  # (B, T, K)
     pred, kv = head(emb, batch["feat_in"], positions)
@@ -166,8 +180,9 @@ def head_losses(head, batch: dict, lm_rows: torch.Tensor, unroll: int, cls_weigh
             mask = mask & (positions >= 1)
         logits = pred @ lm_rows.T  # (B, T, K)
         vloss = F.smooth_l1_loss(pred[mask], feat_out[mask])
+        align = vloss if aligned == d else F.smooth_l1_loss(pred[mask][:, :aligned], feat_out[mask][:, :aligned])
         ploss = -(target_logp.exp() * torch.log_softmax(logits, -1)).sum(-1)[mask].mean()
-        total = total + vloss + cls_weight * ploss
+        total = total + align + cls_weight * ploss
         hit = (batch["vocab_ids"][logits.argmax(-1)] == next_ids)[mask & (next_ids >= 0)]
         stats |= {f"vloss{step}": vloss.item(), f"ploss{step}": ploss.item(), f"acc{step}": hit.float().mean().item()}
     return total, stats
@@ -196,6 +211,8 @@ def init_from_target(head, model) -> None:
         for name in ("gate_proj", "up_proj", "down_proj"):
             getattr(head, name).weight.copy_(getattr(layer.mlp, name).weight)
         head.norm.copy_(layer.post_attention_layernorm.weight)
+        if head.sample is not None:  # FSPAD's sampled input: no identity to start from
+            return
         d = head.config.hidden_size
         head.fc.weight.normal_(0, 0.02)
         head.fc.weight[:, d:] += torch.eye(d)
@@ -209,7 +226,7 @@ def train(args) -> None:
     loaded = load_target()
     model = loaded.model.requires_grad_(False)
     embed = model.get_input_embeddings().weight.detach()
-    train_seqs, val_seqs = load_shards(work)
+    train_seqs, val_seqs = load_shards(work, args.max_shards)
     ckpt_path, best_path = work / "ckpt.pt", work / "best.pt"
     state = torch.load(ckpt_path) if args.resume and ckpt_path.exists() else None
     if state:
@@ -217,7 +234,9 @@ def train(args) -> None:
     else:
         stops = sorted(loaded.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>"))
         vocab_ids, coverage = draft_vocab(train_seqs, args.draft_vocab, embed.shape[0], stops)
-    head = EagleHead(HeadConfig.like(model.config, len(vocab_ids), TARGET))
+    channels = state.get("fspad_channels", 0) if state else (args.fspad_channels if args.fspad else 0)
+    pad_fraction = args.pad_fraction if channels else 1.0
+    head = EagleHead(HeadConfig.like(model.config, len(vocab_ids), TARGET, channels))
     head.vocab_ids.copy_(vocab_ids)
     opt = torch.optim.AdamW(head.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0)
     step, best, seen = 0, -1.0, 0
@@ -231,8 +250,9 @@ def train(args) -> None:
         init_from_target(head, model)
     lm_rows = model.get_output_embeddings().weight.detach()[vocab_ids]  # (K, D)
     tokens = sum(len(s["ids"]) - s["start"] for s in train_seqs)
+    fspad = f"; FSPAD: {channels} sampling channels, alignment on {pad_fraction:.0%} of the feature" if channels else ""
     log(work, f"train: {len(train_seqs)} train / {len(val_seqs)} val answers, {tokens} answer tokens; draft vocab "
-              f"{len(vocab_ids)} covers {coverage:.2%} of answer tokens; step {step}; resume={bool(state)}")
+              f"{len(vocab_ids)} covers {coverage:.2%} of answer tokens; step {step}; resume={bool(state)}{fspad}")
     gen = torch.Generator().manual_seed(args.seed + step)
     t_end, last_save = time.time() + 60 * args.minutes, time.time()
     order: list[int] = []
@@ -244,7 +264,7 @@ def train(args) -> None:
         warm = min(1.0, (step + 1) / args.warmup)
         for group in opt.param_groups:
             group["lr"] = args.lr * warm
-        loss, stats = head_losses(head, batch, lm_rows, args.unroll, args.cls_weight)
+        loss, stats = head_losses(head, batch, lm_rows, args.unroll, args.cls_weight, pad_fraction)
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(head.parameters(), 0.5)
@@ -259,7 +279,8 @@ def train(args) -> None:
                 best = score
                 torch.save({"head": head.state_dict(), "step": step, "val": val, "seen": seen}, best_path)
             torch.save({"head": head.state_dict(), "opt": opt.state_dict(), "step": step, "best": best, "seen": seen,
-                        "vocab_ids": vocab_ids, "coverage": coverage}, work / "ckpt.tmp")
+                        "vocab_ids": vocab_ids, "coverage": coverage, "fspad_channels": channels,
+                        "shards": args.max_shards}, work / "ckpt.tmp")
             (work / "ckpt.tmp").replace(ckpt_path)
             log(work, f"eval step {step}: val {json.dumps(val)} (best {best:.4f}); checkpoint saved")
             last_save = time.time()
@@ -270,12 +291,15 @@ def export(args) -> None:
 
     state, best = torch.load(args.work / "ckpt.pt"), torch.load(args.work / "best.pt")
     loaded = load_target()
-    head = EagleHead(HeadConfig.like(loaded.model.config, len(state["vocab_ids"]), TARGET))
+    channels = state.get("fspad_channels", 0)
+    head = EagleHead(HeadConfig.like(loaded.model.config, len(state["vocab_ids"]), TARGET, channels))
     head.load_state_dict(best["head"])
     save_head(head, args.out)
     (args.out / "train.log").write_text((args.work / "train.log").read_text())
+    shards = len(list(args.work.glob("shard-*.pt")))
     summary = {"step": best["step"], "answer_tokens_seen": best["seen"], "val": best["val"],
-               "draft_vocab_coverage": state["coverage"], "shards": len(list(args.work.glob("shard-*.pt")))}
+               "draft_vocab_coverage": state["coverage"], "shards": min(state.get("shards") or shards, shards),
+               "fspad_channels": channels}
     (args.out / "training.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary))
 
@@ -305,6 +329,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--init", choices=("target", "random"), default="random")
     p.add_argument("--save-minutes", type=float, default=4)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-shards", type=int, default=0, help="train on the first N shards only (0: all)")
+    p.add_argument("--fspad", action="store_true",
+                   help="FSPAD (Gui et al. 2024): feature sampling in the head's input, partial alignment in the loss")
+    p.add_argument("--fspad-channels", type=int, default=4, help="with --fspad: sampling channels C (input C x D)")
+    p.add_argument("--pad-fraction", type=float, default=0.5,
+                   help="with --fspad: share of the feature's dimensions the feature loss aligns")
     p = sub.add_parser("export", help="write the best head (float16), its config and the log")
     p.add_argument("--work", type=Path, default=DEFAULT_WORK)
     p.add_argument("--out", type=Path, default=Path("assets/smollm2-eagle-head"))

@@ -17,10 +17,11 @@ from decoding.speculative.eagle import EagleDrafter, EagleHead, HeadConfig, load
 PROMPT = "Hello there, how are you today"
 
 
-def random_head(lm, draft_vocab: int, seed: int = 0) -> EagleHead:
-    """A random head for `lm` drafting over `draft_vocab` random token ids."""
+def random_head(lm, draft_vocab: int, seed: int = 0, fspad_channels: int = 0) -> EagleHead:
+    """A random head for `lm` drafting over `draft_vocab` random token ids (FSPAD's sampled input with
+    `fspad_channels` > 0)."""
     torch.manual_seed(seed)
-    head = EagleHead(HeadConfig.like(lm.config, draft_vocab, lm.name))
+    head = EagleHead(HeadConfig.like(lm.config, draft_vocab, lm.name, fspad_channels))
     with torch.no_grad():
         for p in head.parameters():  # big enough that its drafts differ from token to token
             p.normal_(0, 0.3)
@@ -28,16 +29,17 @@ def random_head(lm, draft_vocab: int, seed: int = 0) -> EagleHead:
     return head.eval()
 
 
-@pytest.fixture
-def tiny_head(tiny_lm, tmp_path, monkeypatch):
-    head = random_head(tiny_lm, 128)
+@pytest.fixture(params=[0, 3], ids=["eagle", "fspad"])
+def tiny_head(tiny_lm, tmp_path, monkeypatch, request):
+    head = random_head(tiny_lm, 128, fspad_channels=request.param)
     save_head(head, tmp_path)
     monkeypatch.setitem(eagle.HEADS, tiny_lm.name, tmp_path)
     return head
 
 
-def test_a_saved_head_loads_back_the_same(tiny_lm, tmp_path):
-    head = random_head(tiny_lm, 40)
+@pytest.mark.parametrize("channels", [0, 3])
+def test_a_saved_head_loads_back_the_same(tiny_lm, tmp_path, channels):
+    head = random_head(tiny_lm, 40, fspad_channels=channels)
     save_head(head, tmp_path)
     back = load_head(tmp_path)
     assert back.config == head.config and back.vocab_ids.tolist() == head.vocab_ids.tolist()
@@ -144,8 +146,9 @@ def test_the_shipped_head_drafts_for_smollm2_and_its_output_is_the_targets(smol_
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("channels", [0, 3], ids=["eagle", "fspad"])
 @pytest.mark.parametrize("tree", ["chain", "dynamic"])
-def test_sampled_output_follows_the_target_exactly(tmp_path, monkeypatch, tree):
+def test_sampled_output_follows_the_target_exactly(tmp_path, monkeypatch, tree, channels):
     """Chi-square on the first two sampled tokens of a Markov Llama (tests/markov.py) drafted by a random
     head over a reduced draft vocabulary that lacks one of the words: the output is the target's."""
     from test_speculative import chi2_pvalue
@@ -155,10 +158,34 @@ def test_sampled_output_follows_the_target_exactly(tmp_path, monkeypatch, tree):
     from decoding.lm import LM
 
     lm = LM(markov_llama(vocab_matrix(P_LOGITS), word_tokenizer(["a", "b", "c"]), name="markov-eagle"))
-    head = random_head(lm, 3)
+    head = random_head(lm, 3, fspad_channels=channels)
     head.vocab_ids.copy_(torch.tensor([2, 3, 5]))  # </s>, "a", "c": "b" is never drafted
     save_head(head, tmp_path)
     monkeypatch.setitem(eagle.HEADS, lm.name, tmp_path)
     counts, expected = engine_counts(lm, {"drafter": "eagle", "tree": tree, "draft_length": 3, "width": 2,
                                           "node_budget": 8})
     assert chi2_pvalue(counts, expected) > 1e-3, (counts, total_variation(counts, expected))
+
+
+def test_fspad_samples_the_input_in_channels_times_width_and_aligns_part_of_the_feature(tiny_lm):
+    """FSPAD's head reads a (C x D)-wide sampled input; its partial alignment puts no feature-loss gradient on
+    the dimensions it leaves free (the token loss still reads them)."""
+    from decoding.training.eagle import head_losses
+
+    head = random_head(tiny_lm, 32, fspad_channels=3).train()
+    d = head.config.hidden_size
+    assert head.fc.weight.shape == (d, 3 * d) and head.sample.out_channels == 3
+    gen = torch.Generator().manual_seed(0)
+    b, t = 2, 5
+    batch = {"emb": torch.randn(b, t, d, generator=gen), "feat_in": torch.randn(b, t, d, generator=gen),
+             "feat_out": torch.randn(b, t, d, generator=gen), "next_ids": torch.full((b, t), -1),
+             "mask": torch.ones(b, t, dtype=torch.bool), "vocab_ids": head.vocab_ids}
+    rows = torch.randn(32, d, generator=gen)
+    grads = {}
+    for fraction in (1.0, 0.5):
+        head.zero_grad()
+        loss, stats = head_losses(head, batch, rows, unroll=1, cls_weight=0.0, pad_fraction=fraction)
+        grads[fraction] = torch.autograd.grad(loss, head.down_proj.weight)[0]  # rows = output feature dimensions
+    half = round(d * 0.5)
+    assert grads[1.0][half:].abs().sum() > 0 and torch.all(grads[0.5][half:] == 0)
+    assert grads[0.5][:half].abs().sum() > 0

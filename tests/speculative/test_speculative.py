@@ -210,6 +210,8 @@ TINY_DRAFTERS = [
     {"drafter": "rasd", "draft_model": "tiny-random-draft", "ngram": 2},
     {"drafter": "early-exit", "exit_layer": 2},
     {"drafter": "early-exit"},  # dynamic exit layer (DEL)
+    {"drafter": "s2d", "draft_model": "tiny-random", "exits": "1,2", "threshold": 0.05},  # S2D, self
+    {"drafter": "s2d", "draft_model": "tiny-random-draft", "exits": "1,2", "threshold": 0.05},  # S2D, another model
     {"drafter": "prompt-lookup"},
     {"drafter": "token-recycling"},
 ]
@@ -385,3 +387,24 @@ def test_dynamic_exit_declines_to_draft_when_early_exit_cannot_pay(smol_lm):
     alpha = rounds[0].extra["alpha"]
     assert all(a is not None and 0 <= a <= 1 for a in alpha.values())  # estimated before the first round
     assert rounds[0].extra["draft_length"] == 0 and stats(trace)["draft_forward_passes"] == 0
+
+
+def test_s2d_drafts_with_the_smallest_confident_sub_model(tiny_lm):
+    """threshold 0: the smallest sub-model drafts every position; 1: every position climbs to the largest;
+    in between each position stops at the first sub-model whose top probability reaches it. Greedy output
+    is the target's whichever sub-model drafted."""
+    base = run_to_trace(tiny_lm, PROMPT, strategy="greedy", max_new_tokens=16)
+    seen = {}
+    for threshold in (0.0, 0.03, 1.0):
+        params = {"drafter": "s2d", "draft_model": "tiny-random-draft", "exits": "1,2", "threshold": threshold}
+        trace = run_to_trace(tiny_lm, PROMPT, strategy="speculative", params=params, max_new_tokens=16)
+        assert trace.finish.token_ids == base.finish.token_ids
+        rounds = trace.of_kind("spec_round")
+        for r in rounds:
+            assert r.extra["s2d_stages"] == [1, 2] and len(r.extra["s2d_exits"]) == len(r.extra["s2d_calls"])
+            for exit_, calls, top in zip(r.extra["s2d_exits"], r.extra["s2d_calls"], r.extra["s2d_confidence"]):
+                assert exit_ == [1, 2][calls - 1]
+                assert top >= threshold or exit_ == 2  # only the largest may answer below the threshold
+            assert r.draft_forward_passes == sum(r.extra["s2d_calls"])
+        seen[threshold] = [k for r in rounds for k in r.extra["s2d_exits"]]
+    assert set(seen[0.0]) == {1} and set(seen[1.0]) == {2}

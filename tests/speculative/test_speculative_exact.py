@@ -171,6 +171,14 @@ def vocab_matrix(word_logits: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.fixture(scope="module")
+def markov_sorted():
+    """A nested draft model for S2D: its first layer predicts Q, both layers P (the target's own law)."""
+    target = markov_llama(vocab_matrix(P_LOGITS), word_tokenizer(WORDS), exit_logits=vocab_matrix(Q_LOGITS),
+                          name="markov-sorted")
+    return target
+
+
+@pytest.fixture(scope="module")
 def markov_pair():
     """A target predicting P, whose first layer predicts Q (early exit), and a draft model predicting Q."""
     tokenizer = word_tokenizer(WORDS)
@@ -210,6 +218,17 @@ def test_every_drafter_and_tree_follows_the_target(markov_pair, monkeypatch, dra
     lm, draft = markov_pair
     register(monkeypatch, draft)
     counts, expected = engine_counts(lm, drafter | {"tree": tree, "draft_length": 3, "width": 2, "node_budget": 8})
+    assert chi2_pvalue(counts, expected) > 1e-3, (counts, total_variation(counts, expected))
+
+
+@pytest.mark.parametrize("tree", ["chain", "dynamic"])
+def test_s2d_follows_the_target_whichever_sub_model_drafts(markov_pair, markov_sorted, monkeypatch, tree):
+    """S2D's cascade (layer 1 drafts where it is confident, else both layers): the sub-model chosen per
+    position depends on the draft logits only, so the output is still the target's law."""
+    lm, _ = markov_pair
+    register(monkeypatch, markov_sorted)
+    params = {"drafter": "s2d", "draft_model": "markov-sorted", "exits": "1,2", "threshold": 0.8}  # after "c" it climbs
+    counts, expected = engine_counts(lm, params | {"tree": tree, "draft_length": 3, "width": 2, "node_budget": 8})
     assert chi2_pvalue(counts, expected) > 1e-3, (counts, total_variation(counts, expected))
 
 

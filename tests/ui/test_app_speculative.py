@@ -154,6 +154,20 @@ def test_the_coupling_view_follows_the_round_and_position(tiny_lm):
     assert (f"after node {parent}" if parent >= 0 else "after") in fig.layout.title.text
 
 
+def test_mecb_and_the_markov_coding_game_views():
+    """Beside the rules: MEC-B at the shown position and rate bound; the game's episode, text and trade-off;
+    bad input becomes a toast."""
+    fig = cb.mecb_view(1.5, 0, None, None)["mecb"]
+    assert "built-in example" in fig.layout.title.text and "R = 1.50" in fig.layout.annotations[0].text
+    out = cb.mcg_view("F", 4.0, 1.0, 0)
+    assert "Message **F**" in out["mcg_text"] and "decoded **F**: **right**" in out["mcg_text"]
+    assert "message F" in out["mcg"].layout.title.text
+    assert cb.mcg_view("F", 4.0, 1.0, 0)["mcg_text"] == out["mcg_text"]  # seeded
+    for bad in (("Z", 2.0, 0.3, 0), ("F", -1.0, 0.3, 0), ("F", 2.0, 0.3, -1)):
+        with pytest.raises(gr.Error):
+            cb.mcg_view(*bad)
+
+
 def test_presets_set_every_control_and_show_the_note():
     choices = cb.preset_choices()
     assert len(choices) >= 3
