@@ -20,7 +20,18 @@ Also measured: what a verification over k tokens costs relative to a one-token s
 (median CPU time of a forward over k new tokens after a 96-token context), the reason a drafter
 must be accepted often to pay here.
 
-    python bench/bench_speculative.py [--tokens 64] [--rounds 3] [--only NAME,...] [--json]
+The prompt set (`bench/spec_prompts.py`: twenty held-out prompts, four each of summarise, answer from a
+passage, edit code, continue a story, write a list) runs our drafter against the library's on EVERY prompt:
+prompt lookup on SmolLM2-135M (chat template; ours at its defaults against `prompt_lookup_num_tokens=10`) and
+the draft model tiny-ar-draft for tiny-ar (no template; ours at its defaults against `assistant_model`'s;
+tiny-ar ends its KJV verses at once on such prompts, so both decode through <|endoftext|>: every run is
+`--tokens` long).
+Per prompt, the four jobs (our plain, our speculative, generate(), generate() with the drafter) run in
+rotating order for `--rounds` rounds; `vs_peer` is the library's speculative CPU time over ours (median
+over rounds; > 1: ours is faster); the summary gives the median and the worst prompt, per kind and overall.
+
+    python bench/bench_speculative.py [--tokens 64] [--rounds 3] [--only NAME,...] [--no-prompt-set]
+                                      [--set-rounds 2] [--json]
 """
 
 from __future__ import annotations
@@ -33,6 +44,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # spec_prompts beside it
 
 import torch
 
@@ -40,6 +52,7 @@ from decoding import run_to_trace
 from decoding.events import stats
 from decoding.lm import LM
 from decoding.models import load_model
+from spec_prompts import prompt_set
 
 SUMMARISE = (
     "Summarise this paragraph in two sentences, reusing its words.\n\n"
@@ -92,6 +105,13 @@ CASES = {
                                                                   "confidence": 0.4}, None),
 }
 VERIFY_K = (1, 2, 3, 4, 6, 8)
+# the prompt set's drafters: name -> (target, chat template, our params, the peer's generate() kwargs,
+#                                     decode through end-of-text)
+SET_DRAFTERS = {
+    "prompt lookup": ("smollm2-135m", True, {"drafter": "prompt-lookup"}, {"prompt_lookup_num_tokens": 10}, False),
+    "draft model": ("tiny-ar", False, {"drafter": "model", "draft_model": "tiny-ar-draft"},
+                    {"assistant_model": "tiny-ar-draft"}, True),
+}
 
 
 class Models:
@@ -181,6 +201,69 @@ def run_case(models: Models, name: str, case, tokens: int, rounds: int) -> dict:
     return row
 
 
+def run_prompt(models: Models, drafter: str, kind: str, prompt: str, tokens: int, rounds: int) -> dict:
+    """One prompt of the set: ours and the library's, plain and speculative, interleaved; medians."""
+    target, chat, params, peer, through_eos = SET_DRAFTERS[drafter]
+    lm = models(target)
+    saved = lm.stop_ids
+    if through_eos:
+        lm.stop_ids = frozenset()  # generate() gets eos_token_id=[] from it
+    try:
+        return _run_prompt(models, lm, drafter, kind, prompt, tokens, rounds)
+    finally:
+        lm.stop_ids = saved
+
+
+def _run_prompt(models: Models, lm: LM, drafter: str, kind: str, prompt: str, tokens: int, rounds: int) -> dict:
+    _, chat, params, peer, _ = SET_DRAFTERS[drafter]
+    ids = run_to_trace(lm, prompt, max_new_tokens=1, chat=chat).start.prompt_ids
+    jobs = {
+        "plain": lambda: run_to_trace(lm, prompt, max_new_tokens=tokens, chat=chat),
+        "spec": lambda: run_to_trace(lm, prompt, strategy="speculative", params=params, max_new_tokens=tokens, chat=chat),
+        "peer plain": lambda: peer_generate(lm, ids, tokens, {}, models),
+        "peer spec": lambda: peer_generate(lm, ids, tokens, peer, models),
+    }
+    times: dict[str, list[float]] = {k: [] for k in jobs}
+    outs: dict = {}
+    for r in range(rounds):
+        order = list(jobs)[r % len(jobs):] + list(jobs)[:r % len(jobs)]
+        for which in order:
+            seconds, outs[which] = cpu_timed(jobs[which])
+            times[which].append(seconds)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    ours, plain = outs["spec"].finish.token_ids, outs["plain"].finish.token_ids
+    peer_ids, calls = outs["peer spec"]
+    rounds_run = outs["spec"].of_kind("spec_round")
+    return {"drafter": drafter, "kind": kind, "prompt": prompt[:60], "tokens": len(ours),
+            "vs_peer": round(med["peer spec"] / med["spec"], 3),
+            "speedup": round(med["plain"] / med["spec"], 3),
+            "peer_speedup": round(med["peer plain"] / med["peer spec"], 3),
+            "plain_vs_peer_plain": round(med["peer plain"] / med["plain"], 3),
+            "passes_per_token": round(stats(outs["spec"])["target_forward_passes"] / max(1, len(ours)), 3),
+            "peer_passes_per_token": round(calls / max(1, len(peer_ids)), 3),
+            "mean_accepted_length": round(sum(len(r.accepted_path) for r in rounds_run) / max(1, len(rounds_run)), 3),
+            "identical": ours == plain and peer_ids == outs["peer plain"][0] and ours[:len(peer_ids)] == peer_ids}
+
+
+def summarise_set(rows: list[dict]) -> dict:
+    """Median and worst vs_peer per drafter, overall and per kind."""
+    out = {}
+    for drafter in SET_DRAFTERS:
+        mine = [r for r in rows if r["drafter"] == drafter]
+        if not mine:
+            continue
+        ratios = [r["vs_peer"] for r in mine]
+        worst = min(mine, key=lambda r: r["vs_peer"])
+        out[drafter] = {"prompts": len(mine), "median_vs_peer": round(statistics.median(ratios), 3),
+                        "worst_vs_peer": worst["vs_peer"], "worst_prompt": worst["prompt"],
+                        "losses": sum(r < 1 for r in ratios),
+                        "median_speedup": round(statistics.median(r["speedup"] for r in mine), 3),
+                        "identical": all(r["identical"] for r in mine),
+                        "by_kind": {kind: round(statistics.median(r["vs_peer"] for r in mine if r["kind"] == kind), 3)
+                                    for kind in dict.fromkeys(r["kind"] for r in mine)}}
+    return out
+
+
 def verification_cost(lm: LM, context: int = 96, reps: int = 12) -> dict[int, float]:
     """CPU time of a forward over k new tokens after `context` cached ones, relative to k = 1 (medians)."""
     ids = torch.randint(10, lm.vocab_size - 10, (1, context + max(VERIFY_K)))
@@ -203,6 +286,10 @@ def main(argv=None) -> dict:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--only", default="", help="comma-separated substrings of case names to run")
+    parser.add_argument("--no-prompt-set", action="store_true", help="skip the twenty-prompt set")
+    parser.add_argument("--set-rounds", type=int, default=2, help="rounds per prompt of the set")
+    parser.add_argument("--set-drafters", default=",".join(SET_DRAFTERS), help="which of the set's drafters")
+    parser.add_argument("--set-limit", type=int, default=0, help="the first N prompts of the set only (0: all 20)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -215,9 +302,20 @@ def main(argv=None) -> dict:
         rows.append(run_case(models, name, case, args.tokens, args.rounds))
         if not args.json:
             print(json.dumps(rows[-1]), flush=True)
-    cost = {name: verification_cost(models(name)) for name in sorted({r["target"] for r in rows})}
+    set_rows = []
+    if not args.no_prompt_set:
+        chosen = [d.strip() for d in args.set_drafters.split(",") if d.strip()]
+        prompts = prompt_set()[:args.set_limit or None]
+        for drafter in chosen:
+            for kind, prompt in prompts:
+                set_rows.append(run_prompt(models, drafter, kind, prompt, args.tokens, args.set_rounds))
+                if not args.json:
+                    print(json.dumps(set_rows[-1]), flush=True)
+    targets = {r["target"] for r in rows} | {SET_DRAFTERS[r["drafter"]][0] for r in set_rows}
+    cost = {name: verification_cost(models(name)) for name in sorted(targets)}
     result = {"tokens": args.tokens, "rounds": args.rounds, "threads": args.threads, "rows": rows,
-              "verification_cost": cost}
+              "verification_cost": cost,
+              "prompt_set": {"rounds": args.set_rounds, "rows": set_rows, "summary": summarise_set(set_rows)}}
     if args.json:
         print(json.dumps(result))
         return result
@@ -228,6 +326,14 @@ def main(argv=None) -> dict:
         print(f"| {r['case']} | {r['speedup']}x | {p['speedup'] if p else '–'}x | {r.get('vs_peer', '–')}x | "
               f"{r['passes_per_token']}, {p['passes_per_token'] if p else '–'} | "
               f"{r['identical'] and (p is None or p['identical'])} |")
+    if set_rows:
+        print("\n| prompt set: drafter | prompts | ours vs library (median) | worst (prompt) | prompts lost | "
+              "ours vs plain (median) | identical | by kind |")
+        print("|---|---|---|---|---|---|---|---|")
+        for drafter, s in result["prompt_set"]["summary"].items():
+            print(f"| {drafter} | {s['prompts']} | {s['median_vs_peer']}x | {s['worst_vs_peer']}x ({s['worst_prompt']!r}) | "
+                  f"{s['losses']} | {s['median_speedup']}x | {s['identical']} | "
+                  + ", ".join(f"{k} {v}x" for k, v in s["by_kind"].items()) + " |")
     for name, c in cost.items():
         print(f"\n{name}: a verification over k tokens costs " + ", ".join(f"k={k}: {v}x" for k, v in c.items())
               + " a one-token step (CPU time)")

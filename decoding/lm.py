@@ -112,6 +112,9 @@ class LM:
         """
         if cached_nodes and pending_ids:
             raise ValueError("pending tokens must come before cached tree nodes")
+        if all(p == i - 1 for i, p in enumerate(parents)):  # a chain: the mask is causal, positions follow on
+            ids = torch.tensor([list(pending_ids) + list(tokens[cached_nodes:])], device=self.device)
+            return self.forward(ids, cache, output_hidden_states=output_hidden_states)  # the plain causal path
         past, num_pending = cache.get_seq_length(), len(pending_ids)
         context = past - cached_nodes  # context tokens in the cache
         new = range(cached_nodes, len(tokens))

@@ -25,7 +25,7 @@ SMOKE = [
     ("bench_diffusion.py", ["--model", "tiny-parallel", "--quick", "--per-task", "1", "--json"], {"model", "problems_per_task"}),
     ("bench_dtype.py", ["--tokens", "4", "--rounds", "1", "--json"], None),
     ("bench_eagle.py", ["--tokens", "4", "--rounds", "1", "--configs", "eagle chain 3", "--json"], None),
-    ("bench_engine.py", ["--tokens", "4", "--rounds", "1", "--threads", "1"], None),
+    ("bench_engine.py", ["--models", "tiny-ar", "--tokens", "4", "--rounds", "1", "--json"], {"rows"}),
     ("bench_faster.py", ["--quick", "--json"], {"configs", "cards", "specmemo"}),
     ("bench_hyperfit.py", ["--tokens", "4", "--json"], None),
     ("bench_particles.py", ["--n", "2", "--tokens", "4", "--rounds", "1", "--json"], None),
@@ -37,7 +37,8 @@ SMOKE = [
     ("bench_serving.py", ["--model", "tiny-ar", "--requests", "3", "--tokens", "4", "--rate", "50", "--rounds", "1",
                           "--json"], {"throughput", "ttft_p95_s", "identical_tokens"}),
     ("bench_spec_trees.py", ["--tokens", "4", "--seeds", "1", "--json"], None),
-    ("bench_speculative.py", ["--tokens", "4", "--rounds", "1", "--only", "tiny-ar", "--json"], None),
+    ("bench_speculative.py", ["--tokens", "4", "--rounds", "1", "--only", "tiny-ar", "--set-drafters", "draft model",
+                              "--set-limit", "2", "--set-rounds", "1", "--json"], {"rows", "prompt_set"}),
     ("bench_step_speculation.py", ["--tasks", "1", "--json"], None),
 ]
 

@@ -34,8 +34,10 @@ DEFAULT_PROMPT = ("Summarise, reusing its words: The lighthouse on the northern 
                   "ships away from the rocks. For a hundred years a keeper lived beside it and lit the lamp every "
                   "evening, until an automatic lamp replaced him in 1971.")
 # what the widgets show at first: the declared defaults, a draft model to pick for the drafters that load one
+# and declare none (s2d declares its sorted model)
 DEFAULT_SETTINGS = SPEC_DEFAULTS | {"drafter": "prompt-lookup"} | {
-    f"{n}.draft_model": DEFAULT_DRAFT_MODEL for n in DRAFTERS.with_capability("loads_draft_model")}
+    f"{n}.draft_model": DEFAULT_DRAFT_MODEL for n in DRAFTERS.with_capability("loads_draft_model")
+    if not SPEC_DEFAULTS.get(f"{n}.draft_model")}
 DEFAULT_MAX_NEW_TOKENS = 48
 OPENING_NOTE = (  # the tab opens on its lesson (issue 33)
     "**This tab's lesson: a draft that costs nothing.** The prompt asks for a summary that reuses the passage's "

@@ -169,6 +169,18 @@ def _model_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
     return ModelDrafter(draft, f"model:{draft.name}")
 
 
+_SAME_VOCAB: dict[tuple[int, int], tuple[bool, object, object]] = {}  # (id, id) -> (same?, the two tokenizers)
+
+
+def _same_vocab(a, b) -> bool:
+    """Whether two tokenizers share their vocabulary: checked once per pair of loaded tokenizers (building the
+    vocabulary dicts costs ~3 ms a run). The entry holds both tokenizers, so neither id is reused meanwhile."""
+    key = (id(a), id(b))
+    if key not in _SAME_VOCAB:
+        _SAME_VOCAB[key] = (a.get_vocab() == b.get_vocab(), a, b)
+    return _SAME_VOCAB[key][0]
+
+
 def _load_draft_model(lm: LM, name: str) -> LM:
     """A causal draft model sharing the target's tokenizer, on the target's device and dtype (the target itself
     when `name` is the target's)."""
@@ -180,7 +192,7 @@ def _load_draft_model(lm: LM, name: str) -> LM:
     if model_kind(loaded) != "causal":
         raise _not_causal(name)
     draft = LM(loaded)
-    if draft.vocab_size != lm.vocab_size or draft.tokenizer.get_vocab() != lm.tokenizer.get_vocab():
+    if draft.vocab_size != lm.vocab_size or not _same_vocab(draft.tokenizer, lm.tokenizer):
         raise ValueError(f"`draft_model` {name!r} does not share the target's tokenizer "
                          f"({draft.vocab_size} vs {lm.vocab_size} vocabulary rows); pick a model of the same family")
     return draft

@@ -56,38 +56,62 @@ class ContrastiveParams(Params):
 
 def token_event(ctx: RunContext, step: int, token_id: int, raw_logits: torch.Tensor,
                 final_logits: torch.Tensor, forward_passes: int, extra: dict | None = None) -> TokenStep:
-    """Record one chosen token from the raw (V,) and final (V,) logits of its step."""
+    """Record one chosen token from the raw (V,) and final (V,) logits of its step.
+
+    The recording runs at every token, so it is kept to a few vector ops (its cost is the engine's
+    overhead over `generate()`, `bench/bench_engine.py`): the raw log-probabilities are computed once
+    (entropy reuses them), final logits that ARE the raw ones reuse them, and a greedy choice's point
+    mass (`point_mass`) is recognised and needs none."""
     raw_logprobs = sampling.log_softmax(raw_logits)  # (V,)
     raw_probs = raw_logprobs.exp()
-    final_logprobs = sampling.log_softmax(final_logits)  # (V,)
-    kept = torch.isfinite(final_logits)
+    entropy = _entropy(raw_probs, raw_logprobs)
     top_probs, top_ids = raw_probs.topk(min(TOP_ALTERNATIVES, raw_probs.shape[-1]))  # a vocabulary may be smaller
     prob = raw_probs[token_id]
+    top_list = top_ids.tolist()
+    if getattr(final_logits, "point_mass_of", None) == token_id:  # greedy: all mass on the chosen token
+        sampling_prob, entropy_truncated, kept_size = 1.0, 0.0, 1
+        top_kept = [i == token_id for i in top_list]
+    else:
+        if final_logits is raw_logits:
+            final_logprobs, final_entropy = raw_logprobs, entropy
+        else:
+            final_logprobs = sampling.log_softmax(final_logits)
+            final_entropy = _entropy(final_logprobs.exp(), final_logprobs)
+        kept = torch.isfinite(final_logits)
+        sampling_prob, entropy_truncated = final_logprobs[token_id].exp().item(), final_entropy.item()
+        kept_size, top_kept = int(kept.sum().item()), kept[top_ids].tolist()
     lm = ctx.lm
     return TokenStep(
         step=step,
         token_id=token_id,
         token_text=lm.token_text(token_id),
         prob=prob.item(),
-        sampling_prob=final_logprobs[token_id].exp().item(),
+        sampling_prob=sampling_prob,
         rank=int((raw_probs > prob).sum().item()) + 1,
-        entropy=sampling.entropy(raw_logits).item(),
-        entropy_truncated=sampling.entropy(final_logits).item(),
-        kept_size=int(kept.sum().item()),
-        top_ids=top_ids.tolist(),
-        top_tokens=[lm.token_text(i) for i in top_ids.tolist()],
+        entropy=entropy.item(),
+        entropy_truncated=entropy_truncated,
+        kept_size=kept_size,
+        top_ids=top_list,
+        top_tokens=[lm.token_text(i) for i in top_list],
         top_probs=top_probs.tolist(),
-        top_kept=kept[top_ids].tolist(),
+        top_kept=top_kept,
         elapsed_s=ctx.elapsed(),
         forward_passes=forward_passes,
         extra=extra or {},
     )
 
 
+def _entropy(probs: torch.Tensor, logprobs: torch.Tensor) -> torch.Tensor:
+    """Entropy in nats from a distribution's probabilities and log-probabilities (as `sampling.entropy`)."""
+    return torch.where(probs > 0, -probs * logprobs, 0.0).sum(-1)
+
+
 def point_mass(logits: torch.Tensor, token_id: int) -> torch.Tensor:
-    """Logits (V,) of a deterministic choice: 0 at `token_id`, -inf elsewhere (what greedy draws from)."""
+    """Logits (V,) of a deterministic choice: 0 at `token_id`, -inf elsewhere (what greedy draws from).
+    The tensor carries `point_mass_of = token_id`, so `token_event` records it without computing on it."""
     point = torch.full_like(logits, float("-inf"))
     point[token_id] = 0.0
+    point.point_mass_of = token_id
     return point
 
 

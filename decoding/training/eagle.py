@@ -256,7 +256,7 @@ def train(args) -> None:
     gen = torch.Generator().manual_seed(args.seed + step)
     t_end, last_save = time.time() + 60 * args.minutes, time.time()
     order: list[int] = []
-    while time.time() < t_end:
+    while time.time() < t_end and not (args.max_steps and step >= args.max_steps):
         if not order:
             order = torch.randperm(len(train_seqs), generator=gen).tolist()
         picked, order = order[:args.batch], order[args.batch:]
@@ -272,7 +272,8 @@ def train(args) -> None:
         step, seen = step + 1, seen + int(batch["mask"].sum())
         if step % 10 == 0:
             log(work, f"step {step} seen {seen} " + " ".join(f"{k} {v:.4f}" for k, v in stats.items()))
-        if time.time() - last_save > 60 * args.save_minutes or time.time() >= t_end:
+        done = time.time() >= t_end or (args.max_steps and step >= args.max_steps)
+        if time.time() - last_save > 60 * args.save_minutes or done:
             val = evaluate(head, val_seqs, embed, lm_rows, vocab_ids, args.unroll)
             score = val["acc1"] + val.get("acc2", 0.0)
             if score > best:
@@ -330,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--save-minutes", type=float, default=4)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-shards", type=int, default=0, help="train on the first N shards only (0: all)")
+    p.add_argument("--max-steps", type=int, default=0, help="stop after N steps in all (0: only --minutes)")
     p.add_argument("--fspad", action="store_true",
                    help="FSPAD (Gui et al. 2024): feature sampling in the head's input, partial alignment in the loss")
     p.add_argument("--fspad-channels", type=int, default=4, help="with --fspad: sampling channels C (input C x D)")

@@ -21,7 +21,7 @@ def test_the_example_shows_the_encoder_the_joint_and_the_trade_off(rate):
     assert torch.allclose(torch.tensor(maps[1].z, dtype=torch.float64), c.joint)
     assert torch.allclose(torch.tensor(maps[0].z, dtype=torch.float64), c.encoder)
     titles = [a.text for a in fig.layout.annotations]
-    assert f"H(T) = {c.code_entropy:.2f} ≤ R = {rate:.2f}" in titles[0] and f"I = {c.info_xy:.2f} bits" in titles[1]
+    assert f"H(T) = {abs(c.code_entropy):.2f} ≤ R = {rate:.2f}" in titles[0] and f"I = {c.info_xy:.2f} bits" in titles[1]
     lines = {t.name for t in fig.data if t.type == "scatter"}
     assert {"I(draft; output), greedy EBIM (Algorithm 1)", "I(draft; output), uniform quantiser (Algorithm 5)",
             "R shown"} <= lines
