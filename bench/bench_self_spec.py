@@ -4,8 +4,8 @@ For each model, on the same fixed prompts, greedy: plain greedy decoding vs spec
 drafter=early-exit at every exit layer L (chain drafts of `--draft-lengths` tokens), DEL
 (exit_layer=0: the layer and the draft length, up to 4, chosen per round from running acceptance
 estimates) and S2D (drafter=s2d, Kavehzadeh et al. 2024: chains of 4 drafted position by position by
-the smallest of the model's own sub-models L1-L4 whose top probability reaches the threshold,
-`--s2d-thresholds`). tiny-ar-layerskip (LayerSkip's early-exit loss) and tiny-ar-s2d (S2D's sorted
+the smallest of the model's own sub-models (`--s2d-exits`, e.g. L1 then L4) whose top probability
+reaches the threshold, `--s2d-thresholds`). tiny-ar-layerskip (LayerSkip's early-exit loss) and tiny-ar-s2d (S2D's sorted
 fine-tuning, equal exit weights) were each trained 40 CPU minutes from tiny-ar: equal training
 compute. S2D's multi-target setting is the extra rows "S2D from tiny-ar-s2d" on tiny-ar: the sorted
 model's sub-models draft for the unchanged tiny-ar.
@@ -53,20 +53,21 @@ PROMPTS = ("In the beginning", "The LORD is my shepherd", "And it came to pass",
 DEL_MAX_LENGTH = 4
 
 
-def configs(model: str, num_layers: int, lengths: list[int], thresholds: list[float]) -> dict[str, dict | None]:
+def configs(model: str, num_layers: int, lengths: list[int], thresholds: list[float],
+            s2d_exits: list[str]) -> dict[str, dict | None]:
     """Name -> speculative params (None = plain greedy)."""
     out: dict[str, dict | None] = {"greedy": None}
     for layer in range(1, num_layers):
         for k in lengths:
             out[f"L{layer} k{k}"] = {"drafter": "early-exit", "exit_layer": layer, "draft_length": k}
     out["DEL"] = {"drafter": "early-exit", "exit_layer": 0, "draft_length": DEL_MAX_LENGTH}
-    exits = ",".join(str(k) for k in range(1, num_layers))
-    for t in thresholds:
-        out[f"S2D t{t}"] = {"drafter": "s2d", "s2d.draft_model": model, "s2d.threshold": t, "s2d.exits": exits,
-                            "draft_length": DEL_MAX_LENGTH}
-        if model != S2D_DRAFT:
-            out[f"S2D t{t} from {S2D_DRAFT}"] = {"drafter": "s2d", "s2d.draft_model": S2D_DRAFT, "s2d.threshold": t,
-                                                 "s2d.exits": exits, "draft_length": DEL_MAX_LENGTH}
+    for exits in s2d_exits:
+        for t in thresholds:
+            name = f"S2D {exits} t{t}"
+            out[name] = {"drafter": "s2d", "s2d.draft_model": model, "s2d.threshold": t, "s2d.exits": exits,
+                         "draft_length": DEL_MAX_LENGTH}
+            if model != S2D_DRAFT:
+                out[f"{name} from {S2D_DRAFT}"] = out[name] | {"s2d.draft_model": S2D_DRAFT}
     return out
 
 
@@ -167,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=64, help="greedy tokens per prompt")
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds (each runs every configuration once)")
     parser.add_argument("--draft-lengths", default="2,3,4", help="chain draft lengths of the fixed-layer rows")
-    parser.add_argument("--s2d-thresholds", default="0.4,0.6,0.8", help="S2D rows: confidence thresholds")
+    parser.add_argument("--s2d-thresholds", default="0.3,0.5", help="S2D rows: confidence thresholds")
+    parser.add_argument("--s2d-exits", default="1,4;1,2,3,4", help="S2D rows: sub-model sets, ';' between sets")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--stop-at-eos", action="store_true", help="end a run at the first <|endoftext|>")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
@@ -179,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.stop_at_eos:
         for lm in lms.values():
             lm.stop_ids = frozenset()  # decode through verse ends: every run is --tokens long
-    tables = {m: configs(m, lms[m].num_layers, lengths, thresholds) for m in MODELS}
+    tables = {m: configs(m, lms[m].num_layers, lengths, thresholds, args.s2d_exits.split(";")) for m in MODELS}
     cpu = {m: {c: [] for c in tables[m]} for m in MODELS}  # per round: CPU seconds summed over prompts
     last: dict = {m: {} for m in MODELS}  # config -> traces of the last round, one per prompt
     for lm in lms.values():
@@ -220,12 +222,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"{args.tokens} tokens x {len(PROMPTS)} prompts, greedy, {args.threads} thread(s), median of {args.rounds} rounds")
     for model in MODELS:
-        print(f"\n{model}\n{'config':28} {'acc':>6} {'tok/rnd':>8} {'pass/tok':>9} {'speedup':>8} {'modelled':>9} {'same':>5}")
+        print(f"\n{model}\n{'config':34} {'acc':>6} {'tok/rnd':>8} {'pass/tok':>9} {'speedup':>8} {'modelled':>9} {'same':>5}")
         for name, row in result["models"][model]["configs"].items():
             if name == "greedy":
                 continue
             acc = row["acceptance"] if row["acceptance"] is not None else "-"
-            print(f"{name:28} {acc:>6} {row['tokens_per_round']:8.2f} {row['target_passes_per_token']:9.3f} "
+            print(f"{name:34} {acc:>6} {row['tokens_per_round']:8.2f} {row['target_passes_per_token']:9.3f} "
                   f"{row['speedup_cpu']:7.2f}x {row['speedup_cost_model']:8.2f}x {str(row['identical']):>5}"
                   + (f"  {json.dumps(row['by_exit'])}" if "by_exit" in row else ""))
     for model in MODELS:

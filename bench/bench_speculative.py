@@ -30,8 +30,8 @@ Per prompt, the four jobs (our plain, our speculative, generate(), generate() wi
 rotating order for `--rounds` rounds; `vs_peer` is the library's speculative CPU time over ours (median
 over rounds; > 1: ours is faster); the summary gives the median and the worst prompt, per kind and overall.
 
-    python bench/bench_speculative.py [--tokens 64] [--rounds 3] [--only NAME,...] [--no-prompt-set]
-                                      [--set-rounds 2] [--json]
+    python bench/bench_speculative.py [--tokens 64] [--rounds 3] [--only NAME,...] [--no-prompt-set | --set-only]
+                                      [--set-rounds 2] [--set-drafters NAME,...] [--json]
 """
 
 from __future__ import annotations
@@ -111,6 +111,11 @@ SET_DRAFTERS = {
     "prompt lookup": ("smollm2-135m", True, {"drafter": "prompt-lookup"}, {"prompt_lookup_num_tokens": 10}, False),
     "draft model": ("tiny-ar", False, {"drafter": "model", "draft_model": "tiny-ar-draft"},
                     {"assistant_model": "tiny-ar-draft"}, True),
+    # the same with the library's own cut-off made explicit (transformers drafts up to 20 tokens and stops at a
+    # draft token under 0.4): a chain of up to 8 that stops there
+    "draft model (confidence 0.4)": ("tiny-ar", False, {"drafter": "model", "draft_model": "tiny-ar-draft",
+                                                        "confidence": 0.4, "draft_length": 8},
+                                     {"assistant_model": "tiny-ar-draft"}, True),
 }
 
 
@@ -287,6 +292,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--only", default="", help="comma-separated substrings of case names to run")
     parser.add_argument("--no-prompt-set", action="store_true", help="skip the twenty-prompt set")
+    parser.add_argument("--set-only", action="store_true", help="the twenty-prompt set only (no named cases)")
     parser.add_argument("--set-rounds", type=int, default=2, help="rounds per prompt of the set")
     parser.add_argument("--set-drafters", default=",".join(SET_DRAFTERS), help="which of the set's drafters")
     parser.add_argument("--set-limit", type=int, default=0, help="the first N prompts of the set only (0: all 20)")
@@ -297,7 +303,7 @@ def main(argv=None) -> dict:
     wanted = [w.strip() for w in args.only.split(",") if w.strip()]
     rows = []
     for name, case in CASES.items():
-        if wanted and not any(w in name for w in wanted):
+        if args.set_only or (wanted and not any(w in name for w in wanted)):
             continue
         rows.append(run_case(models, name, case, args.tokens, args.rounds))
         if not args.json:

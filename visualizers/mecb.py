@@ -78,11 +78,7 @@ def mecb_position_figure(position: Position, rate: float) -> go.Figure:
     lines = [f"MEC-B (Ebrahimi, Chen and Khisti 2024) at one position: {position.source}",
              f"the draft is coded into T with H(T) ≤ R, T is coupled with the output by minimum entropy; the output "
              f"is still exactly p{accept}. At R ≥ H(q) = {h_q:.2f} bits it is the min-entropy coupling above."]
-    title, margin = title_block(lines, width=120)
-    fig.update_layout(template=TEMPLATE, height=600 + margin, margin=dict(l=60, r=30, t=margin + 30, b=50),
-                      title=title | dict(font=dict(size=13)),
-                      legend=dict(orientation="h", yanchor="top", y=-0.12, xanchor="left", x=0))
-    return fig
+    return _titled(fig, lines, height=600)
 
 
 def game_figure(episode: Episode, prior, labels: list[str], curves: list[dict], temperature: float,
@@ -127,8 +123,13 @@ def game_figure(episode: Episode, prior, labels: list[str], curves: list[dict], 
     lines = [f"Markov coding game (Ebrahimi, Chen and Khisti 2024, after Sokota et al. 2022): message "
              f"{labels[episode.message]} → code t{episode.code} (of {len(episode.groups)}) → {len(episode.actions)} "
              f"actions at τ = {temperature:g} → decoded {labels[episode.decoded]} {verdict}"]
+    return _titled(fig, lines, height=620)
+
+
+def _titled(fig: go.Figure, lines: list[str], height: int) -> go.Figure:
+    """The two figures' common frame: the wrapped title block above, the legend below."""
     title, margin = title_block(lines, width=120)
-    fig.update_layout(template=TEMPLATE, height=620 + margin, margin=dict(l=60, r=30, t=margin + 30, b=50),
+    fig.update_layout(template=TEMPLATE, height=height + margin, margin=dict(l=60, r=30, t=margin + 30, b=50),
                       title=title | dict(font=dict(size=13)),
                       legend=dict(orientation="h", yanchor="top", y=-0.12, xanchor="left", x=0))
     return fig

@@ -140,11 +140,12 @@ class S2DParams(Params):
     draft_model: str = param("tiny-ar-s2d", note="name or hub id",
                              help="A sorted-fine-tuned causal model sharing the target's tokenizer whose nested "
                                   "sub-models draft (tiny-ar-s2d; the target itself when it is that model).")
-    threshold: float = param(0.6, low=0.0, high=1.0,
+    threshold: float = param(0.3, low=0.0, high=1.0,
                              help="A sub-model drafts a position when its top probability reaches this; otherwise the "
                                   "next larger one is asked (the largest always answers).")
-    exits: str = param("1,2,3,4", note="layer counts, ascending",
-                       help="The sub-models tried, smallest first, as layer counts of the draft model.")
+    exits: str = param("1,4", note="layer counts, ascending",
+                       help="The sub-models tried, smallest first, as layer counts of the draft model (each one asked "
+                            "costs its own pass: 1,4 climbs once; 1,2,3,4 can climb three times).")
 
     def __post_init__(self):
         super().__post_init__()

@@ -179,15 +179,15 @@ def test_the_self_speculation_benchmark_reports_every_exit_del_and_s2d(capsys):
     import bench_self_spec
 
     assert bench_self_spec.main(["--rounds", "1", "--tokens", "12", "--draft-lengths", "2", "--s2d-thresholds", "0.6",
-                                 "--json"]) == 0
+                                 "--s2d-exits", "1,4", "--json"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     for model in ("tiny-ar", "tiny-ar-layerskip", "tiny-ar-s2d"):
         rows = result["models"][model]["configs"]
-        s2d = {"S2D t0.6"} | ({"S2D t0.6 from tiny-ar-s2d"} if model != "tiny-ar-s2d" else set())
+        s2d = {"S2D 1,4 t0.6"} | ({"S2D 1,4 t0.6 from tiny-ar-s2d"} if model != "tiny-ar-s2d" else set())
         assert set(rows) == {"greedy", "L1 k2", "L2 k2", "L3 k2", "L4 k2", "DEL"} | s2d
         assert all(row["identical"] for name, row in rows.items() if name != "greedy")
         assert sum(r["share"] for r in rows["DEL"]["by_layer"].values()) == pytest.approx(1.0, abs=0.01)
-        assert sum(rows["S2D t0.6"]["by_exit"]["share"].values()) == pytest.approx(1.0, abs=0.01)
+        assert sum(rows["S2D 1,4 t0.6"]["by_exit"]["share"].values()) == pytest.approx(1.0, abs=0.01)
         cost = result["models"][model]["draft_cost"]
         assert cost["L5"]["vs_full"] == 1.0 and all(c["vs_full"] > 0 for c in cost.values())  # timings: no order
         #  asserted (a loaded machine measured L4 at 1.11x the full model once)
