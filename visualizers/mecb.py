@@ -111,11 +111,13 @@ def game_figure(episode: Episode, prior, labels: list[str], curves: list[dict], 
     fig.update_yaxes(title_text="actions seen", autorange="reversed", row=1, col=2)
     for method in ("greedy", "uniform"):
         points = [p for p in curves if p["method"] == method]
+        taus = [f"τ={p['temperature']:g}" for p in points]
         fig.add_trace(go.Scatter(x=[p["mean_return"] for p in points], y=[p["accuracy"] for p in points],
-                                 mode="lines+markers+text", text=[f"τ={p['temperature']:g}" for p in points],
-                                 textposition="top center", name=METHOD_NAMES[method],
+                                 mode="lines+markers+text", text=_spaced(points, taus) if method == "greedy" else None,
+                                 textposition="top center", name=METHOD_NAMES[method], customdata=taus,
                                  line=dict(color=METHOD_COLORS[method]),
-                                 hovertemplate="return %{x:.2f}, accuracy %{y:.3f}<extra>%{text}</extra>"), row=2, col=1)
+                                 hovertemplate="return %{x:.2f}, accuracy %{y:.3f}<extra>%{customdata}</extra>"),
+                      row=2, col=1)
     fig.update_xaxes(title_text="mean return (−1 per move; higher is better)", row=2, col=1)
     fig.update_yaxes(title_text="accuracy", range=[0, 1.1], row=2, col=1)
     fig.update_annotations(font=dict(size=12))
@@ -133,3 +135,14 @@ def _titled(fig: go.Figure, lines: list[str], height: int) -> go.Figure:
                       title=title | dict(font=dict(size=13)),
                       legend=dict(orientation="h", yanchor="top", y=-0.12, xanchor="left", x=0))
     return fig
+
+
+def _spaced(points: list[dict], labels: list[str], gap: float = 0.5) -> list[str]:
+    """Labels for the points at least `gap` apart in mean return from the last labelled one ("" for the
+    others: hover still names them), so the temperatures crowding near the shortest path do not overlap."""
+    out, last = [""] * len(points), None
+    for i in sorted(range(len(points)), key=lambda i: points[i]["mean_return"]):
+        x = points[i]["mean_return"]
+        if last is None or x - last >= gap:
+            out[i], last = labels[i], x
+    return out

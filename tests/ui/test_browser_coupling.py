@@ -23,6 +23,9 @@ def test_mecb_and_the_markov_coding_game_draw_and_follow_their_controls(app_url)
         page.locator("#spec-coupling").get_by_text("Verification rules, one position").click()
         page.wait_for_selector("#spec-mecb-plot .js-plotly-plot .heatmaplayer")
         page.wait_for_selector("#spec-mcg-plot .js-plotly-plot")
+        for elem_id, name in (("spec-mecb-plot", "spec-mecb.png"), ("spec-mcg-plot", "spec-mcg.png")):  # as the tab opens
+            page.locator(f"#{elem_id}").scroll_into_view_if_needed()
+            page.locator(f"#{elem_id}").screenshot(path=str(screenshot_path(name)))
         before = page.locator("#spec-mecb-plot .gtitle").first.text_content()
         set_number(page, "spec-mecb-rate", 0)
         page.wait_for_function("b => document.querySelector('#spec-mecb-plot .gtitle')?.textContent !== b", arg=before)
@@ -33,5 +36,3 @@ def test_mecb_and_the_markov_coding_game_draw_and_follow_their_controls(app_url)
         after = page.locator("#spec-mcg-text").inner_text()
         assert "1 code word for" in after, after
         assert error_toasts(page) == []
-        page.locator("#spec-mecb-plot").scroll_into_view_if_needed()
-        page.locator("#spec-coupling").screenshot(path=str(screenshot_path("spec-mecb.png")))
