@@ -143,23 +143,33 @@ class ModelDrafter(Drafter):
 
     def propose(self, context: list[int], plan: TreePlan, temperature: float, generator: torch.Generator) -> Draft:
         t0 = time.perf_counter()
-        pending = self._sync(context)  # level 0 also feeds the tokens the cache lacks
-        fed = 0  # tree nodes already in the draft cache (each level feeds only the newest nodes)
-
-        def expand(tree: DraftTree, frontier: list[int]) -> torch.Tensor:
-            nonlocal pending, fed
-            out = self.lm.forward_tree(pending, tree.parents, tree.tokens, self.cache, cached_nodes=fed)
-            fed, pending = len(tree), []
-            return out.logits[0, -len(frontier):]  # (F, V): one row per frontier node (the root first)
-
-        draft = grow_tree(expand, plan, temperature, generator)
-        if pending:  # no draft call ran (Stop came first): the cache still holds only the common prefix
-            self.cached_ids = list(context[:len(context) - len(pending)])
-        else:
-            crop_cache(self.cache, len(context) - 1)  # keep context[:-1]; drop the draft tree
+        feed = DraftFeed(self, context)
+        draft = grow_tree(feed.expand, plan, temperature, generator)
+        feed.finish(context)
         draft.seconds = time.perf_counter() - t0
         return draft
     # observe: a draft model learns nothing between rounds (the base's no-op)
+
+
+class DraftFeed:
+    """One propose call's feeding of a `ModelDrafter`'s cache: its first call also feeds the context tokens the
+    cache lacks, each later call only the tree nodes added since (a drafter asked at some levels only, as S2D's
+    sub-models are, catches up on the nodes it missed); `finish` drops the tree again."""
+
+    def __init__(self, drafter: ModelDrafter, context: list[int]):
+        self.drafter, self.pending, self.fed = drafter, drafter._sync(context), 0
+
+    def expand(self, tree: DraftTree, frontier: list[int]) -> torch.Tensor:
+        d = self.drafter
+        out = d.lm.forward_tree(self.pending, tree.parents, tree.tokens, d.cache, cached_nodes=self.fed)
+        self.fed, self.pending = len(tree), []
+        return out.logits[0, -len(frontier):]  # (F, V): one row per frontier node (the root first)
+
+    def finish(self, context: list[int]) -> None:
+        if self.pending:  # never called (Stop came first, or not asked): the cache holds only the common prefix
+            self.drafter.cached_ids = list(context[:len(context) - len(self.pending)])
+        else:
+            crop_cache(self.drafter.cache, len(context) - 1)  # keep context[:-1]; drop the draft tree
 
 
 Expand = Callable[[DraftTree, list[int]], torch.Tensor]  # (tree, frontier nodes) -> (F, V) draft logits

@@ -19,8 +19,9 @@ there (never on the draw), and the verification uses the q of the sub-model that
 Glossary
     sub-model   the draft model's first k layers with its final norm and LM head (`shallow_view`,
                 sharing weights); k runs over `exits`.
-    stage       one sub-model with its own KV cache; a stage skipped at a level feeds the nodes it
-                missed the next time it is asked (its cache lags, its output is exact).
+    stage       one sub-model with its own KV cache (a `DraftFeed` per propose call); a stage skipped
+                at a level feeds the nodes it missed the next time it is asked (its cache lags, its
+                output is exact).
     confidence  a level's top draft probability (for a tree: the lowest over the frontier's nodes).
 """
 
@@ -30,33 +31,13 @@ import time
 
 import torch
 
-from decoding.lm import LM, crop_cache
+from decoding.lm import LM
 from decoding.loaded_model import LoadedModel
 from decoding.speculative.base import Drafter
-from decoding.speculative.drafters import Draft, ModelDrafter, TreePlan, grow_tree, shallow_view
+from decoding.speculative.drafters import Draft, DraftFeed, ModelDrafter, TreePlan, grow_tree, shallow_view
 from decoding.speculative.verify import DraftTree
 
 DEFAULT_DRAFT_MODEL = "tiny-ar-s2d"
-
-
-class _Stage:
-    """One sub-model's cache state within a propose call: the context it still lacks, the nodes it has."""
-
-    def __init__(self, drafter: ModelDrafter, context: list[int]):
-        self.drafter, self.pending, self.fed = drafter, drafter._sync(context), 0
-
-    def expand(self, tree: DraftTree, frontier: list[int]) -> torch.Tensor:
-        out = self.drafter.lm.forward_tree(self.pending, tree.parents, tree.tokens, self.drafter.cache,
-                                           cached_nodes=self.fed)
-        self.fed, self.pending = len(tree), []
-        return out.logits[0, -len(frontier):]  # (F, V)
-
-    def finish(self, context: list[int]) -> None:
-        """Drop the draft nodes; a stage never asked keeps only its common prefix with the context."""
-        if self.pending:
-            self.drafter.cached_ids = list(context[:len(context) - len(self.pending)])
-        else:
-            crop_cache(self.drafter.cache, len(context) - 1)
 
 
 class S2DDrafter(Drafter):
@@ -73,17 +54,13 @@ class S2DDrafter(Drafter):
             view = LoadedModel(f"{loaded.name}@L{k}", model, loaded.tokenizer, loaded.device, loaded.dtype,
                                loaded.source)
             self.stages.append(ModelDrafter(LM(view), f"s2d@L{k}"))
-        model = loaded.model
-        layer_params = sum(p.numel() for p in model.model.layers[0].parameters())
-        head_params = model.get_output_embeddings().weight.numel()
-        self.cost = [(k * layer_params + head_params) / (draft.num_layers * layer_params + head_params) for k in exits]
 
     def bytes_per_position(self) -> int:
         return sum(stage.bytes_per_position() for stage in self.stages)  # each sub-model keeps its own cache
 
     def propose(self, context: list[int], plan: TreePlan, temperature: float, generator: torch.Generator) -> Draft:
         t0 = time.perf_counter()
-        stages = [_Stage(d, context) for d in self.stages]
+        stages = [DraftFeed(d, context) for d in self.stages]
         chosen: list[int] = []  # the exit that drafted each level
         calls: list[int] = []  # sub-model calls per level (the cascade's climb)
         confidence: list[float] = []
@@ -105,6 +82,5 @@ class S2DDrafter(Drafter):
             stage.finish(context)
         draft.forward_passes = sum(calls)
         draft.seconds = time.perf_counter() - t0
-        draft.info |= {"s2d_stages": self.exits, "s2d_exits": chosen, "s2d_calls": calls, "s2d_confidence": confidence,
-                       "s2d_cost": round(sum(sum(self.cost[:n]) for n in calls), 4)}
+        draft.info |= {"s2d_stages": self.exits, "s2d_exits": chosen, "s2d_calls": calls, "s2d_confidence": confidence}
         return draft

@@ -152,7 +152,7 @@ class S2DParams(Params):
         if not self.draft_model.strip():
             raise ValueError("`draft_model` is required: a sorted-fine-tuned model such as tiny-ar-s2d")
         try:
-            exits = [int(x) for x in self.exits.split(",") if x.strip()]
+            exits = self.exit_layers
         except ValueError:
             exits = []
         if not exits or exits != sorted(set(exits)) or exits[0] < 1:
