@@ -86,7 +86,8 @@ CASES = {
     "open-ended / EAGLE head (chain 3)": ("smollm2-135m", OPEN, True, {"drafter": "eagle", "draft_length": 3}, None),
     "open-ended / early exit (DEL)": ("smollm2-135m", OPEN, True, {"drafter": "early-exit"}, None),
     "tiny-ar / draft model (chain 4)": ("tiny-ar", BIBLE, False,
-                                        {"drafter": "model", "draft_model": "tiny-ar-draft"},
+                                        {"drafter": "model", "draft_model": "tiny-ar-draft", "draft_length": 4,
+                                         "confidence": 0.0},
                                         {"assistant_model": "tiny-ar-draft"}),
     "tiny-ar / draft model (confidence 0.4, adaptive)": ("tiny-ar", BIBLE, False,
                                                          {"drafter": "model", "draft_model": "tiny-ar-draft",
@@ -97,7 +98,7 @@ CASES = {
                                                                     "tree": "dynamic", "width": 3}, None),
     "tiny-ar / draft model (dynamic tree)": ("tiny-ar", BIBLE, False,
                                              {"drafter": "model", "draft_model": "tiny-ar-draft", "tree": "dynamic",
-                                              "width": 3}, None),
+                                              "width": 3, "draft_length": 4}, None),
     "tiny-ar / DEER, tiny-diffusion (block 4)": ("tiny-ar", BIBLE, False, {"drafter": "diffusion", "draft_length": 4},
                                                  None),
     "tiny-ar / DEER, tiny-diffusion (block 8, confidence 0.4)": ("tiny-ar", BIBLE, False,
@@ -109,13 +110,14 @@ VERIFY_K = (1, 2, 3, 4, 6, 8)
 #                                     decode through end-of-text)
 SET_DRAFTERS = {
     "prompt lookup": ("smollm2-135m", True, {"drafter": "prompt-lookup"}, {"prompt_lookup_num_tokens": 10}, False),
+    # ours at its defaults: a chain of up to 8 that stops after a draft token under 0.4 (transformers drafts up to
+    # 20 tokens with the same 0.4 cut-off)
     "draft model": ("tiny-ar", False, {"drafter": "model", "draft_model": "tiny-ar-draft"},
                     {"assistant_model": "tiny-ar-draft"}, True),
-    # the same with the library's own cut-off made explicit (transformers drafts up to 20 tokens and stops at a
-    # draft token under 0.4): a chain of up to 8 that stops there
-    "draft model (confidence 0.4)": ("tiny-ar", False, {"drafter": "model", "draft_model": "tiny-ar-draft",
-                                                        "confidence": 0.4, "draft_length": 8},
-                                     {"assistant_model": "tiny-ar-draft"}, True),
+    # the schedule ours had before it took the library's cut-off: a fixed chain of 4
+    "draft model (chain of 4, no cut-off)": ("tiny-ar", False, {"drafter": "model", "draft_model": "tiny-ar-draft",
+                                                                "confidence": 0.0, "draft_length": 4},
+                                             {"assistant_model": "tiny-ar-draft"}, True),
 }
 
 

@@ -63,6 +63,7 @@ class ParamSpec:
     choices: tuple | Callable[[], tuple] | None = None  # str: the allowed values
     note: str | None = None  # how the allowed values read when no range or choices say it
     off: object = None  # a value outside the range that means "off" (e.g. 0 for an optional threshold)
+    off_means: str = "off"  # what `off` means, as error messages say it (e.g. "the drafter's default")
     plugins: object = None  # a `decoding.registry.Registry`: this field picks one of its plug-ins (its choices)
     label: str | None = None  # UI hint: the widget's label (default: the name, spaces for underscores)
     step: float | None = None  # UI hint: a slider's step
@@ -115,7 +116,7 @@ class ParamSpec:
             ok_type = isinstance(value, numbers.Real) and not isinstance(value, bool)
             allowed = f"in {interval}"
         if self.off is not None:
-            allowed = f"{_fmt(self.off)} (off) or {allowed}"
+            allowed = f"{_fmt(self.off)} ({self.off_means}) or {allowed}"
         in_range = ok_type and (self.low <= value if self.low_inclusive else self.low < value) and (
             value <= self.high if self.high_inclusive else value < self.high)  # NaN fails both
         if not in_range:
@@ -124,7 +125,7 @@ class ParamSpec:
 
 def param(default, *, help: str, low: float = -math.inf, high: float = math.inf, low_inclusive: bool = True,
           high_inclusive: bool = True, choices=None, note: str | None = None, off=None,
-          plugins=None, label: str | None = None, step: float | None = None,
+          off_means: str = "off", plugins=None, label: str | None = None, step: float | None = None,
           ui_high: float | None = None) -> dataclasses.Field:
     """A dataclass field carrying its ParamSpec (type and name are filled in from the annotation).
 
@@ -135,7 +136,7 @@ def param(default, *, help: str, low: float = -math.inf, high: float = math.inf,
     `label`, `step` and `ui_high` are hints for the widget a tab generates (`ui.widgets.spec_widget`); they
     change nothing the engine accepts."""
     spec = dict(default=default, help=help, low=low, high=high, low_inclusive=low_inclusive,
-                high_inclusive=high_inclusive, choices=choices, note=note, off=off, plugins=plugins,
+                high_inclusive=high_inclusive, choices=choices, note=note, off=off, off_means=off_means, plugins=plugins,
                 label=label, step=step, ui_high=ui_high)
     return dataclasses.field(default=default, metadata={"param": spec})
 

@@ -79,7 +79,7 @@ def _controls(c: dict) -> None:
                                    "dynamic: best-first by draft probability.")
     with gr.Row():
         c["spec:draft_length"] = gr.Slider(0, 16, value=d["draft_length"], step=1, label="draft length",
-                                           info="0 = the drafter's own (prompt-lookup 10, others 4)",
+                                           info="0 = the drafter's own (prompt-lookup 10, model 8, others 4)",
                                            elem_id="spec-draft-length")
         c["spec:width"] = gr.Slider(1, 8, value=d["width"], step=1, label="width", elem_id="spec-width")
     with gr.Row():

@@ -39,26 +39,46 @@ class PromptLookupDrafter(Drafter):
     def continuations(self, context: list[int], length: int, limit: int) -> list[list[int]]:
         """Up to `limit` distinct continuations, most recent match first, longest n-gram first.
 
-        A match of the last token alone is weak evidence (a frequent token such as " the" recurs
-        everywhere): it proposes ONE token, not `length`, so open-ended text, where such matches are
-        most of what prompt lookup finds, pays for short verifications only. Longer matches propose
-        `length` tokens (copying from the context). On SmolLM2-135M this keeps the copy-heavy
-        prompt's 0.22 target passes per token and cuts the open-ended prompt's CPU time by a third
-        (`bench/bench_speculative.py`)."""
+        A match of two or more tokens proposes `length` tokens (copying from the context). A match of
+        the last token alone is weak evidence when the token recurs (a frequent token such as " the"
+        is followed by something different each time): it then proposes only what every earlier
+        occurrence agrees on next (at least one token, the most recent one's), so open-ended text,
+        where such matches are most of what prompt lookup finds, pays for short verifications only.
+        A token that occurred once before (a name, a number, the start of a sentence being quoted)
+        is followed by one thing: that continuation is proposed at full length, as transformers'
+        prompt lookup proposes after any match. On SmolLM2-135M the one-token rule kept the
+        copy-heavy prompt's 0.22 target passes per token and cut the open-ended prompt's CPU time by a
+        third; proposing in full after a token seen once closes most of the gap to the library on
+        answers that start by quoting the prompt (`bench/bench_speculative.py --set-only`)."""
         found: list[list[int]] = []
         for n in range(min(self.ngram, len(context) - 1), 0, -1):
             key = context[-n:]
-            take = length if n > 1 else 1
-            for start in range(len(context) - n - 1, -1, -1):  # most recent earlier occurrence first
-                if context[start:start + n] == key:
-                    cont = context[start + n:start + n + take]
-                    if cont and cont not in found:
-                        found.append(cont)
-                        if len(found) >= limit:
-                            return found
+            starts = [s for s in range(len(context) - n - 1, -1, -1)  # most recent earlier occurrence first
+                      if context[s:s + n] == key]
+            take = length if n > 1 else self._one_token_take(context, starts, length)
+            for start in starts:
+                cont = context[start + n:start + n + take]
+                if cont and cont not in found:
+                    found.append(cont)
+                    if len(found) >= limit:
+                        return found
             if found:
                 return found
         return found
+
+    @staticmethod
+    def _one_token_take(context: list[int], starts: list[int], length: int) -> int:
+        """How far to copy after a one-token match at `starts`: `length` after a token seen once, else
+        the continuation every occurrence shares (at least 1)."""
+        if len(starts) == 1:
+            return length
+        agreed = 0
+        while agreed < length:
+            nxt = {context[s + 1 + agreed] if s + 1 + agreed < len(context) else None for s in starts}
+            if len(nxt) != 1 or None in nxt:
+                break
+            agreed += 1
+        return max(1, agreed)
 
     def propose(self, context: list[int], plan: TreePlan, temperature: float, generator) -> Draft:
         t0 = time.perf_counter()

@@ -52,9 +52,12 @@ DEFAULT_DRAFT_LENGTH = 4
 # name -> factory(target, params) -> Drafter. Capabilities a drafter declares when it registers:
 #   default_draft_length  the draft length when `draft_length` is 0 (a drafter whose drafts cost nothing
 #                         to make drafts further: its misses cost only verification positions)
+#   default_confidence    the chain's confidence cut-off when `confidence` is -1 (a separate draft model stops
+#                         where it is unsure, as transformers' assisted generation does; the others never)
 #   loads_draft_model     it loads a causal `draft_model` sharing the target's tokenizer (its own knob)
 DRAFTERS: Registry[Callable[[LM, "SpeculativeParams"], Drafter]] = Registry(
-    "drafter", capabilities={"default_draft_length": DEFAULT_DRAFT_LENGTH, "loads_draft_model": False})
+    "drafter", capabilities={"default_draft_length": DEFAULT_DRAFT_LENGTH, "default_confidence": 0.0,
+                             "loads_draft_model": False})
 TREES = ("chain", "static", "dynamic")
 
 
@@ -65,13 +68,15 @@ class SpeculativeParams(Params):
                       help="Shape of the draft: one chain, a full tree, or best-first by draft probability.")
     draft_length: int = param(0, low=0, high=MAX_DRAFT_LENGTH,
                               help="Draft tokens per chain / maximum tree depth; 0 = the drafter's own default "
-                                   "(prompt-lookup 10, as transformers' prompt_lookup_num_tokens; the others 4).")
+                                   "(prompt-lookup 10, as transformers' prompt_lookup_num_tokens; model 8; the "
+                                   "others 4).")
     width: int = param(2, low=1, high=8, help="Children per node (static) or nodes kept per level (dynamic).")
     node_budget: int = param(16, low=1, high=64, help="At most this many draft tokens per round.")
     adaptive: bool = param(False, help="Chains: lengthen after a fully accepted round, shorten otherwise.")
-    confidence: float = param(0.0, low=0.0, high=1.0,
+    confidence: float = param(-1.0, low=0.0, high=1.0, off=-1.0, off_means="the drafter's default",
                               help="Chains from a model: stop drafting after a token the drafter gives less than this "
-                                   "probability (0 = never; transformers' assistant_confidence_threshold is 0.4).")
+                                   "probability (0 = never; -1 = the drafter's default: model 0.4, as transformers' "
+                                   "assistant_confidence_threshold; the others never).")
     temperature: float = param(0.0, low=0.0, high=5.0,
                                help="0 verifies greedily; above 0 speculative sampling at this temperature.")
     rule: str = param("rsd", choices=RULES,
@@ -87,6 +92,8 @@ class SpeculativeParams(Params):
         super().__post_init__()
         if self.draft_length == 0:  # resolved once: RunStarted records the length the run uses
             object.__setattr__(self, "draft_length", DRAFTERS.capability(self.drafter, "default_draft_length"))
+        if self.confidence == -1.0:  # and the cut-off it uses
+            object.__setattr__(self, "confidence", DRAFTERS.capability(self.drafter, "default_confidence"))
 
 
 def _not_causal(name: str) -> ValueError:
@@ -164,7 +171,8 @@ class S2DParams(Params):
 
 
 @DRAFTERS.register("model", help="a smaller model sharing the target's tokenizer (model.draft_model=NAME)",
-                   params=DraftModelParams, loads_draft_model=True, papers=(bib.LEVIATHAN_2023, bib.CHEN_2023))
+                   params=DraftModelParams, loads_draft_model=True, default_draft_length=8, default_confidence=0.4,
+                   papers=(bib.LEVIATHAN_2023, bib.CHEN_2023))
 def _model_drafter(lm: LM, params: SpeculativeParams) -> Drafter:
     draft = _load_draft_model(lm, params.own.draft_model)
     return ModelDrafter(draft, f"model:{draft.name}")

@@ -17,6 +17,7 @@ Two phases, each resumable (one long job at a time on a shared CPU: one thread):
     python -m decoding.training.eagle data  --work ~/.cache/decoding-lab/eagle --minutes 35
     python -m decoding.training.eagle train --work ~/.cache/decoding-lab/eagle --minutes 60 [--resume]
     python -m decoding.training.eagle export --work ~/.cache/decoding-lab/eagle --out assets/smollm2-eagle-head
+`train --from-head assets/smollm2-eagle-head` continues an exported head on (more) data in --work.
 `data` asks the target for greedy answers to seeded open-ended prompts (`eagle_prompts`), batched,
 and stores token ids and features (float16) per sequence; `train` checkpoints to --work every few
 minutes and logs to --work/train.log; `export` writes the float16 head, its config and the log.
@@ -220,7 +221,7 @@ def init_from_target(head, model) -> None:
 
 
 def train(args) -> None:
-    from decoding.speculative.eagle import EagleHead, HeadConfig
+    from decoding.speculative.eagle import EagleHead, HeadConfig, load_head
 
     work = args.work
     loaded = load_target()
@@ -229,12 +230,20 @@ def train(args) -> None:
     train_seqs, val_seqs = load_shards(work, args.max_shards)
     ckpt_path, best_path = work / "ckpt.pt", work / "best.pt"
     state = torch.load(ckpt_path) if args.resume and ckpt_path.exists() else None
+    start = load_head(args.from_head) if args.from_head and not state else None
     if state:
         vocab_ids, coverage = state["vocab_ids"], state["coverage"]
+    elif start is not None:  # an exported head's draft vocabulary, and what it covers of this data
+        vocab_ids = start.vocab_ids.clone()
+        counts = torch.zeros(embed.shape[0], dtype=torch.long)
+        for s in train_seqs:
+            counts += torch.bincount(s["ids"][s["start"]:], minlength=embed.shape[0])
+        coverage = float(counts[vocab_ids].sum() / counts.sum())
     else:
         stops = sorted(loaded.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>"))
         vocab_ids, coverage = draft_vocab(train_seqs, args.draft_vocab, embed.shape[0], stops)
-    channels = state.get("fspad_channels", 0) if state else (args.fspad_channels if args.fspad else 0)
+    channels = (state.get("fspad_channels", 0) if state else start.config.fspad_channels if start is not None
+                else args.fspad_channels if args.fspad else 0)
     pad_fraction = args.pad_fraction if channels else 1.0
     head = EagleHead(HeadConfig.like(model.config, len(vocab_ids), TARGET, channels))
     head.vocab_ids.copy_(vocab_ids)
@@ -246,6 +255,10 @@ def train(args) -> None:
         step, best, seen = state["step"], state["best"], state["seen"]
         for group in opt.param_groups:
             group["lr"] = args.lr
+    elif start is not None:  # its weights and its count of steps and tokens seen; a fresh optimizer
+        head.load_state_dict(start.state_dict())
+        done = json.loads((args.from_head / "training.json").read_text())
+        step, seen = done["step"], done["answer_tokens_seen"]
     elif args.init == "target":
         init_from_target(head, model)
     lm_rows = model.get_output_embeddings().weight.detach()[vocab_ids]  # (K, D)
@@ -253,6 +266,7 @@ def train(args) -> None:
     fspad = f"; FSPAD: {channels} sampling channels, alignment on {pad_fraction:.0%} of the feature" if channels else ""
     log(work, f"train: {len(train_seqs)} train / {len(val_seqs)} val answers, {tokens} answer tokens; draft vocab "
               f"{len(vocab_ids)} covers {coverage:.2%} of answer tokens; step {step}; resume={bool(state)}{fspad}")
+    warm_from = step if start is not None else 0  # a fresh optimizer warms up again
     gen = torch.Generator().manual_seed(args.seed + step)
     t_end, last_save = time.time() + 60 * args.minutes, time.time()
     order: list[int] = []
@@ -261,7 +275,7 @@ def train(args) -> None:
             order = torch.randperm(len(train_seqs), generator=gen).tolist()
         picked, order = order[:args.batch], order[args.batch:]
         batch = make_batch([train_seqs[i] for i in picked], embed, args.noise, gen) | {"vocab_ids": vocab_ids}
-        warm = min(1.0, (step + 1) / args.warmup)
+        warm = min(1.0, (step - warm_from + 1) / args.warmup)
         for group in opt.param_groups:
             group["lr"] = args.lr * warm
         loss, stats = head_losses(head, batch, lm_rows, args.unroll, args.cls_weight, pad_fraction)
@@ -328,6 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cls-weight", type=float, default=0.1, help="weight of the token cross-entropy")
     p.add_argument("--draft-vocab", type=int, default=8192)
     p.add_argument("--init", choices=("target", "random"), default="random")
+    p.add_argument("--from-head", type=Path, default=None,
+                   help="continue training an exported head (e.g. assets/smollm2-eagle-head): its weights, draft "
+                        "vocabulary and step count, a fresh optimizer (warm-up again), on --work's data")
     p.add_argument("--save-minutes", type=float, default=4)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-shards", type=int, default=0, help="train on the first N shards only (0: all)")

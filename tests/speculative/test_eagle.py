@@ -189,3 +189,30 @@ def test_fspad_samples_the_input_in_channels_times_width_and_aligns_part_of_the_
     half = round(d * 0.5)
     assert grads[1.0][half:].abs().sum() > 0 and torch.all(grads[0.5][half:] == 0)
     assert grads[0.5][:half].abs().sum() > 0
+
+
+def test_training_continues_an_exported_head_with_its_vocabulary_and_step_count(tiny_lm, tmp_path, monkeypatch):
+    """`train --from-head FOLDER` starts from the exported head's weights, draft vocabulary and step count
+    (a fresh optimizer), on the work folder's data; tiny-random stands in for the target."""
+    from decoding.models import load_model
+    from decoding.training import eagle as training
+
+    monkeypatch.setattr(training, "load_target", lambda dtype="float32": load_model("tiny-random", progress=None))
+    gen = torch.Generator().manual_seed(0)
+    work, d = tmp_path / "work", tiny_lm.config.hidden_size
+    work.mkdir()
+    for index in range(2):  # shard 0: validation
+        ids = [torch.randint(3, tiny_lm.vocab_size, (12,), generator=gen, dtype=torch.int32) for _ in range(4)]
+        torch.save({"ids": ids, "feats": [torch.randn(11, d, generator=gen).half() for _ in ids],
+                    "answer_start": [4] * 4, "prompts": ["p"] * 4}, work / f"shard-{index:04d}.pt")
+    head = random_head(tiny_lm, 64)
+    save_head(head, tmp_path / "head")
+    (tmp_path / "head" / "training.json").write_text(json.dumps({"step": 40, "answer_tokens_seen": 1000}))
+    training.main(["train", "--work", str(work), "--from-head", str(tmp_path / "head"), "--max-steps", "42",
+                   "--batch", "2", "--minutes", "5"])
+    state = torch.load(work / "ckpt.pt")
+    assert state["step"] == 42 and torch.equal(state["vocab_ids"], head.vocab_ids)
+    pairs = list(zip(state["head"].values(), head.state_dict().values()))
+    assert any(not torch.equal(a, b) for a, b in pairs)  # two steps were taken...
+    assert all(torch.allclose(a.float(), b.float(), atol=1e-3) for a, b in pairs)  # ...from the exported weights
+    assert "step 40; resume=False" in (work / "train.log").read_text()

@@ -190,6 +190,16 @@ def test_prompt_lookup_finds_the_latest_longest_match():
     assert tree.tokens == [3, 5, 7, 4, 9] and tree.parents == [ROOT, 0, 1, 0, 3]
 
 
+
+def test_prompt_lookup_copies_in_full_after_a_token_seen_once_and_not_after_a_frequent_one():
+    drafter = PromptLookupDrafter(ngram=3)
+    # 8 occurred once before: its continuation is copied in full
+    assert drafter.continuations([8, 4, 5, 6, 7, 1, 8], 4, limit=1) == [[4, 5, 6, 7]]
+    # 1 occurred three times, followed by 2 each time, then by different tokens: only the agreed 2
+    assert drafter.continuations([1, 2, 3, 1, 2, 4, 1, 2, 5, 9, 1], 4, limit=1) == [[2]]
+    # nothing agreed after a frequent token: the most recent one's next token alone
+    assert drafter.continuations([1, 3, 1, 4, 6, 1], 4, limit=2) == [[4], [3]]
+
 def test_trie_merges_prefixes_within_budget():
     tree = build_trie([[1, 2, 3], [1, 2, 4], [5]], budget=4)
     assert tree.tokens == [1, 2, 3, 4] and tree.parents == [ROOT, 0, 1, 1]
@@ -234,7 +244,7 @@ def test_greedy_speculative_equals_target_greedy_on_tiny_models(tiny_lm, drafter
 
 
 def test_the_confidence_cut_off_ends_a_chain_after_an_unsure_draft_token(tiny_lm):
-    params = {"drafter": "model", "draft_model": "tiny-random-draft", "draft_length": 6}
+    params = {"drafter": "model", "draft_model": "tiny-random-draft", "draft_length": 6, "confidence": 0.0}
     full = run_to_trace(tiny_lm, PROMPT, strategy="speculative", params=params, max_new_tokens=24)
     cut = run_to_trace(tiny_lm, PROMPT, strategy="speculative", params=params | {"confidence": 0.3}, max_new_tokens=24)
     assert cut.finish.token_ids == full.finish.token_ids  # greedy: the same text
@@ -245,6 +255,21 @@ def test_the_confidence_cut_off_ends_a_chain_after_an_unsure_draft_token(tiny_lm
         assert all(q >= 0.3 for q in qs[:-1])  # only the last drafted token may be below the threshold
         shorter += len(qs) < 6 and qs[-1] < 0.3
     assert shorter >= 1
+
+
+def test_a_draft_model_cuts_its_chain_at_0_4_by_default_and_other_drafters_never():
+    """`confidence` -1 (the default) is the drafter's own: a draft model's 0.4 and 8 tokens (transformers'
+    assisted generation stops at 0.4 too); 0 still means never; the run records the value it used."""
+    from decoding.params import from_values
+    from decoding.speculative.strategy import SpeculativeParams
+
+    model = from_values(SpeculativeParams, {"drafter": "model", "draft_model": "tiny-random-draft"})
+    assert (model.confidence, model.draft_length) == (0.4, 8)
+    never = from_values(SpeculativeParams, {"drafter": "model", "draft_model": "tiny-random-draft", "confidence": 0})
+    assert never.confidence == 0.0
+    assert from_values(SpeculativeParams, {"drafter": "prompt-lookup"}).confidence == 0.0
+    with pytest.raises(ValueError, match=r"`confidence` must be -1 \(the drafter's default\) or in \[0, 1\]"):
+        from_values(SpeculativeParams, {"drafter": "model", "draft_model": "tiny-random-draft", "confidence": 1.5})
 
 
 @pytest.mark.parametrize("tree", ["chain", "static", "dynamic"])
