@@ -100,7 +100,8 @@ class LM:
         )
 
     def forward_tree(self, pending_ids: list[int], parents: list[int], tokens: list[int], cache: DynamicCache,
-                     output_hidden_states: bool = False, cached_nodes: int = 0) -> Output:
+                     output_hidden_states: bool = False, cached_nodes: int = 0,
+                     logits_from_root: bool = False) -> Output:
         """Verify (or extend) a token tree in ONE call: tree attention mask, depth-based positions.
 
         `pending_ids` (P tokens) are context tokens not yet in `cache`, causal among themselves.
@@ -108,13 +109,17 @@ class LM:
         sees the cached context, every pending token, its ancestors and itself, at position
         (last context position) + depth(i). The first `cached_nodes` nodes are already the last
         entries of `cache` (an earlier call fed them; then P must be 0) and are not fed again.
-        Logits rows: P - 1 predicts the root's children (when P > 0), then one row per fed node.
+        Logits rows: P - 1 predicts the root's children (when P > 0), then one row per fed node;
+        `logits_from_root` computes only those (P > 0): row 0 is the root's, so a long `pending_ids` (a
+        prompt verified with the first draft) costs no (P, V) matmul.
         """
+        keep = len(tokens) - cached_nodes + 1 if logits_from_root and pending_ids else 0
         if cached_nodes and pending_ids:
             raise ValueError("pending tokens must come before cached tree nodes")
         if all(p == i - 1 for i, p in enumerate(parents)):  # a chain: the mask is causal, positions follow on
             ids = torch.tensor([list(pending_ids) + list(tokens[cached_nodes:])], device=self.device)
-            return self.forward(ids, cache, output_hidden_states=output_hidden_states)  # the plain causal path
+            return self.forward(ids, cache, output_hidden_states=output_hidden_states,  # the plain causal path
+                                logits_to_keep=keep)
         past, num_pending = cache.get_seq_length(), len(pending_ids)
         context = past - cached_nodes  # context tokens in the cache
         new = range(cached_nodes, len(tokens))
@@ -134,7 +139,7 @@ class LM:
         ids = torch.tensor([list(pending_ids) + [tokens[i] for i in new]], device=self.device)  # (1, Q)
         return self.forward(ids, cache, attention_mask=mask[None, None].to(self.device),
                             position_ids=torch.tensor([positions], device=self.device),
-                            output_hidden_states=output_hidden_states)
+                            output_hidden_states=output_hidden_states, logits_to_keep=keep)
 
     def prefill(self, prompt_ids: list[int] | torch.Tensor, rows: int = 1, **kwargs) -> Output:
         """Run the prompt once; `rows` > 1 repeats its cache for batched rows (beams, particles)."""

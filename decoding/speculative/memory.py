@@ -14,7 +14,8 @@ Parts (bytes)
     target cache     keys and values of every layer for every position in the verification pass:
                      2 x layers x kv heads x head dim x itemsize per position
     draft cache      the drafter's own caches (a draft model's keys and values, EAGLE's features)
-    verify logits    the verification pass's float32 logits: one row of V per fed position
+    verify logits    the verification pass's float32 logits: one row of V for the root and one per node (the
+                     pending context tokens' rows are not computed)
     verify probs     the float32 probabilities verification judges with: one row per node + the root
     draft q          the float32 draft distributions q, one row per parent the drafter proposed at
 
@@ -147,9 +148,9 @@ class Footprint:
 
     def verify_parts(self, past: int, pending: int, nodes: int, parents: int) -> dict[str, int]:
         """The target-side bytes of one verification pass: the cache over past + pending + nodes positions,
-        the logits of the pending + nodes fed rows, the probs of the root and nodes, q of `parents`."""
+        the logits and the probs of the root and nodes, q of `parents`."""
         return {"target weights": self.target_weights, "target cache": self.kv_target * (past + pending + nodes),
-                "verify logits": self.row * (pending + nodes), "verify probs": self.row * (1 + nodes),
+                "verify logits": self.row * (1 + nodes), "verify probs": self.row * (1 + nodes),
                 "draft q": self.row * parents}
 
     def fixed(self, max_context: int, prefill_rows: int = 0) -> int:

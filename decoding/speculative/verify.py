@@ -87,6 +87,10 @@ class DraftTree:
     def children(self, node: int) -> list[int]:
         return [i for i, p in enumerate(self.parents) if p == node]
 
+    def is_chain(self) -> bool:
+        """Each node the only child of the one before (verified through the plain causal path)."""
+        return all(p == i - 1 for i, p in enumerate(self.parents))
+
     def depths(self) -> list[int]:
         """1 for the root's children."""
         return tree_depths(self.parents)

@@ -348,13 +348,40 @@ def test_speculative_sampling_first_token_matches_the_target_on_a_model(tiny_lm)
     assert chi2_pvalue(counts, expected) > 0.001, (counts, expected)
 
 
+@pytest.mark.parametrize("tree", ["chain", "static"])
+@pytest.mark.parametrize("words", [6, 300], ids=["short", "long"])
+def test_the_prompt_goes_through_the_target_with_the_first_draft(tiny_lm, tree, words):
+    """A drafter that reads nothing of the prompt's pass drafts before it: the prompt is verified with the first
+    draft in one call (as assisted generation does), so a run costs one target call per round; a prompt longer
+    than FUSED_TREE_PROMPT under a tree's mask gets its own pass first. Greedy text unchanged either way."""
+    from decoding.speculative.strategy import FUSED_TREE_PROMPT
+
+    prompt = "".join(f"b{i % 10}" for i in range(words)) + "b"  # "b" followed by a different digit each time
+    params = {"drafter": "prompt-lookup", "prompt-lookup.ngram": 1, "tree": tree, "width": 2}
+    trace = run_to_trace(tiny_lm, prompt, strategy="speculative", params=params, max_new_tokens=16)
+    plain = run_to_trace(tiny_lm, prompt, max_new_tokens=16)
+    assert trace.finish.token_ids == plain.finish.token_ids
+    rounds = trace.of_kind("spec_round")
+    assert (len(rounds[0].nodes) > 1) == (tree != "chain")  # two continuations: a tree, not a chain
+    separate = tree != "chain" and len(trace.start.prompt_ids) > FUSED_TREE_PROMPT
+    assert rounds[0].target_forward_passes == 1 + separate
+    assert sum(r.target_forward_passes for r in rounds) == len(rounds) + separate
+
+
+def test_a_drafter_that_reads_the_prompts_pass_still_gets_it(tiny_lm):
+    """Token Recycling seeds its table from the prompt's rows: the prompt keeps its own pass."""
+    trace = run_to_trace(tiny_lm, PROMPT, strategy="speculative", params={"drafter": "token-recycling"},
+                         max_new_tokens=8)
+    assert trace.of_kind("spec_round")[0].target_forward_passes == 2
+
+
 def test_rounds_record_the_tree_and_timing(tiny_lm):
     trace = run_to_trace(tiny_lm, PROMPT, strategy="speculative", max_new_tokens=12, seed=0,
                          params={"drafter": "model", "draft_model": "tiny-random-draft", "tree": "static", "temperature": 1.0})
     rounds = trace.of_kind("spec_round")
     assert rounds and all(isinstance(r, SpecRound) for r in rounds)
     r = rounds[0]
-    assert r.draft_forward_passes >= 1 and r.target_forward_passes == 2  # prefill + one verification
+    assert r.draft_forward_passes >= 1 and r.target_forward_passes == 1  # the prompt goes through with the first draft
     assert {d["parent"] for d in r.dists} >= {ROOT}
     for n in r.nodes:
         assert n["status"] in {"accepted", "rejected", "unvisited"}
