@@ -35,12 +35,14 @@ Glossary
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
 METHODS = ("rlhf", "calibrated", "exp", "optimal")  # see the module docstring
 T_GRID = tuple(float(t) for t in np.arange(0.5, 20.01, 0.5))  # the exponents `best_t` searches
+LAMBDA_MAX = 1e12  # the largest 1 / beta tried: past it the policy no longer moves
 UNIFORM_K = 400  # cells of the model-agnostic uniform problem `best_t` chooses t on
 
 
@@ -123,10 +125,14 @@ def _against(lv: Levels, m: int) -> np.ndarray:
     return np.cumsum(h) - h / 2
 
 
+def _win(q, lv: Levels, n: int, m: int) -> float:
+    return float(bon_mass(q, n) @ _against(lv, m))
+
+
 def win_rate(p, p0, r, n: int, m: int | None = None) -> float:
     """W: P(bon_n(p) beats bon_m(p0) in reward) + 1/2 P(tie); m = n unless given (exact)."""
     lv = levels(p0, r)
-    return float(bon_mass(_level_mass(p, lv), n) @ _against(lv, n if m is None else m))
+    return _win(_level_mass(p, lv), lv, n, n if m is None else m)
 
 
 def bon_accuracy(p, p0, r, correct, n: int) -> float:
@@ -139,34 +145,43 @@ def bon_accuracy(p, p0, r, correct, n: int) -> float:
     return float(bon_mass(q, n) @ share)
 
 
+def _gradient(q, lv: Levels, n: int, m: int) -> np.ndarray:
+    w = _against(lv, m)
+    cum = np.minimum(np.cumsum(q), 1.0)
+    steps = (w - np.append(w[1:], 0.0)) * cum ** (n - 1)
+    return n * np.cumsum(steps[::-1])[::-1]
+
+
 def optimal_reward(p, p0, r, n: int, m: int | None = None) -> np.ndarray:
     """(K,) R(y) = dW_n,m / dpi(y) at pi = p: the transformed reward of the paper's theorem (up to a constant).
     Over levels, R_i = n sum_{k >= i} (w_k - w_(k+1)) Q_k^(n-1) with w_(L+1) = 0; at n = m = 1 it is exactly
     the calibrated reward c (so calibrate-then-identity is optimal for the one-sample win rate)."""
     lv = levels(p0, r)
-    w = _against(lv, n if m is None else m)
-    cum = np.minimum(np.cumsum(_level_mass(p, lv)), 1.0)
-    steps = (w - np.append(w[1:], 0.0)) * cum ** (n - 1)
-    return (n * np.cumsum(steps[::-1])[::-1])[lv.index]
+    return _gradient(_level_mass(p, lv), lv, n, n if m is None else m)[lv.index]
 
 
 def optimal_policy(p0, r, n: int, beta: float, *, start=None, iters: int = 20000, tol: float = 1e-10) -> np.ndarray:
     """The InfAlign optimum of J(pi) = W_n(pi) - beta KL(pi || p0), from p0: mirror ascent, i.e. the fixed-point
     step pi <- p0 exp(R(pi) / beta) taken a fraction `step` of the way in log space; a step that lowers J is
     retried at half the fraction. Starts from `start` (a nearby beta's optimum) or p0; stops when the policy moves
-    less than `tol`; ValueError if it never does."""
+    less than `tol`; ValueError if it never does. Solved over levels (the optimum keeps p0's proportions inside
+    a level, as R is constant there), then spread back over the outcomes."""
     p0, r = _check(p0, r)
-    on = p0 > 0
+    if not beta > 0:
+        raise ValueError(f"`beta` must be > 0, got {beta!r}")
+    lv = levels(p0, r)
+    base = lv.p0
+    on = base > 0
+    log_base = np.log(np.where(on, base, 1.0))
 
-    def objective(p):
-        return win_rate(p, p0, r, n) - beta * kl(p, p0)
+    def objective(q):
+        return _win(q, lv, n, n) - beta * kl(q, base)
 
-    pi = p0.copy() if start is None else np.asarray(start, np.float64)
-    step, value = 1.0, objective(pi)
+    q = base.copy() if start is None else _level_mass(start, lv)
+    step, value = 1.0, objective(q)
     for _ in range(iters):
-        target = tilt(p0, optimal_reward(pi, p0, r, n), beta)
-        logs = np.full_like(pi, -np.inf)
-        logs[on] = (1 - step) * np.log(np.maximum(pi[on], 1e-300)) + step * np.log(np.maximum(target[on], 1e-300))
+        target = np.where(on, log_base + _gradient(q, lv, n, n) / beta, -np.inf)
+        logs = np.where(on, (1 - step) * np.log(np.maximum(q, 1e-300)) + step * target, -np.inf)
         new = np.exp(logs - logs[on].max())
         new /= new.sum()
         new_value = objective(new)
@@ -175,10 +190,11 @@ def optimal_policy(p0, r, n: int, beta: float, *, start=None, iters: int = 20000
             if step < 1e-9:
                 break
             continue
-        moved = np.abs(new - pi).max()
-        pi, value = new, new_value
+        moved = np.abs(new - q).max()
+        q, value = new, new_value
         if moved < tol:
-            return pi
+            share = np.divide(p0, base[lv.index], out=np.zeros_like(p0), where=base[lv.index] > 0)
+            return q[lv.index] * share
     raise ValueError(f"the optimal transform's fixed point did not settle at beta={beta!r}, n={n}")
 
 
@@ -203,10 +219,11 @@ def beta_for_kl(kl_of, target: float, *, steps: int = 200) -> float:
     """beta with kl_of(beta) = target, by bisection on lambda = 1 / beta (KL is 0 at lambda = 0 and grows with
     it): lambda doubles until the KL passes the target, then the bracket halves."""
     hi = 1.0
-    while kl_of(1.0 / hi) < target:
+    while (reached := kl_of(1.0 / hi)) < target:
         hi *= 2
-        if hi > 1e15:
-            raise ValueError(f"KL {target!r} is out of reach for this reward")
+        if hi > LAMBDA_MAX:
+            raise ValueError(f"`kl` {target!r} is out of reach for this method: as beta -> 0 its policy stops at "
+                             f"KL {reached:.4g} (for the optimum: more KL would win nothing more)")
     lo = 0.0
     for _ in range(steps):
         mid = (lo + hi) / 2
@@ -239,6 +256,7 @@ def uniform_problem(k: int = UNIFORM_K) -> tuple[np.ndarray, np.ndarray]:
     return np.full(k, 1.0 / k), np.arange(k, dtype=np.float64)
 
 
+@functools.lru_cache(maxsize=256)
 def best_t(n: int, target: float, grid=T_GRID, k: int = UNIFORM_K) -> float:
     """The exponent t of Phi_t(u) = exp(t u) with the highest best-of-n win rate at KL `target` on the uniform
     problem (`uniform_problem`), so it is chosen once per (n, KL), never on the task's own samples."""
@@ -282,7 +300,7 @@ def curve(p0, r, method: str, n: int, kl_high: float, *, t: float = 0.0, max_poi
         reward = transform(calibrate(p0, r), method, t)
     lam = 0.02 / max(np.sqrt(p0 @ (reward - p0 @ reward) ** 2), 1e-12)  # KL ~ (lam sd)^2 / 2 ~ 2e-4 at first
     kls, wins, pi, growth, gap = [0.0], [0.5], None, 1.5, kl_high / points
-    while len(kls) < max_points and kls[-1] < kl_high:
+    while len(kls) < max_points and kls[-1] < kl_high and lam < LAMBDA_MAX:
         new = aligned(p0, r, method, 1.0 / (lam * growth), n=n, t=t, start=pi)
         jump = kl(new, p0) - kls[-1]
         if jump > 2 * gap and growth > 1.0001:
