@@ -160,7 +160,7 @@ def optimal_reward(p, p0, r, n: int, m: int | None = None) -> np.ndarray:
     return _gradient(_level_mass(p, lv), lv, n, n if m is None else m)[lv.index]
 
 
-def optimal_policy(p0, r, n: int, beta: float, *, start=None, iters: int = 20000, tol: float = 1e-10) -> np.ndarray:
+def optimal_policy(p0, r, n: int, beta: float, *, start=None, iters: int = 5000, tol: float = 1e-10) -> np.ndarray:
     """The InfAlign optimum of J(pi) = W_n(pi) - beta KL(pi || p0), from p0: mirror ascent, i.e. the fixed-point
     step pi <- p0 exp(R(pi) / beta) taken a fraction `step` of the way in log space; a step that lowers J is
     retried at half the fraction. Starts from `start` (a nearby beta's optimum) or p0; stops when the policy moves
@@ -187,15 +187,17 @@ def optimal_policy(p0, r, n: int, beta: float, *, start=None, iters: int = 20000
         new_value = objective(new)
         if new_value < value - 1e-15:
             step /= 2
-            if step < 1e-9:
+            if step < 1e-9:  # no step raises J any more, to float precision: q is the optimum
                 break
             continue
         moved = np.abs(new - q).max()
         q, value = new, new_value
         if moved < tol:
-            share = np.divide(p0, base[lv.index], out=np.zeros_like(p0), where=base[lv.index] > 0)
-            return q[lv.index] * share
-    raise ValueError(f"the optimal transform's fixed point did not settle at beta={beta!r}, n={n}")
+            break
+    else:
+        raise ValueError(f"the optimal transform's fixed point did not settle at beta={beta!r}, n={n}")
+    share = np.divide(p0, base[lv.index], out=np.zeros_like(p0), where=base[lv.index] > 0)
+    return q[lv.index] * share
 
 
 def aligned(p0, r, method: str, beta: float, *, n: int = 1, t: float = 0.0, start=None) -> np.ndarray:
@@ -218,10 +220,11 @@ def max_kl(p0, r) -> float:
 def beta_for_kl(kl_of, target: float, *, steps: int = 200) -> float:
     """beta with kl_of(beta) = target, by bisection on lambda = 1 / beta (KL is 0 at lambda = 0 and grows with
     it): lambda doubles until the KL passes the target, then the bracket halves."""
-    hi = 1.0
+    hi, before = 1.0, -1.0
     while (reached := kl_of(1.0 / hi)) < target:
         hi *= 2
-        if hi > LAMBDA_MAX:
+        stalled, before = hi > 1e3 and reached - before < 1e-9 * max(reached, 1e-12), reached
+        if hi > LAMBDA_MAX or stalled:
             raise ValueError(f"`kl` {target!r} is out of reach for this method: as beta -> 0 its policy stops at "
                              f"KL {reached:.4g} (for the optimum: more KL would win nothing more)")
     lo = 0.0
@@ -301,12 +304,17 @@ def curve(p0, r, method: str, n: int, kl_high: float, *, t: float = 0.0, max_poi
     lam = 0.02 / max(np.sqrt(p0 @ (reward - p0 @ reward) ** 2), 1e-12)  # KL ~ (lam sd)^2 / 2 ~ 2e-4 at first
     kls, wins, pi, growth, gap = [0.0], [0.5], None, 1.5, kl_high / points
     while len(kls) < max_points and kls[-1] < kl_high and lam < LAMBDA_MAX:
-        new = aligned(p0, r, method, 1.0 / (lam * growth), n=n, t=t, start=pi)
+        try:
+            new = aligned(p0, r, method, 1.0 / (lam * growth), n=n, t=t, start=pi)
+        except ValueError:  # the optimum's fixed point no longer settles: the curve ends where it did
+            break
         jump = kl(new, p0) - kls[-1]
         if jump > 2 * gap and growth > 1.0001:
             growth = np.sqrt(growth)
             continue
         lam, pi = lam * growth, new
+        if jump < 1e-9 * max(kls[-1], 1e-12) and growth >= 4.0:  # the policy no longer moves (the optimum's
+            break  # KL can stop short of the maximum: more KL would win nothing more)
         kls.append(kl(pi, p0))
         wins.append(win_rate(pi, p0, r, n))
         if jump < gap / 2:

@@ -197,3 +197,44 @@ def test_bad_input_names_the_field():
         ia.tilt([0.5, 0.5], [1, 2], 0.0)
     with pytest.raises(ValueError, match="`k`"):
         ia.random_categorical(1, 0)
+
+
+# ------------------------------------------------------------------------------------ the benchmark, smoked
+
+def run_bench(args, monkeypatch, capsys) -> dict:
+    import json
+    import runpy
+    import sys
+
+    from conftest import ROOT
+
+    script = ROOT / "bench" / "bench_infalign.py"
+    monkeypatch.setattr(sys, "argv", [str(script), *args])
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    except SystemExit as done:
+        assert done.code in (None, 0)
+    return json.loads(capsys.readouterr().out)  # one JSON object, nothing else on stdout
+
+
+def test_the_bench_without_a_model(monkeypatch, capsys):
+    out = run_bench(["--quick", "--no-model", "--json"], monkeypatch, capsys)
+    rows = out["categorical"]["uniform K=16"]["rows"]
+    four = rows["N=4"]["kl=0.25"]
+    assert four["exp"]["win"] > four["calibrated"]["win"] + 0.03 and four["optimal"]["win"] >= four["exp"]["win"]
+    assert rows["N=1"]["kl=0.25"]["calibrated"]["win"] == rows["N=1"]["kl=0.25"]["optimal"]["win"]
+    assert "tiny_math" not in out
+
+
+@pytest.mark.slow
+def test_the_bench_on_tiny_math(monkeypatch, capsys, tmp_path):
+    written = tmp_path / "infalign.json"
+    out = run_bench(["--quick", "--json", "--problems", "2", "--samples", "4", "--write", str(written)],
+                    monkeypatch, capsys)
+    tm = out["tiny_math"]
+    assert tm["problems"] == 2 and tm["samples"] == 4 and set(tm["probe"]["rows"]) == {"N=4"}
+    assert 0 <= tm["base_accuracy"] <= 1 and tm["probe"]["curve"]["n"] == 4
+    from ui.infalign import tiny_math_view
+
+    text, figure = tiny_math_view(written)  # the file the tab reads
+    assert figure is not None and "2 held-out problems × 4 samples" in text
