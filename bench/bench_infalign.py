@@ -131,17 +131,18 @@ def tiny_math_section(args, say) -> dict:
     return out
 
 
-def show(name: str, rows: dict) -> None:
+def show(name: str, rows: dict, accuracy: bool = False) -> None:
     print(f"\n{name}")
     for n, by_kl in rows.items():
         for kl_key, row in by_kl.items():
             if kl_key == "base":
-                print(f"  {n:5} base     best-of-{n[2:]} of the base policy: accuracy {row['accuracy']:.3f}")
+                if accuracy:
+                    print(f"  {n:5} base     best-of-{n[2:]} of the base policy: accuracy {row['accuracy']:.3f}")
                 continue
             cells = [f"{m} {row[m]['win']:.3f}" if "win" in row[m] else f"{m} -" for m in ia.METHODS]
             acc = [f"{row[m]['accuracy']:.3f}" for m in ia.METHODS if "accuracy" in row[m]]
             print(f"  {n:5} {kl_key:8} t={row['t']:<5g} win: " + "  ".join(cells)
-                  + (f"   accuracy: {' / '.join(acc)}" if any(float(a) > 0 for a in acc) else ""))
+                  + (f"   accuracy: {' / '.join(acc)}" if accuracy else ""))
 
 
 def main(argv=None) -> int:
@@ -153,6 +154,8 @@ def main(argv=None) -> int:
     parser.add_argument("--samples", type=int, default=16, help="samples per problem: the base policy's support")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--png", type=Path, help="also draw the Scaling tab's InfAlign pictures (categorical at "
+                                                 "its defaults, and tiny-math's curves) to this PNG")
     parser.add_argument("--write", type=Path, help="also write the result here (the Scaling tab reads "
                                                    "assets/tiny-math/infalign.json)")
     args = parser.parse_args(argv)
@@ -177,6 +180,8 @@ def main(argv=None) -> int:
     result["command"] = "python bench/bench_infalign.py " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.write:
         args.write.write_text(json.dumps(result, indent=1) + "\n")
+    if args.png:
+        draw(result, args.png)
     if args.json:
         print(json.dumps(result))
         return 0
@@ -189,9 +194,42 @@ def main(argv=None) -> int:
               f"{tm['base_accuracy']:.3f} (accuracy columns: rlhf / calibrated / exp / optimal)")
         for reward in REWARDS:
             show(f"reward {reward} ({tm[reward]['distinct_rewards']} distinct values per problem, mean max KL "
-                 f"{tm[reward]['max_kl']})", tm[reward]["rows"])
+                 f"{tm[reward]['max_kl']})", tm[reward]["rows"], accuracy=True)
     print(f"\nCPU {result['cpu_s']} s")
     return 0
+
+
+def draw(result: dict, png: Path) -> None:
+    """The accordion's pictures at its defaults (win rate vs KL, the transforms) and, with a model section,
+    tiny-math's curves, stacked in one PNG drawn by plotly.js in headless Chromium (no kaleido needed)."""
+    import shutil
+    import tempfile
+
+    from playwright.sync_api import sync_playwright
+
+    from ui.infalign import DEFAULTS
+    from visualizers.infalign import tiny_math_figure, transform_figure, win_rate_figure
+
+    p0, r = ia.random_categorical(DEFAULTS["k"], DEFAULTS["seed"])
+    n, kl = DEFAULTS["n"], DEFAULTS["kl"]
+    t = ia.best_t(n, kl)
+    figures = [win_rate_figure(p0, r, n, kl, t, kl_high=1.0), transform_figure(p0, r, n, kl, t)]
+    if "tiny_math" in result:
+        figures.append(tiny_math_figure(result))
+    body = []
+    for i, fig in enumerate(figures):
+        fig.update_layout(width=900)
+        body.append(fig.to_html(full_html=False, include_plotlyjs=i == 0))
+    page_file = Path(tempfile.mkdtemp()) / "infalign.html"
+    page_file.write_text("<html><body style='margin:0;background:white'>" + "".join(body) + "</body></html>")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium")
+        page = browser.new_page(viewport={"width": 920, "height": 400})
+        page.goto(page_file.as_uri())
+        page.wait_for_selector(".main-svg")
+        page.screenshot(path=str(png), full_page=True)
+        browser.close()
+    print(f"wrote {png}", file=sys.stderr)
 
 
 if __name__ == "__main__":

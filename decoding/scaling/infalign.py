@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 METHODS = ("rlhf", "calibrated", "exp", "optimal")  # see the module docstring
-T_GRID = tuple(float(t) for t in np.arange(0.5, 20.01, 0.5))  # the exponents `best_t` searches
+T_GRID = tuple(round(0.25 * 1.1 ** i, 4) for i in range(59))  # the exponents `best_t` searches: 0.25 to 62
 LAMBDA_MAX = 1e12  # the largest 1 / beta tried: past it the policy no longer moves
 UNIFORM_K = 400  # cells of the model-agnostic uniform problem `best_t` chooses t on
 
@@ -231,7 +231,7 @@ def beta_for_kl(kl_of, target: float, *, steps: int = 200) -> float:
     for _ in range(steps):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if kl_of(1.0 / mid) < target else (lo, mid)
-        if hi - lo < 1e-9 * hi:
+        if hi - lo < 1e-7 * hi:
             break
     return float(2.0 / (lo + hi))
 
