@@ -19,6 +19,8 @@ Sections:
                  the best-of-N pick's accuracy (right final answer), exact on the support.
 
     python bench/bench_infalign.py [--quick] [--json] [--no-model] [--problems 24] [--samples 16]
+    python bench/bench_infalign.py --write assets/tiny-math/infalign.json --png assets/infalign.png
+    python bench/bench_infalign.py --from-json assets/tiny-math/infalign.json [--png assets/infalign.png]
 """
 
 from __future__ import annotations
@@ -139,9 +141,12 @@ def show(name: str, rows: dict, accuracy: bool = False) -> None:
                 if accuracy:
                     print(f"  {n:5} base     best-of-{n[2:]} of the base policy: accuracy {row['accuracy']:.3f}")
                 continue
+            if not any("win" in row[m] for m in ia.METHODS):
+                print(f"  {n:5} {kl_key:8} out of reach (past the mean maximum KL)")
+                continue
             cells = [f"{m} {row[m]['win']:.3f}" if "win" in row[m] else f"{m} -" for m in ia.METHODS]
             acc = [f"{row[m]['accuracy']:.3f}" for m in ia.METHODS if "accuracy" in row[m]]
-            print(f"  {n:5} {kl_key:8} t={row['t']:<5g} win: " + "  ".join(cells)
+            print(f"  {n:5} {kl_key:8} t={row['t']:<5.3g} win: " + "  ".join(cells)
                   + (f"   accuracy: {' / '.join(acc)}" if accuracy else ""))
 
 
@@ -156,6 +161,7 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--png", type=Path, help="also draw the Scaling tab's InfAlign pictures (categorical at "
                                                  "its defaults, and tiny-math's curves) to this PNG")
+    parser.add_argument("--from-json", type=Path, help="print (and --png) a result written by --write; compute nothing")
     parser.add_argument("--write", type=Path, help="also write the result here (the Scaling tab reads "
                                                    "assets/tiny-math/infalign.json)")
     args = parser.parse_args(argv)
@@ -173,11 +179,14 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(args.threads)
     t0 = time.process_time()
-    result = {"categorical": categorical_section(args.quick)}
-    if not args.no_model:
-        result["tiny_math"] = tiny_math_section(args, say)
-    result["cpu_s"] = round(time.process_time() - t0, 1)
-    result["command"] = "python bench/bench_infalign.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    if args.from_json:
+        result = json.loads(args.from_json.read_text(encoding="utf-8"))
+    else:
+        result = {"categorical": categorical_section(args.quick)}
+        if not args.no_model:
+            result["tiny_math"] = tiny_math_section(args, say)
+        result["cpu_s"] = round(time.process_time() - t0, 1)
+        result["command"] = "python bench/bench_infalign.py " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.write:
         args.write.write_text(json.dumps(result, indent=1) + "\n")
     if args.png:
@@ -221,7 +230,8 @@ def draw(result: dict, png: Path) -> None:
         fig.update_layout(width=900)
         body.append(fig.to_html(full_html=False, include_plotlyjs=i == 0))
     page_file = Path(tempfile.mkdtemp()) / "infalign.html"
-    page_file.write_text("<html><body style='margin:0;background:white'>" + "".join(body) + "</body></html>")
+    page_file.write_text("<html><head><meta charset='utf-8'></head><body style='margin:0;background:white'>"
+                         + "".join(body) + "</body></html>", encoding="utf-8")
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium")
         page = browser.new_page(viewport={"width": 920, "height": 400})

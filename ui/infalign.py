@@ -74,7 +74,7 @@ def infalign_view(k, seed, n, kl) -> dict:
             rows.append(f"| {NAMES[m]} | {ia.win_rate(pi, p0, r, 1):.3f} | {ia.win_rate(pi, p0, r, n):.3f} |")
         cap = (f" (asked {kl:g}; this base policy allows at most {top:.3f}: all mass on its best outcome)"
                if shown < kl else "")
-        table = (f"At KL = {shown:g} nats{cap}, t = {t:g} (chosen for best-of-{n} at this KL on the "
+        table = (f"At KL = {shown:g} nats{cap}, t = {t:.3g} (chosen for best-of-{n} at this KL on the "
                  f"uniform problem):\n\n| aligned by | win rate, N = 1 | win rate, best-of-{n} |\n|---|---|---|\n"
                  + "\n".join(rows))
         return {"ia_table": table, "ia_transform": transform_figure(p0, r, n, shown, t),

@@ -45,7 +45,7 @@ def transform_figure(p0, r, n: int, kl: float, t: float) -> go.Figure:
         opt, where = np.asarray(p0, np.float64), "near KL 0"
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=u, y=u, name=NAMES["calibrated"], line=dict(color=COLORS["calibrated"])))
-    fig.add_trace(go.Scatter(x=u, y=_unit(np.exp(t * u)), name=f"exp(t·u), t = {t:g}",
+    fig.add_trace(go.Scatter(x=u, y=_unit(np.exp(t * u)), name=f"exp(t·u), t = {t:.3g}",
                              line=dict(color=COLORS["exp"])))
     fig.add_trace(go.Scatter(x=c[order], y=_unit(ia.optimal_reward(opt, p0, r, n))[order], mode="lines+markers",
                              line=dict(color=COLORS["optimal"], dash="dash", shape="hv"),
