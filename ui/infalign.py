@@ -16,7 +16,7 @@ from pathlib import Path
 import gradio as gr
 
 from decoding.scaling import infalign as ia
-from ui.widgets import QUIET, benchmark_file, seed_box, user_error
+from ui.widgets import QUIET, benchmark_file, explain_clamping, seed_box, user_error
 from ui.wiring import as_int, on, on_any
 from visualizers.infalign import NAMES, tiny_math_figure, transform_figure, win_rate_figure
 
@@ -118,6 +118,8 @@ def build_infalign(c: dict) -> None:
         gr.Markdown(text, elem_classes="dl-help", elem_id="sc-ia-tiny-math-text")
         if figure is not None:
             gr.Plot(figure, show_label=False, elem_id="sc-ia-tiny-math")
+    sliders = ("ia_n", "ia_kl", "ia_k")  # a number typed past a slider's end is said (only these: the tab wires its own)
+    explain_clamping({k: c[k] for k in sliders}, dict.fromkeys(sliders))
     outputs = {k: c[k] for k in ("ia_table", "ia_curves", "ia_transform")}
     inputs = {"k": c["ia_k"], "seed": c["ia_seed"], "n": c["ia_n"], "kl": c["ia_kl"]}
     c["ia_accordion"] = accordion
