@@ -122,6 +122,12 @@ EBRAHIMI_2024 = Paper("Minimum Entropy Coupling with Bottleneck", "Ebrahimi, Che
 # --- inference-time scaling ---------------------------------------------------------------------------
 BROWN_2024 = Paper("Large Language Monkeys: Scaling Inference Compute with Repeated Sampling", "Brown et al.", 2024,
                    arxiv="2407.21787", note="repeated sampling; selection by a reward")
+BALASHANKAR_2025 = Paper("InfAlign: Inference-aware language model alignment", "Balashankar, Sun et al.", 2025,
+                         arxiv="2412.19792", venue="ICML 2025",
+                         note="cited for context by best-of-n: the policy aligned FOR best-of-N (calibrate, then the "
+                              "exponential transform), computed exactly on a finite support in "
+                              "decoding/scaling/infalign.py and the Scaling tab's InfAlign accordion; no model is "
+                              "trained (twelve authors; Balashankar and Sun equal contribution)")
 WANG_2023 = Paper("Self-Consistency Improves Chain of Thought Reasoning in Language Models", "Wang et al.", 2023,
                   arxiv="2203.11171", venue="ICLR 2023", note="majority vote over final answers")
 SNELL_2024 = Paper("Scaling LLM Test-Time Compute Optimally can be More Effective than Scaling Model Parameters",

@@ -24,6 +24,7 @@ from ui.launch import serve, standalone
 from ui.widgets import QUIET, explain_clamping, model_choices, seed_box, spec_widget
 from ui.wiring import lab_columns, named_inputs, on, on_any, session_state, wire_lab
 from ui.exports import NO_OTHER_RUN, download, wire_download
+from ui.infalign import build_infalign
 from ui.plugin_fields import field_label
 from ui.scaling_views import (CONTROLS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_METHOD, DEFAULT_MODEL, DEFAULT_PROMPT,
                               DEFAULT_SETTINGS, DEFAULT_TASK, FIELDS, METHODS, OPENING_COMPARE, OPENING_NOTE, OUTPUTS,
@@ -157,6 +158,7 @@ def _views(c: dict) -> None:
             with gr.Row():
                 gr.Plot(by_budget, label="Accuracy against the budget N", elem_id="sc-bench-budget")
                 gr.Plot(by_tokens, label="Accuracy against tokens spent", elem_id="sc-bench-tokens")
+    build_infalign(c)  # InfAlign: aligning for best-of-N, exact on a categorical policy (ui/infalign.py)
 
 
 def build_scaling() -> dict:
