@@ -14,8 +14,8 @@ Parts (bytes)
     target cache     keys and values of every layer for every position in the verification pass:
                      2 x layers x kv heads x head dim x itemsize per position
     draft cache      the drafter's own caches (a draft model's keys and values, EAGLE's features)
-    verify logits    the verification pass's float32 logits: one row of V for the root and one per node (the
-                     pending context tokens' rows are not computed)
+    verify logits    the verification pass's float32 logits: one row of V for the root and one per node, and
+                     for a drafter that reads the pass's rows (EAGLE, DEL, Token Recycling) one per pending token
     verify probs     the float32 probabilities verification judges with: one row per node + the root
     draft q          the float32 draft distributions q, one row per parent the drafter proposed at
 
@@ -146,11 +146,12 @@ class Footprint:
                    kv_bytes_per_position(lm.config, lm.model.dtype), drafter.bytes_per_position(),
                    lm.vocab_size * FLOAT32, target)
 
-    def verify_parts(self, past: int, pending: int, nodes: int, parents: int) -> dict[str, int]:
+    def verify_parts(self, past: int, pending: int, nodes: int, parents: int, from_root: bool = True) -> dict[str, int]:
         """The target-side bytes of one verification pass: the cache over past + pending + nodes positions,
-        the logits and the probs of the root and nodes, q of `parents`."""
+        the logits of the root and nodes (`from_root`, a drafter that reads no rows) or of every fed row,
+        the probs of the root and nodes, q of `parents`."""
         return {"target weights": self.target_weights, "target cache": self.kv_target * (past + pending + nodes),
-                "verify logits": self.row * (1 + nodes), "verify probs": self.row * (1 + nodes),
+                "verify logits": self.row * ((1 if from_root else pending) + nodes), "verify probs": self.row * (1 + nodes),
                 "draft q": self.row * parents}
 
     def fixed(self, max_context: int, prefill_rows: int = 0) -> int:

@@ -294,9 +294,11 @@ def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) ->
     prefill_passes = 0
     if outcome.cancelled(ctx):
         return
-    # A drafter that reads nothing of the prompt's pass (prompt lookup, a draft model) drafts before it: the
-    # prompt then goes through the target in the first verification call, as assisted generation does
-    # (one call fewer a run: on short answers, a tenth of the target's work)
+    # A drafter that reads nothing of the target's passes (prompt lookup, a draft model) drafts before the
+    # prompt's pass: the prompt then goes through the target in the first verification call, as assisted
+    # generation does (one call fewer a run: on short answers, a tenth of the target's work), and a
+    # verification computes only the root's and the nodes' logits. Drafters that learn from the rows (EAGLE's
+    # features, DEL's agreement, Token Recycling's table) get every row, the prompt's in its own pass.
     fused = drafter.prefill_rows == 0 and not drafter.needs_hidden_states
     if len(context) > 1 and not fused:
         out, prefill_passes = _prefill(lm, drafter, context[:-1], cache, greedy, temperature), 1
@@ -320,10 +322,8 @@ def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) ->
         past, num_pending = cache.get_seq_length(), len(pending)
         hidden = drafter.needs_hidden_states
         out = lm.forward_tree(pending, tree.parents, tree.tokens, cache, output_hidden_states=hidden,
-                              logits_from_root=True)
-        past, pending = past + num_pending - 1, pending[-1:]  # the rows below are the root's and the nodes'
-        num_pending = 1
-        row_logits = out.logits[0]  # (1 + n, V): root, then one row per node
+                              logits_from_root=fused)
+        row_logits = out.logits[0] if fused else out.logits[0, num_pending - 1:]  # (1 + n, V): root, then the nodes
         probs = torch.softmax(row_logits if greedy else tempered(row_logits, temperature), -1)  # (1 + n, V)
         verdict = verify_tree(tree, probs, ctx.generator, greedy)
         verify_s = time.perf_counter() - t0
@@ -334,8 +334,10 @@ def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) ->
         origins = ["draft"] * len(verdict.accepted) + [verdict.extra_kind]
         keep = _keep_count(produced, lm.stop_ids, ctx.max_new_tokens - (step - ctx.step_offset))
         crop_cache(cache, past + num_pending)  # commit the pending tokens; the tree is dropped
-        drafter.observe(Feedback(row_tokens=pending + tree.tokens, row_logits=out.logits[0], target_probs=probs[rows],
-                                 greedy=greedy, rows=[num_pending - 1 + r for r in rows], hidden_states=out.hidden_states))
+        first = num_pending - 1 if not fused else 0  # the root's row in out.logits
+        drafter.observe(Feedback(row_tokens=pending[num_pending - 1 - first:] + tree.tokens, row_logits=out.logits[0],
+                                 target_probs=probs[rows], greedy=greedy, rows=[first + r for r in rows],
+                                 hidden_states=out.hidden_states))
         yield _round_event(ctx, lm, round_index, step, drafter, draft, verdict, probs, produced,
                            target_passes=1 + (prefill_passes if round_index == 0 else 0), verify_s=verify_s,
                            memory=memory)

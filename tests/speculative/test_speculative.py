@@ -368,6 +368,49 @@ def test_the_prompt_goes_through_the_target_with_the_first_draft(tiny_lm, tree, 
     assert sum(r.target_forward_passes for r in rounds) == len(rounds) + separate
 
 
+@pytest.mark.parametrize("reads_rows", [True, False], ids=["reads-rows", "reads-nothing"])
+def test_a_drafter_is_told_exactly_the_rows_the_target_ran(tiny_lm, monkeypatch, reads_rows):
+    """Feedback's tokens, logits and hidden states describe the same rows: the pending tokens and the tree for a
+    drafter that reads rows (EAGLE's features need every pending token's), the root and the tree otherwise. An
+    oracle drafts the target's own greedy text, so every round leaves several pending tokens."""
+    from decoding.speculative import strategy
+    from decoding.speculative.base import Drafter
+    from decoding.speculative.drafters import Draft
+    from decoding.speculative.verify import DraftTree
+
+    plain = run_to_trace(tiny_lm, PROMPT, max_new_tokens=20)
+    text, prompt = plain.finish.token_ids, plain.start.prompt_ids
+    seen = []
+
+    class Oracle(Drafter):
+        name = "oracle"
+        needs_hidden_states = reads_rows
+        prefill_rows = -1 if reads_rows else 0
+
+        def propose(self, context, plan, temperature, generator):
+            tree = DraftTree()
+            for token in text[len(context) - len(prompt):][:3]:
+                tree.add(len(tree) - 1, token)
+            return Draft(tree)
+
+        def observe(self, feedback):
+            seen.append(feedback)
+
+    monkeypatch.setattr(strategy, "make_drafter", lambda lm, params: Oracle())
+    trace = run_to_trace(tiny_lm, PROMPT, strategy="speculative", max_new_tokens=20)
+    assert trace.finish.token_ids == text
+    verifications = seen[1:] if reads_rows else seen  # a drafter that reads rows first sees the prompt's pass
+    fed = list(prompt[-1:])
+    for feedback, r in zip(verifications, trace.of_kind("spec_round")):
+        tree = [n["token_id"] for n in r.nodes]
+        assert feedback.row_tokens == (fed if reads_rows else fed[-1:]) + tree
+        assert feedback.row_logits.shape[0] == len(feedback.row_tokens)
+        if reads_rows:
+            assert all(h.shape[1] == len(feedback.row_tokens) for h in feedback.hidden_states)
+        fed = r.token_ids
+    assert max(len(r.token_ids) for r in trace.of_kind("spec_round")) >= 3  # several pending tokens a round
+
+
 def test_a_drafter_that_reads_the_prompts_pass_still_gets_it(tiny_lm):
     """Token Recycling seeds its table from the prompt's rows: the prompt keeps its own pass."""
     trace = run_to_trace(tiny_lm, PROMPT, strategy="speculative", params={"drafter": "token-recycling"},
