@@ -14,7 +14,8 @@ prefers confident misreads). W = 20 nats: the arithmetic verdict comes first, th
                 arithmetic), Gaussian judge scores per class around a problem offset, fitted by maximum
                 likelihood on the same pools; a problem keeps only its class mix. The curve is the model's exact
                 value, so measured vs predicted tests the model's assumptions, not its arithmetic.
-    k*(T)       the best k in 1..k_max, and whether it is interior (the paper's finite optimum).
+    k*(T)       the best k in 1..k_max, and whether it is interior (the paper's finite optimum): better than
+                k_max by at least MARGIN.
 
     python bench/bench_judge.py [--quick] [--json] [--problems 32] [--samples 40]
     python bench/bench_judge.py --write assets/tiny-math/judge.json      (the Scaling tab reads it)
@@ -38,7 +39,9 @@ from decoding.scaling import judge_fit as jf
 
 WEIGHT = 20.0  # nats the arithmetic share weighs in the judge's score
 TEMPERATURES = (0.0, 0.5, 1.0, 2.0, 4.0)  # in the probe's logit units
-CLASSES = ("right", "wrong, clean arithmetic", "slipped arithmetic")
+CLASSES = ("right", "right, slipped arithmetic", "wrong, clean arithmetic", "wrong, slipped arithmetic")
+VALUES = (1.0, 1.0, 0.0, 0.0)  # a class's worth: right or not
+MARGIN = 0.005  # an interior k* must beat the largest k by half a point (a measured plateau is not one)
 PROBE_CLIP = 1e-6  # P_probe kept in [1e-6, 1 - 1e-6] before its logit
 
 
@@ -99,15 +102,15 @@ def scores_of(rows: list[dict], weight: float) -> np.ndarray:
 
 
 def classes_of(rows: list[dict]) -> np.ndarray:
-    """0 right (any arithmetic), 1 wrong with every line's arithmetic right, 2 wrong with a slip (or no line)."""
-    return np.array([0 if r["correct"] else 1 if r["share"] == 1.0 else 2 for r in rows])
+    """CLASSES' index: right or wrong, then clean (every line's arithmetic right) or slipped (or no line)."""
+    return np.array([2 * (not r["correct"]) + (r["share"] != 1.0) for r in rows])
 
 
 def analyse(pool: list[list[dict]], ks, temperatures, weight: float) -> dict:
     """Measured and predicted accuracy against k per temperature, the fitted model, and k*(T) of each."""
     problems = [(scores_of(rows, weight), classes_of(rows)) for rows in pool]
     fit = jf.fit_classes(problems, len(CLASSES))
-    values = np.array([1.0, 0.0, 0.0])  # class 0 is right by construction
+    values = np.array(VALUES)
     weights = np.array([np.bincount(c, minlength=len(CLASSES)) / c.size for _, c in problems])  # (J, C)
     out = {"ks": [int(k) for k in ks], "temperatures": [], "measured": {}, "predicted": {}, "k_star": {},
            "fit": {"classes": list(CLASSES), "means": fit.means.round(4).tolist(), "sds": fit.sds.round(4).tolist(),
@@ -115,13 +118,14 @@ def analyse(pool: list[list[dict]], ks, temperatures, weight: float) -> dict:
     for t in temperatures:
         key = "inf" if np.isinf(t) else f"{t:g}"
         out["temperatures"].append(key)
-        measured = np.mean([judge.value(judge.Law(np.full(s.size, 1 / s.size), (c == 0).astype(float), s), ks, t)
+        measured = np.mean([judge.value(judge.Law(np.full(s.size, 1 / s.size), values[c], s), ks, t)
                             for s, c in problems], axis=0)
         predicted = jf.predict(fit, values, weights, ks, t)
         out["measured"][key] = measured.round(4).tolist()
         out["predicted"][key] = predicted.round(4).tolist()
-        out["k_star"][key] = {"measured": judge.optimal_k(measured, ks), "predicted": judge.optimal_k(predicted, ks)}
-    out["single_sample"] = round(float(np.mean([np.mean(c == 0) for _, c in problems])), 4)
+        out["k_star"][key] = {"measured": judge.optimal_k(measured, ks, MARGIN),
+                              "predicted": judge.optimal_k(predicted, ks, MARGIN)}
+    out["single_sample"] = round(float(np.mean([np.mean(values[c]) for _, c in problems])), 4)
     return out
 
 
@@ -135,7 +139,7 @@ def alone(pool, ks) -> dict:
             c = np.array([r["correct"] for r in rows])
             curves.append(judge.value(judge.Law(np.full(s.size, 1 / s.size), c, s), ks, 0.0))
         curve = np.mean(curves, axis=0)
-        out[name] = {"accuracy": curve.round(4).tolist(), "k_star": judge.optimal_k(curve, ks)}
+        out[name] = {"accuracy": curve.round(4).tolist(), "k_star": judge.optimal_k(curve, ks, MARGIN)}
     return out
 
 

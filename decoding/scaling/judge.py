@@ -165,13 +165,13 @@ def _top_value(components: list[Law], w: np.ndarray, ks: np.ndarray) -> np.ndarr
     return np.stack([((cdf ** k - below ** k) * mean_at).sum(1) for k in ks], axis=1)
 
 
-def optimal_k(curve, ks) -> tuple[int, bool]:
+def optimal_k(curve, ks, margin: float = 1e-6) -> tuple[int, bool]:
     """(k*, interior): the k of `ks` with the highest `curve` value (the first on ties within 1e-9), and whether
-    it is a finite optimum the paper means: below the largest k and better than it by more than 1e-6. For a
-    loss (the regression picture) pass -curve."""
+    it is a finite optimum the paper means: below the largest k and better than it by more than `margin` (a
+    measured curve's plateau is not an optimum: the bench asks for half a point). For a loss pass -curve."""
     curve, ks = np.asarray(curve, dtype=np.float64), check_ks(ks)
     best = int(np.flatnonzero(curve >= curve.max() - 1e-9)[0])
-    return int(ks[best]), bool(best < len(ks) - 1 and curve[best] > curve[-1] + 1e-6)
+    return int(ks[best]), bool(best < len(ks) - 1 and curve[best] > curve[-1] + margin)
 
 
 def brute_force(law: Law, k: int, temperature: float) -> float:

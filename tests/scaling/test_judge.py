@@ -118,7 +118,9 @@ def test_the_fit_recovers_its_parameters():
                          * rng.normal(size=40), c))
     fit = jf.fit_classes(problems, 3)
     np.testing.assert_allclose(fit.means, [0.0, 1.0, -4.0], atol=0.1)
+    assert abs(fit.means[0]) < 1e-12  # around the problem's right answers
     np.testing.assert_allclose(fit.sds, [0.3, 0.8, 1.5], rtol=0.1)
+    np.testing.assert_allclose(fit.sds[1:], [0.8, 1.5], rtol=0.05)
 
 
 @pytest.mark.parametrize("call, field", [
