@@ -19,7 +19,7 @@ prefers confident misreads). W = 20 nats: the arithmetic verdict comes first, th
 
     python bench/bench_judge.py [--quick] [--json] [--problems 32] [--samples 40]
     python bench/bench_judge.py --write assets/tiny-math/judge.json      (the Scaling tab reads it)
-    python bench/bench_judge.py --from-json assets/tiny-math/judge.json  (print it; compute nothing)
+    python bench/bench_judge.py --from-json assets/tiny-math/judge.json [--png assets/judge.png]  (no sampling)
 """
 
 from __future__ import annotations
@@ -177,6 +177,8 @@ def main(argv=None) -> int:
     parser.add_argument("--write", type=Path, help="also write the result here (the Scaling tab reads "
                                                    "assets/tiny-math/judge.json)")
     parser.add_argument("--from-json", type=Path, help="print a result written by --write; compute nothing")
+    parser.add_argument("--png", type=Path, help="also draw the accordion's pictures (its default three-type "
+                                                 "case and tiny-math's curves) to this PNG (headless Chromium)")
     args = parser.parse_args(argv)
     if args.quick:
         args.problems, args.samples, args.k_max = min(args.problems, 8), min(args.samples, 24), min(args.k_max, 16)
@@ -203,12 +205,43 @@ def main(argv=None) -> int:
         result["command"] = "python bench/bench_judge.py " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.write:
         args.write.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    if args.png:
+        draw(result, args.png)
     if args.json:
         print(json.dumps(result))
         return 0
     show(result)
     print(f"\nCPU {result.get('cpu_s', '?')} s")
     return 0
+
+
+def draw(result: dict, png: Path) -> None:
+    """The accordion's figure at its defaults and tiny-math's, stacked in one PNG drawn by plotly.js in
+    headless Chromium (as bench_infalign.py draws its own)."""
+    import shutil
+    import tempfile
+
+    from playwright.sync_api import sync_playwright
+
+    from ui.judge import DEFAULTS, judge_view
+    from visualizers.judge import tiny_math_figure
+
+    figures = [judge_view(**DEFAULTS)["jd_curves"], tiny_math_figure(result)]
+    body = []
+    for i, fig in enumerate(figures):
+        fig.update_layout(width=900)
+        body.append(fig.to_html(full_html=False, include_plotlyjs=i == 0))
+    page_file = Path(tempfile.mkdtemp()) / "judge.html"
+    page_file.write_text("<html><head><meta charset='utf-8'></head><body style='margin:0;background:white'>"
+                         + "".join(body) + "</body></html>", encoding="utf-8")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium")
+        page = browser.new_page(viewport={"width": 920, "height": 400})
+        page.goto(page_file.as_uri())
+        page.wait_for_selector(".main-svg")
+        page.screenshot(path=str(png), full_page=True)
+        browser.close()
+    print(f"wrote {png}", file=sys.stderr)
 
 
 if __name__ == "__main__":
