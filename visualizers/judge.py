@@ -30,7 +30,7 @@ def accuracy_figure(ks: list[int], predicted: dict[str, list[float]], measured: 
                     *, title: str = "", y_title: str = "accuracy of the kept candidate") -> go.Figure:
     """Left: accuracy against k per temperature (keys of `predicted`, e.g. "0", "0.5", "inf"): the prediction
     as a line with its k* starred, the measurement (same keys) as markers. Right: k*(T), predicted and
-    measured. At most MAX_CURVES temperatures are drawn."""
+    measured (a flat curve, T = ∞, has no k* and is left out there). At most MAX_CURVES temperatures are drawn."""
     temps = list(predicted)[:MAX_CURVES]
     fig = make_subplots(rows=1, cols=2, column_widths=[0.72, 0.28], horizontal_spacing=0.1,
                         subplot_titles=["accuracy against the number of candidates k", "the best k, k*(T)"])
@@ -44,13 +44,16 @@ def accuracy_figure(ks: list[int], predicted: dict[str, list[float]], measured: 
         fig.add_trace(go.Scatter(x=[ks[best]], y=[curve[best]], mode="markers", legendgroup=t, showlegend=False,
                                  marker=dict(color=color, size=14, symbol="star", line=dict(color="black", width=1)),
                                  hovertemplate=f"{label}: model's k* = {ks[best]}<extra></extra>"), row=1, col=1)
-        star_x.append("∞" if t == "inf" else t)
-        star_pred.append(ks[best])
+        flat = max(curve) - min(curve) < 1e-9  # a uniform pick (T = ∞): no best k to draw
+        if not flat:
+            star_x.append(t)
+            star_pred.append(ks[best])
         if measured and t in measured:
             fig.add_trace(go.Scatter(x=ks, y=measured[t], mode="markers", name=f"{label} (measured)",
                                      legendgroup=t, marker=dict(color=color, size=6, symbol="circle-open")),
                           row=1, col=1)
-            star_meas.append(ks[_best(measured[t])])
+            if not flat:
+                star_meas.append(ks[_best(measured[t])])
     fig.add_trace(go.Scatter(x=star_x, y=star_pred, mode="lines+markers", name="k* (model)",
                              line=dict(color="#222222"), marker=dict(symbol="star", size=10)), row=1, col=2)
     if star_meas:
