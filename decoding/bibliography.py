@@ -128,6 +128,12 @@ BALASHANKAR_2025 = Paper("InfAlign: Inference-aware language model alignment", "
                               "exponential transform), computed exactly on a finite support in "
                               "decoding/scaling/infalign.py and the Scaling tab's InfAlign accordion; no model is "
                               "trained (twelve authors; Balashankar and Sun equal contribution)")
+HALDER_2025 = Paper("Demystifying LLM-as-a-Judge: Analytically Tractable Model for Inference-Time Scaling",
+                    "Halder and Pehlevan", 2025, arxiv="2512.19905",
+                    note="cited for context by best-of-n: k candidates, one kept by softmax(score / T) of a "
+                         "misspecified judge; its finite optimal k computed exactly on finite candidate laws in "
+                         "decoding/scaling/judge.py (our reading; the paper's high-dimensional regression closed "
+                         "forms are not reproduced) and measured on tiny-math (bench/bench_judge.py)")
 WANG_2023 = Paper("Self-Consistency Improves Chain of Thought Reasoning in Language Models", "Wang et al.", 2023,
                   arxiv="2203.11171", venue="ICLR 2023", note="majority vote over final answers")
 SNELL_2024 = Paper("Scaling LLM Test-Time Compute Optimally can be More Effective than Scaling Model Parameters",

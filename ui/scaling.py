@@ -25,6 +25,7 @@ from ui.widgets import QUIET, explain_clamping, model_choices, seed_box, spec_wi
 from ui.wiring import lab_columns, named_inputs, on, on_any, session_state, wire_lab
 from ui.exports import NO_OTHER_RUN, download, wire_download
 from ui.infalign import build_infalign
+from ui.judge import build_judge
 from ui.plugin_fields import field_label
 from ui.scaling_views import (CONTROLS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_METHOD, DEFAULT_MODEL, DEFAULT_PROMPT,
                               DEFAULT_SETTINGS, DEFAULT_TASK, FIELDS, METHODS, OPENING_COMPARE, OPENING_NOTE, OUTPUTS,
@@ -159,6 +160,7 @@ def _views(c: dict) -> None:
                 gr.Plot(by_budget, label="Accuracy against the budget N", elem_id="sc-bench-budget")
                 gr.Plot(by_tokens, label="Accuracy against tokens spent", elem_id="sc-bench-tokens")
     build_infalign(c)  # InfAlign: aligning for best-of-N, exact on a categorical policy (ui/infalign.py)
+    build_judge(c)  # LLM-as-a-Judge: the best number of candidates for a misspecified judge (ui/judge.py)
 
 
 def build_scaling() -> dict:
