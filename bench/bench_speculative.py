@@ -115,7 +115,7 @@ SET_DRAFTERS = {
     "draft model": ("tiny-ar", False, {"drafter": "model", "draft_model": "tiny-ar-draft"},
                     {"assistant_model": "tiny-ar-draft"}, True),
     # the schedule ours had before it took the library's cut-off: a fixed chain of 4
-    "draft model (chain of 4, no cut-off)": ("tiny-ar", False, {"drafter": "model", "draft_model": "tiny-ar-draft",
+    "draft model (chain of 4 without cut-off)": ("tiny-ar", False, {"drafter": "model", "draft_model": "tiny-ar-draft",
                                                                 "confidence": 0.0, "draft_length": 4},
                                              {"assistant_model": "tiny-ar-draft"}, True),
 }
@@ -300,6 +300,10 @@ def main(argv=None) -> dict:
     parser.add_argument("--set-limit", type=int, default=0, help="the first N prompts of the set only (0: all 20)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = parser.parse_args(argv)
+    chosen = [d.strip() for d in args.set_drafters.split(",") if d.strip()]
+    unknown = [d for d in chosen if d not in SET_DRAFTERS]
+    if unknown:  # before any model loads (a name is never split: none contains a comma)
+        parser.error(f"--set-drafters: unknown {unknown}; the set's drafters are {', '.join(SET_DRAFTERS)}")
     torch.set_num_threads(args.threads)
     models = Models()
     wanted = [w.strip() for w in args.only.split(",") if w.strip()]
@@ -312,7 +316,6 @@ def main(argv=None) -> dict:
             print(json.dumps(rows[-1]), flush=True)
     set_rows = []
     if not args.no_prompt_set:
-        chosen = [d.strip() for d in args.set_drafters.split(",") if d.strip()]
         prompts = prompt_set()[:args.set_limit or None]
         for drafter in chosen:
             for kind, prompt in prompts:

@@ -37,8 +37,9 @@ SMOKE = [
     ("bench_serving.py", ["--model", "tiny-ar", "--requests", "3", "--tokens", "4", "--rate", "50", "--rounds", "1",
                           "--json"], {"throughput", "ttft_p95_s", "identical_tokens"}),
     ("bench_spec_trees.py", ["--tokens", "4", "--seeds", "1", "--json"], None),
-    ("bench_speculative.py", ["--tokens", "4", "--rounds", "1", "--only", "tiny-ar", "--set-drafters", "draft model",
-                              "--set-limit", "2", "--set-rounds", "1", "--json"], {"rows", "prompt_set"}),
+    ("bench_speculative.py", ["--tokens", "4", "--rounds", "1", "--only", "tiny-ar", "--set-drafters",
+                              "draft model,draft model (chain of 4 without cut-off)", "--set-limit", "2",
+                              "--set-rounds", "1", "--json"], {"rows", "prompt_set"}),
     ("bench_step_speculation.py", ["--tasks", "1", "--json"], None),
 ]
 
