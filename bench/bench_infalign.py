@@ -211,10 +211,7 @@ def main(argv=None) -> int:
 def draw(result: dict, png: Path) -> None:
     """The accordion's pictures at its defaults (win rate vs KL, the transforms) and, with a model section,
     tiny-math's curves, stacked in one PNG drawn by plotly.js in headless Chromium (no kaleido needed)."""
-    import shutil
-    import tempfile
-
-    from playwright.sync_api import sync_playwright
+    from figure_png import figures_png
 
     from ui.infalign import DEFAULTS
     from visualizers.infalign import tiny_math_figure, transform_figure, win_rate_figure
@@ -225,21 +222,7 @@ def draw(result: dict, png: Path) -> None:
     figures = [win_rate_figure(p0, r, n, kl, t, kl_high=1.0), transform_figure(p0, r, n, kl, t)]
     if "tiny_math" in result:
         figures.append(tiny_math_figure(result))
-    body = []
-    for i, fig in enumerate(figures):
-        fig.update_layout(width=900)
-        body.append(fig.to_html(full_html=False, include_plotlyjs=i == 0))
-    page_file = Path(tempfile.mkdtemp()) / "infalign.html"
-    page_file.write_text("<html><head><meta charset='utf-8'></head><body style='margin:0;background:white'>"
-                         + "".join(body) + "</body></html>", encoding="utf-8")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium")
-        page = browser.new_page(viewport={"width": 920, "height": 400})
-        page.goto(page_file.as_uri())
-        page.wait_for_selector(".main-svg")
-        page.screenshot(path=str(png), full_page=True)
-        browser.close()
-    print(f"wrote {png}", file=sys.stderr)
+    figures_png(figures, png)
 
 
 if __name__ == "__main__":

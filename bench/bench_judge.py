@@ -218,30 +218,13 @@ def main(argv=None) -> int:
 def draw(result: dict, png: Path) -> None:
     """The accordion's figure at its defaults and tiny-math's, stacked in one PNG drawn by plotly.js in
     headless Chromium (as bench_infalign.py draws its own)."""
-    import shutil
-    import tempfile
-
-    from playwright.sync_api import sync_playwright
+    from figure_png import figures_png
 
     from ui.judge import DEFAULTS, judge_view
     from visualizers.judge import tiny_math_figure
 
     figures = [judge_view(**DEFAULTS)["jd_curves"], tiny_math_figure(result)]
-    body = []
-    for i, fig in enumerate(figures):
-        fig.update_layout(width=900)
-        body.append(fig.to_html(full_html=False, include_plotlyjs=i == 0))
-    page_file = Path(tempfile.mkdtemp()) / "judge.html"
-    page_file.write_text("<html><head><meta charset='utf-8'></head><body style='margin:0;background:white'>"
-                         + "".join(body) + "</body></html>", encoding="utf-8")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium")
-        page = browser.new_page(viewport={"width": 920, "height": 400})
-        page.goto(page_file.as_uri())
-        page.wait_for_selector(".main-svg")
-        page.screenshot(path=str(png), full_page=True)
-        browser.close()
-    print(f"wrote {png}", file=sys.stderr)
+    figures_png(figures, png)
 
 
 if __name__ == "__main__":
