@@ -203,6 +203,6 @@ def test_the_trained_early_exit_preset_note_holds():
                             max_new_tokens=preset.max_new_tokens) for m in (preset.model, "tiny-ar")}
     got = {m: (stats(t)["num_tokens"], round(stats(t)["acceptance_rate"], 2), stats(t)["target_forward_passes"])
            for m, t in runs.items()}
-    assert got == {"tiny-ar-layerskip": (40, 0.73, 14), "tiny-ar": (39, 0.4, 26)}
+    assert got == {"tiny-ar-layerskip": (40, 0.73, 13), "tiny-ar": (39, 0.4, 25)}
     for m, t in runs.items():
         assert t.finish.token_ids == run_to_trace(m, preset.prompt, max_new_tokens=64, chat=False).finish.token_ids
