@@ -74,12 +74,12 @@ def word_ends(samples: np.ndarray, sample_rate: int, starts_s: list[float]) -> l
     frames = len(samples) // frame
     rms = np.sqrt((samples[:frames * frame].astype(np.float64).reshape(frames, frame) ** 2).mean(axis=1))
     loud = rms > SILENCE * max(rms.max(initial=0.0), 1e-9)
+    at = lambda seconds: int(seconds * sample_rate) // frame  # the frame holding this moment
     ends = []
     for i, start in enumerate(starts_s):
-        first = int(start * 100)
-        last = int(starts_s[i + 1] * 100) if i + 1 < len(starts_s) else frames
+        first, last = at(start), at(starts_s[i + 1]) if i + 1 < len(starts_s) else frames
         voiced = np.nonzero(loud[first:last])[0]
-        ends.append(float((first + voiced[-1] + 1) / 100) if len(voiced) else start)
+        ends.append(round((first + voiced[-1] + 1) * frame / sample_rate, 3) if len(voiced) else start)
     return ends
 
 
