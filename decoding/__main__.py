@@ -30,7 +30,7 @@ from decoding.remote.source import ALLOW_ENV, ANY_ENGINE, ENGINES_ENV, EXAMPLE
 from decoding.diffusion.samplers import SAMPLERS
 from decoding.scaling.scoring import REWARDS, reward_help
 from decoding.speculative.strategy import DRAFTERS
-from decoding.speech.cli import add_parser as add_transcribe
+from decoding.speech.cli import cmd_transcribe
 from decoding.speech.policies import POLICIES
 from decoding.speech.whisper import SOURCES as WHISPERS
 
@@ -288,7 +288,21 @@ def build_parser() -> argparse.ArgumentParser:
     presets = sub.add_parser("presets", help="the named classroom demos: name, lab, title")
     presets.add_argument("--json", action="store_true")
     presets.set_defaults(fn=cmd_presets)
-    add_transcribe(sub)
+    speech = sub.add_parser("transcribe", help="stream a speech clip through Whisper with a commit policy "
+                                               "(docs/speech.md)")
+    source = speech.add_mutually_exclusive_group(required=True)
+    source.add_argument("--audio", metavar="FILE.wav", help="a 16 kHz mono 16-bit WAV of at most 30 s")
+    source.add_argument("--say", metavar="TEXT", help="speak TEXT with espeak-ng first (its word times are known)")
+    speech.add_argument("--policy", default="local-agreement", choices=list(POLICIES.names()),
+                        help="default local-agreement")
+    speech.add_argument("--chunk-s", type=float, default=1.0, help="seconds of audio arriving at once, 0.5..2 (default 1)")
+    speech.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a policy's own parameter, e.g. local-agreement.agree=3")
+    speech.add_argument("--words", metavar="FILE.json", help="the reference word times of --audio")
+    speech.add_argument("--reference", metavar="TEXT", help="the reference transcript (for the WER)")
+    speech.add_argument("--model", default="whisper-base", help="default whisper-base")
+    speech.add_argument("--json", action="store_true", help="one JSON object per event")
+    speech.set_defaults(fn=cmd_transcribe)
     return parser
 
 

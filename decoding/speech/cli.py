@@ -7,7 +7,8 @@ With --json every event is one line (`speech_start`, one `speech_chunk` per chun
 holds "text" (the final transcript) and "committed" (each committed word with its latency in seconds). Word
 latencies need the reference word times: a clip made with --say (or by `decoding.speech.audio.speak`) has
 them (its .json beside the WAV); `--words FILE.json` gives them for any other file ([{"word", "start", "end"}]
-or {"words": [...]}); without them the latencies are null.
+or {"words": [...]}); without them the latencies are null. The options are declared with the other subcommands
+in `decoding/__main__.py` (the docs' command check reads them there).
 """
 
 from __future__ import annotations
@@ -15,25 +16,7 @@ from __future__ import annotations
 import json
 import sys
 
-from decoding.speech.policies import POLICIES, stream_params, transcribe
-
-
-def add_parser(sub) -> None:
-    parser = sub.add_parser("transcribe", help="stream a speech clip through Whisper with a commit policy")
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--audio", metavar="FILE.wav", help="a 16 kHz mono 16-bit WAV of at most 30 s")
-    source.add_argument("--say", metavar="TEXT", help="speak TEXT with espeak-ng first (its word times are known)")
-    parser.add_argument("--policy", default="local-agreement", choices=list(POLICIES.names()),
-                        help="default local-agreement")
-    parser.add_argument("--chunk-s", type=float, default=1.0, help="seconds of audio arriving at once, 0.5..2 "
-                                                                   "(default 1.0)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a policy's own parameter, e.g. local-agreement.agree=3")
-    parser.add_argument("--words", metavar="FILE.json", help="the reference word times of --audio")
-    parser.add_argument("--reference", metavar="TEXT", help="the reference transcript (for the WER)")
-    parser.add_argument("--model", default="whisper-base", help="default whisper-base")
-    parser.add_argument("--json", action="store_true", help="one JSON object per event")
-    parser.set_defaults(fn=cmd_transcribe)
+from decoding.speech.policies import stream_params, transcribe
 
 
 def _words(path: str) -> list[dict]:
