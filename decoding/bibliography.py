@@ -208,4 +208,6 @@ MACHACEK_2023 = Paper("Turning Whisper into Real-Time Transcription System", "Ma
                       note="Whisper-Streaming's LocalAgreement-2; the committed text is the decoder's forced prefix "
                            "here (whisper-streaming matches it through word timestamps)")
 KRICHLI_2025 = Paper("CarelessWhisper: Turning Whisper into a Causal Streaming Model", "Krichli, Raj and Keshet",
-                     2025, arxiv="2508.12301", note="the causal encoder (LoRA) and its commit rule: not trained yet")
+                     2025, arxiv="2508.12301", note="the causal encoder (LoRA) and its commit rule: not trained yet; "
+                                                    "arXiv v2 (2026) is retitled \"WhisperRT: Turning Whisper into a "
+                                                    "Causal Streaming Model\"")
