@@ -1,4 +1,4 @@
-"""Command line: `python -m decoding run|list|papers|presets|show`.
+"""Command line: `python -m decoding run|list|papers|presets|show|transcribe`.
 
     python -m decoding run --prompt "Why is the sky blue?" --strategy sample --set top_p=0.9
     python -m decoding run --model gemma3-270m --no-chat --prompt "Once upon a time" --json
@@ -6,6 +6,7 @@
     python -m decoding list
     python -m decoding papers [--json]
     python -m decoding show trace.json
+    python -m decoding transcribe --audio FILE.wav --policy local-agreement --chunk-s 1.0 --json
 
 Bad arguments exit with status 2 and a one-line message on stderr.
 """
@@ -29,6 +30,9 @@ from decoding.remote.source import ALLOW_ENV, ANY_ENGINE, ENGINES_ENV, EXAMPLE
 from decoding.diffusion.samplers import SAMPLERS
 from decoding.scaling.scoring import REWARDS, reward_help
 from decoding.speculative.strategy import DRAFTERS
+from decoding.speech.cli import cmd_transcribe
+from decoding.speech.policies import POLICIES
+from decoding.speech.whisper import SOURCES as WHISPERS
 
 
 def parse_sets(items: list[str]) -> dict:
@@ -153,6 +157,7 @@ def cmd_list(args) -> int:
         "rewards": reward_help(),
         "drafters": {e.name: e.help for e in DRAFTERS.entries.values()},
         "diffusion_samplers": {e.name: e.help for e in SAMPLERS.entries.values()},
+        "speech_policies": {e.name: e.help for e in POLICIES.entries.values()},
     }
     if args.json:
         print(json.dumps(info, indent=2, default=str))
@@ -168,7 +173,8 @@ def cmd_list(args) -> int:
             print(f"      and the chosen {', '.join(selectors)}'s own parameters, listed with it below")
     for title, registry in (("Rewards for the scaling strategies (--set reward=NAME)", REWARDS),
                             ("Drafters for speculative (--set drafter=NAME)", DRAFTERS),
-                            ("Samplers for diffusion (--set sampler=NAME)", SAMPLERS)):
+                            ("Samplers for diffusion (--set sampler=NAME)", SAMPLERS),
+                            ("Streaming speech policies (transcribe --policy NAME)", POLICIES)):
         print(f"\n{title}; its own parameters: --set <{registry.kind}>.<parameter>=value, e.g. "
               f"--set {_example(registry)}:")
         for entry in registry.entries.values():
@@ -213,9 +219,9 @@ def print_columns(rows, indent: str, widths: list[int] | None = None, max_width:
 def paper_users() -> list[tuple]:
     """(kind, name, papers declaration) of every registered strategy, drafter, sampler, reward and model."""
     users = [("strategy", name, info.papers) for name, info in STRATEGIES.items()]
-    for kind, registry in (("drafter", DRAFTERS), ("sampler", SAMPLERS), ("reward", REWARDS)):
+    for kind, registry in (("drafter", DRAFTERS), ("sampler", SAMPLERS), ("reward", REWARDS), ("policy", POLICIES)):
         users += [(kind, entry.name, entry.papers) for entry in registry.entries.values()]
-    return users + [("model", name, spec.papers) for name, spec in REGISTRY.items()]
+    return users + [("model", name, spec.papers) for name, spec in (*REGISTRY.items(), *WHISPERS.items())]
 
 
 def cmd_papers(args) -> int:
@@ -282,6 +288,21 @@ def build_parser() -> argparse.ArgumentParser:
     presets = sub.add_parser("presets", help="the named classroom demos: name, lab, title")
     presets.add_argument("--json", action="store_true")
     presets.set_defaults(fn=cmd_presets)
+    speech = sub.add_parser("transcribe", help="stream a speech clip through Whisper with a commit policy "
+                                               "(docs/speech.md)")
+    source = speech.add_mutually_exclusive_group(required=True)
+    source.add_argument("--audio", metavar="FILE.wav", help="a 16 kHz mono 16-bit WAV of at most 30 s")
+    source.add_argument("--say", metavar="TEXT", help="speak TEXT with espeak-ng first (its word times are known)")
+    speech.add_argument("--policy", default="local-agreement", choices=list(POLICIES.names()),
+                        help="default local-agreement")
+    speech.add_argument("--chunk-s", type=float, default=1.0, help="seconds of audio arriving at once, 0.5..2 (default 1)")
+    speech.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a policy's own parameter, e.g. local-agreement.agree=3")
+    speech.add_argument("--words", metavar="FILE.json", help="the reference word times of --audio")
+    speech.add_argument("--reference", metavar="TEXT", help="the reference transcript (for the WER)")
+    speech.add_argument("--model", default="whisper-base", help="default whisper-base")
+    speech.add_argument("--json", action="store_true", help="one JSON object per event")
+    speech.set_defaults(fn=cmd_transcribe)
     return parser
 
 

@@ -199,3 +199,15 @@ KANG_2025 = Paper("ParallelBench: Understanding the Trade-offs of Parallel Decod
 # --- models trained here ------------------------------------------------------------------------------------
 CARLSSON_2024 = Paper("The Hyperfitting Phenomenon: Sharpening and Stabilizing LLMs for Open-Ended Text Generation",
                       "Carlsson et al.", 2024, note=NOT_VERIFIED)
+
+# --- streaming speech (issue 32) ----------------------------------------------------------------------------
+RADFORD_2022 = Paper("Robust Speech Recognition via Large-Scale Weak Supervision", "Radford et al.", 2022,
+                     arxiv="2212.04356", venue="ICML 2023", note="Whisper; base here, from a CTranslate2 conversion")
+MACHACEK_2023 = Paper("Turning Whisper into Real-Time Transcription System", "Macháček, Dabre and Bojar", 2023,
+                      arxiv="2307.14743", venue="IJCNLP-AACL 2023 (demo)",
+                      note="Whisper-Streaming's LocalAgreement-2; the committed text is the decoder's forced prefix "
+                           "here (whisper-streaming matches it through word timestamps)")
+KRICHLI_2025 = Paper("CarelessWhisper: Turning Whisper into a Causal Streaming Model", "Krichli, Raj and Keshet",
+                     2025, arxiv="2508.12301", note="the causal encoder (LoRA) and its commit rule: not trained yet; "
+                                                    "arXiv v2 (2026) is retitled \"WhisperRT: Turning Whisper into a "
+                                                    "Causal Streaming Model\"")

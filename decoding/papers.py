@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Iterable, Union
 
 ARXIV_ID = re.compile(r"\d{4}\.\d{4,5}")
-KINDS = ("strategy", "drafter", "sampler", "reward", "model")  # the `kind` of a user, in listing order
+KINDS = ("strategy", "drafter", "sampler", "reward", "policy", "model")  # the `kind` of a user, in listing order
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ SMOKE = [
                               "draft model,draft model (chain of 4 without cut-off)", "--set-limit", "2",
                               "--set-rounds", "1", "--json"], {"rows", "prompt_set"}),
     ("bench_step_speculation.py", ["--tasks", "1", "--json"], None),
+    ("bench_streaming.py", ["--quick", "--json"], {"rows", "clips", "unavailable"}),
 ]
 
 

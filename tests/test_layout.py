@@ -23,7 +23,7 @@ from decoding.registry import STRATEGIES
 
 ROOT = Path(__file__).resolve().parents[1]
 TREES = ("decoding", "ui", "visualizers", "bench", "tests")
-FAMILIES = ("decoding.token", "decoding.speculative", "decoding.scaling", "decoding.diffusion")
+FAMILIES = ("decoding.token", "decoding.speculative", "decoding.scaling", "decoding.diffusion", "decoding.speech")
 NOT_CORE = {
     "decoding": "discovery: imports every family package's modules",
     "decoding.__main__": "the command line: lists every family's plug-ins, as app.py shows every tab",

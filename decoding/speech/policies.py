@@ -1,0 +1,216 @@
+"""Streaming policies: what to show, and what to promise, while the audio is still arriving.
+
+Audio arrives in chunks of `chunk_s` seconds (simulated real time: after chunk k the policy has heard the
+clip's first t_k seconds, and may not look further). After each chunk the policy runs Whisper on what it
+has heard and decides which tokens are committed (shown as final). `transcribe` yields a `SpeechChunk` after
+every chunk's model calls, so the views update as the run goes; a token that was committed and is withdrawn
+later is retracted, and counted.
+
+    redecode         the naive baseline: decode all the audio heard so far from scratch at every chunk and show
+                     the whole hypothesis. Its words change as more audio comes (retractions); on the last chunk
+                     it is exactly offline decoding of the whole clip.
+    local-agreement  Whisper-Streaming's LocalAgreement-n (Macháček, Dabre and Bojar 2023, "Turning Whisper into
+                     Real-Time Transcription System", arXiv 2307.14743): commit the longest prefix that the
+                     last n hypotheses (n = 2 in the paper) agree on. Here the committed tokens are forced as the
+                     decoder's prefix for the next chunk (whisper-streaming finds them again through word
+                     timestamps), so a committed token is never withdrawn, by construction. The last chunk commits
+                     the rest (the paper's flush at the end of the stream).
+    careless         CarelessWhisper (Krichli, Raj and Keshet 2025, "CarelessWhisper: Turning Whisper into a Causal
+                     Streaming Model", arXiv 2508.12301): a causal encoder fine-tuned with LoRA and its commit
+                     rule. Not trained yet: choosing it says so.
+
+The audio must fit Whisper's 30-second window (no buffer trimming yet).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import numpy as np
+
+from decoding import bibliography as bib
+from decoding.contracts import never
+from decoding.events import Event
+from decoding.papers import Uncited
+from decoding.params import Params, flat, from_values, own_params, param
+from decoding.registry import Registry
+from decoding.speech.events import SpeechChunk, SpeechFinished, SpeechStarted
+from decoding.speech.latency import committed_words, summary
+from decoding.speech.whisper import SAMPLE_RATE, WINDOW_S, TokenChoice, Whisper
+
+POLICIES: Registry = Registry("policy", capabilities={"unavailable": ""})  # unavailable: why it cannot run yet
+
+
+@dataclass(frozen=True)
+class StreamParams(Params):
+    policy: str = param("local-agreement", plugins=POLICIES, help="How tokens are committed while the audio arrives.")
+    chunk_s: float = param(1.0, low=0.5, high=2.0, help="Seconds of audio that arrive at once (simulated real time).")
+    max_new_tokens: int = param(128, low=1, high=224, help="Most text tokens decoded after each chunk.")
+    top_k: int = param(5, low=1, high=20, help="Alternatives recorded for every token (shown on hover).")
+    own: Params | None = own_params()  # the chosen policy's own knobs (`local-agreement.agree`)
+
+
+@dataclass
+class Step:
+    """What a policy did with the audio heard so far."""
+
+    hypothesis: list[TokenChoice]  # the whole hypothesis, committed tokens first
+    committed: list[TokenChoice]  # every token committed so far (a policy that retracts may change earlier ones)
+    encoder_passes: int
+    decoder_passes: int
+    extra: dict = field(default_factory=dict)
+
+
+class Policy:
+    """A streaming policy: `step` sees the audio heard so far (and whether it is all of it) and returns a Step."""
+
+    def __init__(self, asr: Whisper, params: StreamParams):
+        self.asr, self.params = asr, params
+
+    def decode(self, heard: np.ndarray, prefix: list[TokenChoice] = ()):
+        decoded = self.asr.decode(self.asr.encode(heard), [t.token_id for t in prefix],
+                                  max_new_tokens=self.params.max_new_tokens, top_k=self.params.top_k)
+        return decoded
+
+    def step(self, heard: np.ndarray, final: bool) -> Step:
+        raise NotImplementedError
+
+
+def common_prefix(*sequences: list) -> int:
+    """Length of the longest prefix all `sequences` share (tokens compared by id when they are TokenChoices)."""
+    keys = [[getattr(t, "token_id", t) for t in s] for s in sequences]
+    n = min(map(len, keys), default=0)
+    for i in range(n):
+        if any(k[i] != keys[0][i] for k in keys[1:]):
+            return i
+    return n
+
+
+class Redecode(Policy):
+    def step(self, heard, final):
+        decoded = self.decode(heard)
+        return Step(decoded.tokens, list(decoded.tokens), 1, decoded.forward_passes)
+
+
+@POLICIES.register("redecode", help="decode everything heard so far at every chunk and show it all (the naive "
+                                    "baseline: words change, retractions counted)",
+                   papers=Uncited("the naive baseline streaming papers compare against; decoding is Whisper's own"))
+def _redecode(asr, params):
+    return Redecode(asr, params)
+
+
+@dataclass(frozen=True)
+class AgreementParams(Params):
+    agree: int = param(2, low=2, high=4, help="How many consecutive hypotheses must agree on a token before it is "
+                                              "committed (LocalAgreement-n; the paper's n is 2).")
+
+
+class LocalAgreement(Policy):
+    def __init__(self, asr, params):
+        super().__init__(asr, params)
+        self.committed: list[TokenChoice] = []
+        self.recent: list[list[TokenChoice]] = []  # the last n-1 hypotheses' uncommitted tails
+
+    def step(self, heard, final):
+        decoded = self.decode(heard, self.committed)
+        tail = decoded.tokens
+        n = self.params.own.agree
+        if final:
+            agreed = len(tail)  # the stream has ended: commit what is left
+        elif len(self.recent) == n - 1:
+            agreed = common_prefix(tail, *self.recent)
+        else:
+            agreed = 0
+        hypothesis = self.committed + tail
+        self.committed = self.committed + tail[:agreed]
+        self.recent = [r[agreed:] for r in self.recent[-(n - 2):]] if n > 2 else []
+        self.recent.append(tail[agreed:])
+        return Step(hypothesis, list(self.committed), 1, decoded.forward_passes,
+                    {"unconfirmed": [t.token_id for t in tail[agreed:]]})
+
+
+@POLICIES.register("local-agreement", help="commit the longest prefix the last n hypotheses agree on "
+                                           "(Whisper-Streaming's LocalAgreement-2); never retracts",
+                   params=AgreementParams, papers=(bib.MACHACEK_2023,))
+def _local_agreement(asr, params):
+    return LocalAgreement(asr, params)
+
+
+@POLICIES.register("careless", help="CarelessWhisper's causal encoder (LoRA) and its commit rule: not trained yet",
+                   papers=(bib.KRICHLI_2025,),
+                   unavailable="policy `careless` needs CarelessWhisper's causal encoder (Whisper's encoder fine-tuned "
+                               "with LoRA for chunk-causal attention), which this project has not trained yet; choose "
+                               "local-agreement or redecode")
+def _careless(asr, params):
+    raise ValueError(POLICIES.capability("careless", "unavailable"))
+
+
+def stream_params(values: dict | StreamParams | None) -> StreamParams:
+    """The run's parameters from a dict (CLI strings converted; ValueError naming a bad one, or saying why the
+    chosen policy cannot run yet), checked before any model is loaded."""
+    config = values if isinstance(values, StreamParams) else from_values(StreamParams, values, where="transcribe")
+    reason = POLICIES.capability(config.policy, "unavailable")
+    if reason:
+        raise ValueError(reason)
+    return config
+
+
+def chunk_ends(num_samples: int, chunk_s: float) -> list[int]:
+    """The sample index at which each chunk's audio ends; the last chunk may be shorter."""
+    step = round(chunk_s * SAMPLE_RATE)
+    return list(range(step, num_samples, step)) + [num_samples]
+
+
+def transcribe(asr: Whisper, audio: np.ndarray, *, params: dict | StreamParams | None = None,
+               words: list[dict] | None = None, reference: str = "",
+               should_stop: Callable[[], bool] = never) -> Iterator[Event]:
+    """Stream `audio` (16 kHz mono float32, at most 30 s) through a policy: a SpeechStarted, a SpeechChunk after each
+    chunk, a SpeechFinished with the final transcript and every committed word's latency. `words` are the
+    reference word times ({"word", "start", "end"}, e.g. `audio.speak`'s); without them latencies are None."""
+    config = stream_params(params)
+    audio = np.asarray(audio, dtype=np.float32)
+    if audio.ndim != 1 or not 0 < len(audio) <= WINDOW_S * SAMPLE_RATE:
+        raise ValueError(f"`audio` must be 16 kHz mono samples, more than none and at most {WINDOW_S:g} s, got "
+                         f"{len(audio) / SAMPLE_RATE:.2f} s of shape {audio.shape}")
+    policy = POLICIES.get(config.policy)(asr, config)
+    ends = chunk_ends(len(audio), config.chunk_s)
+    yield SpeechStarted(model=asr.name, policy=config.policy, params=flat(config), audio_s=len(audio) / SAMPLE_RATE,
+                        num_chunks=len(ends), words=list(words or []), reference=reference)
+    committed: list[TokenChoice] = []
+    times: list[float] = []  # the audio time each committed token was committed at
+    retracted = retraction_events = encoder_passes = decoder_passes = 0
+    cpu, stop_reason = 0.0, "end"
+    for k, end in enumerate(ends):
+        if should_stop():
+            stop_reason = "cancelled"
+            break
+        started = time.process_time()
+        step = policy.step(audio[:end], final=k == len(ends) - 1)
+        spent = time.process_time() - started
+        keep = common_prefix(committed, step.committed)
+        withdrawn = committed[keep:]
+        now = end / SAMPLE_RATE
+        times = times[:keep] + [now] * (len(step.committed) - keep)
+        committed = list(step.committed)
+        retracted += len(withdrawn)
+        retraction_events += bool(withdrawn)
+        cpu += spent
+        encoder_passes += step.encoder_passes
+        decoder_passes += step.decoder_passes
+        ids = [t.token_id for t in committed]
+        yield SpeechChunk(chunk=k, audio_end_s=now, final=k == len(ends) - 1,
+                          hypothesis=[t.to_dict() for t in step.hypothesis],
+                          hypothesis_text=asr.text([t.token_id for t in step.hypothesis]), committed_ids=ids,
+                          committed_text=asr.text(ids), newly_committed=len(committed) - keep,
+                          retracted=[{"id": t.token_id, "text": t.text} for t in withdrawn],
+                          encoder_passes=step.encoder_passes, decoder_passes=step.decoder_passes, cpu_s=spent,
+                          extra=step.extra)
+    text = asr.text([t.token_id for t in committed]).strip()
+    heard = ends[k] / SAMPLE_RATE if stop_reason == "end" else (ends[k - 1] / SAMPLE_RATE if k else 0.0)
+    done = committed_words([t.text for t in committed], times, words)
+    yield SpeechFinished(text=text, committed=done, stop_reason=stop_reason,
+                         stats=summary(done, reference=reference, final_text=text, audio_s=heard, retracted=retracted,
+                                       retraction_events=retraction_events, cpu_s=cpu, encoder_passes=encoder_passes,
+                                       decoder_passes=decoder_passes))

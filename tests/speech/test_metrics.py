@@ -1,0 +1,24 @@
+"""Word error rate and alignment on hand-made sentences."""
+
+import pytest
+
+from decoding.speech.metrics import align, normalise, wer
+
+
+def test_normalise_drops_case_and_punctuation_keeps_apostrophes():
+    assert normalise(" The dog's bone, 42 times!") == ["the", "dog's", "bone", "42", "times"]
+
+
+def test_wer_counts_substitutions_deletions_and_insertions():
+    assert wer("the quick brown fox", "The quick brown fox.") == 0.0
+    assert wer("the quick brown fox", "the quick round fox") == 0.25
+    assert wer("the quick brown fox", "the brown fox") == 0.25
+    assert wer("the quick brown fox", "the very quick brown fox jumps") == 0.5
+    with pytest.raises(ValueError, match="`reference` has no words"):
+        wer("...", "anything")
+
+
+def test_align_pairs_each_word_once_in_order():
+    pairs = align(["a", "b", "c"], ["a", "x", "c", "d"])
+    assert pairs == [(0, 0), (1, 1), (2, 2), (None, 3)]
+    assert align([], ["a"]) == [(None, 0)] and align(["a"], []) == [(0, None)]
