@@ -45,6 +45,7 @@ ANSWER_WORDS = 5  # words a "continue" question asks for
 QUOTE_WORDS = 6  # at least this many words of the text are quoted (more where needed to be unique)
 NAMES = ("Tavor", "Quillon", "Merrisa", "Dovrek", "Ysolde", "Karbeth", "Lunet", "Orvane", "Pellim", "Zarith",
          "Cadmor", "Fennick")  # invented: none is a word of the shipped text (tested)
+DEMO_NAMES = ("Halvey", "Corrin", "Tesmond", "Brielle", "Vantor", "Ostrid", "Mirel", "Galwen")  # demonstrations' own
 SEPARATOR = "\n\n"  # between the document and the question: the question is the prompt's last paragraph
 
 
@@ -144,17 +145,18 @@ def count_tokens(tokenizer, text: str) -> int:
 
 
 def build_document(tokenizer, size: int = 2048, seed: int = 0, depths: tuple[float, ...] = DEPTHS,
-                   chapters: list[Chapter] | None = None) -> Document:
-    """The document for a `size`-token window and its questions, the same for the same seed and tokenizer."""
+                   chapters: list[Chapter] | None = None, names: tuple[str, ...] = NAMES) -> Document:
+    """The document for a `size`-token window and its questions, the same for the same seed and tokenizer.
+    `names`: who the planted facts are about (`rag`'s demonstrations use DEMO_NAMES, never a question's)."""
     if not depths or any(not 0.0 <= d <= 1.0 for d in depths):
         raise ValueError(f"`depths` must be fractions in [0, 1], got {depths!r}")
-    if len(depths) > len(NAMES):
-        raise ValueError(f"at most {len(NAMES)} depths, got {len(depths)}")
+    if len(depths) > len(names):
+        raise ValueError(f"at most {len(names)} depths, got {len(depths)}")
     rng = random.Random(seed)
     chapters = chapters if chapters is not None else load_chapters()
     limit = budget(size)
     start = rng.randrange(len(chapters))
-    names = rng.sample(NAMES, len(depths))
+    names = rng.sample(names, len(depths))
     values = rng.sample(range(1000, 10000), len(depths))
     facts = [f"The secret number of {n} is {v}." for n, v in zip(names, values)]
     # Verse lines from the starting chapter on (wrapping), each with its chapter, until the budget is passed
