@@ -28,7 +28,7 @@ from decoding.events import Trace
 from decoding.models import load_model
 from decoding.run import generate, run_to_trace
 
-FAMILY_PACKAGES = ("token", "speculative", "scaling", "diffusion", "speech")  # the shipped families, in menu order
+FAMILY_PACKAGES = ("token", "speculative", "scaling", "diffusion", "longctx", "speech")  # the shipped families, in menu order
 
 
 def discover(package_name: str) -> None:

@@ -3,6 +3,7 @@
     python -m decoding run --prompt "Why is the sky blue?" --strategy sample --set top_p=0.9
     python -m decoding run --model gemma3-270m --no-chat --prompt "Once upon a time" --json
     python -m decoding run --strategy particle-filter --set n=8 --set reward=arith-step --prompt "..."
+    python -m decoding run --strategy rag --set mode=iterdrag --prompt-file book-and-question.txt
     python -m decoding list
     python -m decoding papers [--json]
     python -m decoding show trace.json
@@ -56,7 +57,7 @@ def summary(trace: Trace) -> dict:
         "text": finish.text if finish else "",
         "token_ids": finish.token_ids if finish else [],
         "stats": stats(trace),
-    } | _particles(finish)
+    } | _particles(finish) | _retrieval(finish)
 
 
 def _particles(finish) -> dict:
@@ -68,6 +69,15 @@ def _particles(finish) -> dict:
             "particles": [{k: p[k] for k in ("text", "weight", "score", "answer", "finished")} for p in extra["particles"]]}
 
 
+def _retrieval(finish) -> dict:
+    """Retrieval runs (strategy rag): the final answer, what each query retrieved, and the compute spent."""
+    extra = finish.extra if finish else {}
+    if "retrievals" not in extra:
+        return {}
+    return {key: extra[key] for key in ("answer", "retrievals", "effective_context_tokens", "tokens_processed")
+            if key in extra}
+
+
 RUN_DEFAULTS = {"model": DEFAULT_MODEL, "strategy": "greedy", "max_new_tokens": 64, "seed": 0, "chat": True}
 
 
@@ -76,6 +86,11 @@ def resolve_run(args) -> dict:
     the command line (`--set` per parameter), else the defaults. ValueError for an unknown preset
     or a run without a prompt."""
     settings: dict = dict(RUN_DEFAULTS, params={})
+    if getattr(args, "prompt_file", None):  # a long prompt (a book for the Long context lab) from a file
+        if args.prompt is not None:
+            raise ValueError("give --prompt or --prompt-file, not both")
+        with open(args.prompt_file, encoding="utf-8") as f:
+            args.prompt = f.read()
     if args.preset:
         from decoding.presets import load_presets
 
@@ -262,6 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                    "trained for them)")
     run.add_argument("--strategy", default=None, choices=list(STRATEGIES), help="default greedy")
     run.add_argument("--prompt", default=None, help="the prompt (required unless --preset gives one)")
+    run.add_argument("--prompt-file", metavar="FILE", help="read the prompt from this UTF-8 file (a long context)")
     run.add_argument("--max-new-tokens", type=int, default=None, help=f"1..{MAX_NEW_TOKENS_CAP} (default 64)")
     run.add_argument("--seed", type=int, default=None, help="default 0")
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="strategy parameter")

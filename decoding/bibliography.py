@@ -211,3 +211,21 @@ KRICHLI_2025 = Paper("CarelessWhisper: Turning Whisper into a Causal Streaming M
                      2025, arxiv="2508.12301", note="the causal encoder (LoRA) and its commit rule: not trained yet; "
                                                     "arXiv v2 (2026) is retitled \"WhisperRT: Turning Whisper into a "
                                                     "Causal Streaming Model\"")
+# --- long context (issue 28) ----------------------------------------------------------------------------------
+YUE_2024 = Paper("Inference Scaling for Long-Context Retrieval Augmented Generation", "Yue et al.", 2024,
+                 arxiv="2410.04343", venue="ICLR 2025", note="DRAG and IterDRAG (strategy rag); BM25 retrieval over the "
+                                                             "prompt's own context here, not the paper's web corpus")
+CHEN_2025_RAPID = Paper("Long-Context Inference with Retrieval-Augmented Speculative Decoding", "Chen et al.", 2025,
+                        arxiv="2502.20330", venue="ICML 2025",
+                        note="RAPID (drafter rapid): a RAG drafter on retrieved chunks for a long-context target; the "
+                             "retrieval-augmented target distribution is the lossy option")
+YANG_2025_LONGSPEC = Paper("LongSpec: Long-Context Lossless Speculative Decoding with Efficient Drafting and "
+                           "Verification", "Yang et al.", 2025, arxiv="2502.17421",
+                           note="the authors' repository titles it \"LongSpec: Long-Context Speculative Decoding with "
+                                "Efficient Drafting and Verification\"; not implemented yet (issue 28)")
+BANSAL_2025 = Paper("Let's (not) just put things in Context: Test-Time Training for Long-Context LLMs", "Bansal et al.",
+                    2025, arxiv="2512.13898", venue="ICLR 2026", note="query-only test-time training (qTTT); not "
+                                                                      "implemented yet (issue 28)")
+ROBERTSON_2009 = Paper("The Probabilistic Relevance Framework: BM25 and Beyond", "Robertson and Zaragoza", 2009,
+                       venue="Foundations and Trends in Information Retrieval 3(4)",
+                       note="Okapi BM25, the shipped retriever (Lucene's idf)")

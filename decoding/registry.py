@@ -17,7 +17,7 @@ family) fails at import with a sentence saying what is missing.
 
 Glossary
     family   which lab shows a strategy: token (Playground), beam (Playground), speculative,
-             scaling, diffusion. A family may register a `check` hook run before a strategy of
+             scaling, diffusion, longctx (Long context). A family may register a `check` hook run before a strategy of
              that family starts (model kind, context length, ...).
 """
 
@@ -29,7 +29,7 @@ from typing import Callable, Generic, TypeVar
 from decoding.papers import Declaration, check_declaration
 from decoding.params import NoParams, Params, describe, selector_of, specs
 
-FAMILIES = ("token", "beam", "speculative", "scaling", "diffusion")
+FAMILIES = ("token", "beam", "speculative", "scaling", "diffusion", "longctx")
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from decoding.remote.source import is_remote
 from decoding.remote.strategies import remote_strategy
 
 MAX_NEW_TOKENS_CAP = 2048  # upper bound a user may ask for
-MAX_PROMPT_CHARS = 20_000
+MAX_PROMPT_CHARS = 40_000  # an 8K-token book for SmolLM2 is about 32,000 characters (the Long context lab)
 MAX_STEP_S = 10.0  # the slowest pace a run may be given (seconds per step)
 
 

@@ -16,6 +16,7 @@ CASES = {  # family: (strategy, model, params) -- one method each, the model it 
     "speculative": ("speculative", "tiny-random", {"drafter": "early-exit", "exit_layer": 1, "draft_length": 2}),
     "scaling": ("best-of-n", "tiny-random", {"n": 3, "max_step_tokens": 3, "reward": "arith-step"}),
     "diffusion": ("diffusion", "tiny-random-diffusion", {}),
+    "longctx": ("rag", "tiny-random", {"mode": "iterdrag", "iterations": 1, "step_tokens": 4}),
 }
 
 

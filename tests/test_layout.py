@@ -23,7 +23,8 @@ from decoding.registry import STRATEGIES
 
 ROOT = Path(__file__).resolve().parents[1]
 TREES = ("decoding", "ui", "visualizers", "bench", "tests")
-FAMILIES = ("decoding.token", "decoding.speculative", "decoding.scaling", "decoding.diffusion", "decoding.speech")
+FAMILIES = ("decoding.token", "decoding.speculative", "decoding.scaling", "decoding.diffusion", "decoding.longctx",
+            "decoding.speech")
 NOT_CORE = {
     "decoding": "discovery: imports every family package's modules",
     "decoding.__main__": "the command line: lists every family's plug-ins, as app.py shows every tab",
@@ -193,7 +194,7 @@ def test_import_decoding_imports_every_module_of_the_family_packages():
 def test_shipped_methods_keep_their_menu_order():
     shipped = ["greedy", "sample", "mirostat", "contrastive", "beam", "momentum", "adadec", "superposed",
                "exact-extract", "speculative", "best-of-n", "majority-vote", "first-finish", "reward-beam",
-               "particle-filter", "a-star", "refine", "step-speculation", "diffusion"]
+               "particle-filter", "a-star", "refine", "step-speculation", "diffusion", "rag"]
     assert [name for name in STRATEGIES if name in shipped] == shipped
 
 

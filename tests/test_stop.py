@@ -193,6 +193,7 @@ SETTINGS = {
     # a Stop test costs calls**2 / 2: A* with its 16 expansions makes 101 calls (38 s) where 4 show every kind
     # (expansions, batch and judge calls; 27 calls), and refine's 2 rounds show a rewrite as its 3 do
     "a-star": [SCALING | {"max_expansions": 4}], "refine": [SCALING | {"rounds": 2}],
+    "rag": [{}, {"mode": "iterdrag", "iterations": 2, "step_tokens": 4}],  # feeds between parts are model calls too
 }
 CASES = [(name, params) for name, info in STRATEGIES.items() if info.fn.__module__.startswith("decoding.")  # shipped
          for params in SETTINGS.get(name, [FAMILY_DEFAULTS.get(info.family, {})])]

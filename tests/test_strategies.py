@@ -66,6 +66,8 @@ def test_every_strategy_yields_a_well_formed_trace(tiny_lm, strategy):
         assert tiny_lm.decode(finish.token_ids) == chosen["text"] == finish.text
     elif STRATEGIES[strategy].family == "diffusion":
         assert trace.of_kind("diffusion_step") and finish.text == tiny_lm.decode(finish.token_ids)
+    elif STRATEGIES[strategy].family == "longctx":  # what the model wrote, part by part (rag)
+        assert [e.token_id for e in trace.of_kind("token")] == finish.token_ids
     elif strategy == "superposed":  # drafts are re-ranked each step: the text is the best draft at the end
         assert trace.of_kind("token")[-1].extra["drafts"][0]["token_ids"] == finish.token_ids
     else:

@@ -57,6 +57,12 @@ class Drafter:
     def observe(self, feedback: Feedback) -> None:
         """Learn from the target's pass (default: nothing)."""
 
+    def target_probs(self, probs: torch.Tensor, draft: Draft) -> torch.Tensor:
+        """What the round verifies against: (1 + n, V) rows as `probs`, the target's probabilities at the root and
+        after each node. The default returns `probs` itself, which keeps every drafter lossless; a drafter's lossy
+        option may return new rows (RAPID's retrieval-augmented target), and the run's tokens then follow those."""
+        return probs
+
     def bytes_per_position(self) -> int:
         """The most bytes the drafter keeps per context position (a draft model's keys and values, EAGLE's
         features): what SpecMemo's budget reserves for it (`decoding.speculative.memory`). Default: none."""

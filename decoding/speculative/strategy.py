@@ -17,7 +17,8 @@ Stop is asked before every model call: the prefill, each draft level (`TreePlan.
 and the verification; the round under way is dropped.
 
 With temperature 0 (default) the output equals the target's greedy output exactly, whatever the
-drafter; with temperature T > 0 the output is distributed as the target's softmax(logits / T).
+drafter; with temperature T > 0 the output is distributed as the target's softmax(logits / T). (A drafter's
+lossy option may verify against other distributions, `Drafter.target_probs`: RAPID's `rapid.target=augmented`.)
 Each round yields a SpecRound event, then one TokenStep per produced token (forward_passes 0:
 the round's event carries the model calls).
 """
@@ -69,15 +70,15 @@ class SpeculativeParams(Params):
                       help="Shape of the draft: one chain, a full tree, or best-first by draft probability.")
     draft_length: int = param(0, low=0, high=MAX_DRAFT_LENGTH,
                               help="Draft tokens per chain / maximum tree depth; 0 = the drafter's own default "
-                                   "(prompt-lookup 10, as transformers' prompt_lookup_num_tokens; model 8; the "
-                                   "others 4).")
+                                   "(prompt-lookup 10, as transformers' prompt_lookup_num_tokens; rapid 10; model 8; "
+                                   "the others 4).")
     width: int = param(2, low=1, high=8, help="Children per node (static) or nodes kept per level (dynamic).")
     node_budget: int = param(16, low=1, high=64, help="At most this many draft tokens per round.")
     adaptive: bool = param(False, help="Chains: lengthen after a fully accepted round, shorten otherwise.")
     confidence: float = param(-1.0, low=0.0, high=1.0, off=-1.0, off_means="the drafter's default",
                               help="Chains from a model: stop drafting after a token the drafter gives less than this "
-                                   "probability (0 = never; -1 = the drafter's default: model 0.4, as transformers' "
-                                   "assistant_confidence_threshold; the others never).")
+                                   "probability (0 = never; -1 = the drafter's default: model and rapid 0.4, as "
+                                   "transformers' assistant_confidence_threshold; the others never).")
     temperature: float = param(0.0, low=0.0, high=5.0,
                                help="0 verifies greedily; above 0 speculative sampling at this temperature.")
     rule: str = param("rsd", choices=RULES,
@@ -324,7 +325,8 @@ def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) ->
         out = lm.forward_tree(pending, tree.parents, tree.tokens, cache, output_hidden_states=hidden,
                               logits_from_root=fused)
         row_logits = out.logits[0] if fused else out.logits[0, num_pending - 1:]  # (1 + n, V): root, then the nodes
-        probs = torch.softmax(row_logits if greedy else tempered(row_logits, temperature), -1)  # (1 + n, V)
+        target = torch.softmax(row_logits if greedy else tempered(row_logits, temperature), -1)  # (1 + n, V)
+        probs = drafter.target_probs(target, draft)  # the target's own, unless a drafter's lossy option moves them
         verdict = verify_tree(tree, probs, ctx.generator, greedy)
         verify_s = time.perf_counter() - t0
         memory = {"budget": budget, "node_budget": allowed,
@@ -342,7 +344,8 @@ def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) ->
                            target_passes=1 + (prefill_passes if round_index == 0 else 0), verify_s=verify_s,
                            memory=memory)
         for j in range(keep):
-            final = point_mass(row_logits[rows[j]], produced[j]) if greedy else row_logits[rows[j]] / temperature
+            final = (point_mass(row_logits[rows[j]], produced[j]) if greedy else row_logits[rows[j]] / temperature
+                     if probs is target else probs[rows[j]].log())  # what the token was drawn from
             yield token_event(ctx, step, produced[j], row_logits[rows[j]], final, forward_passes=0,
                               extra={"round": round_index, "origin": origins[j]})
             step += 1

@@ -224,6 +224,8 @@ TINY_DRAFTERS = [
     {"drafter": "s2d", "draft_model": "tiny-random-draft", "exits": "1,2", "threshold": 0.05},  # S2D, another model
     {"drafter": "prompt-lookup"},
     {"drafter": "token-recycling"},
+    {"drafter": "rapid"},  # RAPID, self-speculation (the short prompt has no context: it reads all of it)
+    {"drafter": "rapid", "draft_model": "tiny-random-draft", "top_k": 1},
 ]
 
 

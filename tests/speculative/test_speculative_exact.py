@@ -209,6 +209,7 @@ DRAFTER_PARAMS = [
     {"drafter": "prompt-lookup", "ngram": 1},
     {"drafter": "token-recycling"},
     {"drafter": "rasd", "draft_model": "markov-draft", "ngram": 1},
+    {"drafter": "rapid", "draft_model": "markov-draft"},  # RAPID's drafter (its own cache) for the target
 ]
 
 
