@@ -172,9 +172,9 @@ RIZVI_2025 = Paper("SPARE: Single-Pass Annotation with Reference-Guided Evaluati
                         "LLM annotate the alignment and trains a PRM on it)")
 MANVI_2024 = Paper("Adaptive Inference-Time Compute: LLMs Can Predict if They Can Do Better, Even Mid-Generation",
                    "Manvi, Singh and Ermon", 2024, arxiv="2410.02725",
-                   note="the self-evaluation token (tiny-math-selfeval, strategy adaptive: waves of samples stopped "
-                        "and pruned by it); the `probe` reward is a linear-probe stand-in; temperature annealing is "
-                        "not reproduced")
+                   note="strategy adaptive (waves of samples stopped and pruned by an evaluator), reward self-eval "
+                        "and its fine-tuning recipe; the token trained on tiny-math did not discriminate, so the "
+                        "default evaluator is the arithmetic checker; temperature annealing is not reproduced")
 LIU_CHAO_2025 = Paper("Bag of Tricks for Inference-time Computation of LLM Reasoning", "Liu, Chao, Tan and Liu", 2025,
                       arxiv="2502.07191", note="its findings reproduced on tiny-math: the temperature / top-p sweep "
                                                "(bench_scaling --sweep) and a weak self-evaluation (the probe)")

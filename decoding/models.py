@@ -199,12 +199,6 @@ REGISTRY: dict[str, ModelSpec] = {
                     "(scaling lab)",
         local_dir="tiny-math-draft", papers=(bib.PAN_2025,),  # the drafter of step-level speculation
     ),
-    "tiny-math-selfeval": ModelSpec(
-        name="tiny-math-selfeval",
-        description="tiny-math fine-tuned to answer a self-evaluation query (would restarting do better?) with one "
-                    "token, its sampling kept by a KL term: the policy of strategy adaptive (scaling lab)",
-        local_dir="tiny-math-selfeval", papers=(bib.MANVI_2024,),
-    ),
     "tiny-parallel": ModelSpec(
         name="tiny-parallel",
         description="the project's own small masked diffusion LM (ModernBERT, 3.5M) for ParallelBench-style list "

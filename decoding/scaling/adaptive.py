@@ -2,12 +2,15 @@
 sampling and which partial samples to prune.
 
 Manvi, Singh and Ermon 2024, "Adaptive Inference-Time Compute: LLMs Can Predict if They Can Do
-Better, Even Mid-Generation" (arXiv 2410.02725). The policy is fine-tuned (here
-`tiny-math-selfeval`, by `decoding.training.selfeval`) so that after a response, complete or
-partial, and a fixed query, its next-token probability of one predefined answer is the
-probability that restarting would not give a better response (capability-aware: measured
-against its own samples of the same prompt). It costs one forward pass over the response and the
-query; no reward model. The paper uses it three ways, and so does `adaptive`:
+Better, Even Mid-Generation" (arXiv 2410.02725). The policy is fine-tuned (the recipe:
+`decoding.training.selfeval`) so that after a response, complete or partial, and a fixed query,
+its next-token probability of one predefined answer is the probability that restarting would not
+give a better response (capability-aware: measured against its own samples of the same prompt).
+It costs one forward pass over the response and the query; no reward model (`reward=self-eval`).
+On tiny-math the recipe did not give a working self-evaluation (docs/scaling.md: held-out AUC
+about 0.5, and the fine-tuning cost the policy 20 points of pass@1), so no such model ships and the
+default evaluator is the `arith-step` checker, which does see slips; any step reward can stand in.
+The paper uses the evaluator three ways, and so does `adaptive`:
 
 - **adaptive sampling**: samples are drawn in waves of exponentially growing size (1, 2, 4, ...)
   until `n` are spent; after each wave, if the best complete sample's self-evaluation reaches
@@ -79,8 +82,9 @@ class SelfEvalReward:
         path = file_beside(lm.loaded, SELF_EVAL_FILE)
         if path is None or not path.exists():
             raise ValueError(f"reward self-eval needs a policy fine-tuned to answer the self-evaluation query "
-                             f"({SELF_EVAL_FILE} beside the model); {lm.name!r} was not: use tiny-math-selfeval "
-                             f"(python -m decoding.training.selfeval makes one)")
+                             f"({SELF_EVAL_FILE} beside the model); {lm.name!r} was not (python -m "
+                             f"decoding.training.selfeval makes one; none ships: on tiny-math it did not learn), or "
+                             f"pick a step reward such as arith-step")
         self.lm = lm
         self.no_id, self.yes_id = answer_ids(lm.tokenizer)
 
@@ -98,14 +102,14 @@ class SelfEvalReward:
 
 
 @REWARDS.register("self-eval", help="the policy's own self-evaluation token: P(restarting would not do better), "
-                                    "mid-generation (needs a policy trained for it: tiny-math-selfeval)",
+                                    "mid-generation (needs a policy trained for it: python -m decoding.training.selfeval)",
                   papers=(bib.MANVI_2024,))
 def _self_eval(params, policy):
     from decoding.remote.lm import RemoteLM
 
     if isinstance(policy, RemoteLM):
         raise ValueError("reward self-eval reads the policy's next-token distribution after a query, which a remote "
-                         "engine does not send; use a local policy trained for it (tiny-math-selfeval)")
+                         "engine does not send; use a local policy trained for it")
     return SelfEvalReward(policy), []
 
 
@@ -113,13 +117,15 @@ def _self_eval(params, policy):
 class AdaptiveParams(ScalingParams):
     n: int = param(16, low=1, high=64, ui_high=16, label="N (most samples)",
                    help="The most samples spent: waves of 1, 2, 4, ... until this many, unless the policy stops it.")
-    reward: str = param("self-eval", plugins=REWARDS, help="What scores each step: the self-evaluation token by "
-                                                            "default (list: python -m decoding list).")
-    aggregate: str = param("last", choices=AGGREGATES, help="How a solution's step rewards make its score (last: "
-                                                            "the self-evaluation of the whole solution).")
-    threshold: float = param(0.9, low=0.0, high=1.0, label="stop threshold",
-                             help="Stop sampling once the best complete sample's score reaches this (1 = never stop "
-                                  "early: plain best-of-N).")
+    reward: str = param("arith-step", plugins=REWARDS,
+                        help="The evaluator that stops and prunes: self-eval (the policy's own token; needs a policy "
+                             "trained for it) or any step reward (list: python -m decoding list).")
+    aggregate: str = param("min", choices=AGGREGATES, help="How a solution's step rewards make its score (last for "
+                                                           "self-eval: the whole solution's own verdict).")
+    threshold: float = param(0.5, low=0.0, high=1.0, label="stop threshold",
+                             help="Stop sampling once the best complete sample's score reaches this (arith-step, min: "
+                                  "0.5 = no wrong step, the answer line being neutral; 1 = never stop early: plain "
+                                  "best-of-N).")
     prune_after: int = param(0, low=0, high=16, label="prune after (steps)",
                              help="After this many steps of a wave, keep only its most promising samples (0 = never "
                                   "prune).")

@@ -1,5 +1,9 @@
 """Teach `tiny-math` to evaluate itself: one token that says whether starting over would do better.
 
+What came of it on tiny-math (docs/scaling.md, "Adaptive compute"): after 600 steps the answer did
+not tell right solutions from wrong ones (held-out AUC about 0.5) and the policy's pass@1 fell from
+56% to 39% despite the KL term, so no such model ships; the recipe stays, for a larger policy.
+
 Follows Manvi, Singh and Ermon 2024, "Adaptive Inference-Time Compute: LLMs Can Predict if They Can
 Do Better, Even Mid-Generation" (arXiv 2410.02725): after a (partial) response the model reads a
 fixed self-evaluation query and its next-token probability of one predefined answer is the
@@ -22,9 +26,9 @@ the query itself; a KL term to the frozen original on every solution token keeps
 sampling distribution where it was (the paper trains the model itself, not a separate head).
 
     python -m decoding.training.selfeval data --out /tmp/selfeval [--problems 3000 --samples 8]
-    python -m decoding.training.selfeval train --data /tmp/selfeval --out assets/tiny-math-selfeval
+    python -m decoding.training.selfeval train --data /tmp/selfeval --out /tmp/selfeval/out
         [--minutes 25] [--resume]
-    python -m decoding.training.selfeval eval --out assets/tiny-math-selfeval --problems 200
+    python -m decoding.training.selfeval eval --out /tmp/selfeval/out --problems 200
         # on held-out test problems: pass@1 of the base and the tuned policy, the self-evaluation's AUC
 
 Glossary
@@ -147,11 +151,11 @@ def batch_loss(model, teacher, tokenizer, texts: list[str], targets: torch.Tenso
         ref = F.log_softmax(teacher(**enc).logits, -1)  # (B, T, V)
     kl = (ref.exp() * (ref - F.log_softmax(logits, -1))).sum(-1)  # (B, T) KL(original || tuned)
     kl = kl[keep].mean()
-    return answer + kl_weight * kl, {"answer_ce": float(answer), "kl": float(kl)}
+    return answer + kl_weight * kl, {"answer_ce": float(answer.detach()), "kl": float(kl.detach())}
 
 
 def train(model_dir: str, data: Path, out: Path, minutes: float, seed: int, resume: bool, lr: float = 3e-4,
-          batch_size: int = 32, say=print) -> dict:
+          batch_size: int = 32, kl_weight: float = KL_WEIGHT, say=print) -> dict:
     import copy
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -187,7 +191,7 @@ def train(model_dir: str, data: Path, out: Path, minutes: float, seed: int, resu
         for group in optimizer.param_groups:
             group["lr"] = lr * min(1.0, (state["step"] + 1) / 50) * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0)))
         loss, parts = batch_loss(model, teacher, tokenizer, [r["text"] for r in batch],
-                                 torch.tensor([r["target"] for r in batch]), no_id, yes_id)
+                                 torch.tensor([r["target"] for r in batch]), no_id, yes_id, kl_weight)
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -206,7 +210,7 @@ def train(model_dir: str, data: Path, out: Path, minutes: float, seed: int, resu
     final = evaluate_rows(model, tokenizer, val_rows)
     info = {"base": model_dir, "data": json.loads((data / "summary.json").read_text()), "steps": state["step"],
             "cpu_minutes": round((time.process_time() - t0) / 60, 1), "lr": lr, "batch_size": batch_size,
-            "kl_weight": KL_WEIGHT, "validation": final, "log": state["log"]}
+            "kl_weight": kl_weight, "validation": final, "log": state["log"]}
     save_fp16(model, tokenizer, out, info)
     (out / SELF_EVAL_FILE).write_text(json.dumps({"query": SELF_EVAL_QUERY, "no_better": "N", "better": "Y",
                                                  "trained_by": "python -m decoding.training.selfeval"}, indent=1) + "\n")
@@ -272,18 +276,21 @@ def main(argv=None) -> int:
     parser.add_argument("--minutes", type=float, default=25.0, help="CPU minutes of fine-tuning")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--lr", type=float, default=3e-4, help="peak learning rate (warm-up 50 steps, cosine to 0)")
+    parser.add_argument("--kl-weight", type=float, default=KL_WEIGHT, help="weight of the KL term to the original")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     say = (lambda m: print(m, file=sys.stderr, flush=True))
     if args.command == "eval":
-        print(json.dumps(held_out(str(args.out or "assets/tiny-math-selfeval"), args.model, args.problems,
+        print(json.dumps(held_out(str(args.out or "/tmp/selfeval/out"), args.model, args.problems,
                                   args.samples, args.seed + 1), indent=1))
     elif args.command == "data":
         print(json.dumps(make_data(args.model, args.out or args.data, args.problems, args.samples, args.seed, say)))
     else:
         if args.out is None:
             parser.error("train needs --out")
-        info = train(args.model, args.data, args.out, args.minutes, args.seed, args.resume, say=say)
+        info = train(args.model, args.data, args.out, args.minutes, args.seed, args.resume, lr=args.lr,
+                     kl_weight=args.kl_weight, say=say)
         print(json.dumps({k: v for k, v in info.items() if k != "log"}, indent=1))
     return 0
 

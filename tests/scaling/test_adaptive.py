@@ -1,5 +1,8 @@
 """Adaptive compute (decoding.scaling.adaptive) and its training data (decoding.training.selfeval)."""
 
+import shutil
+from pathlib import Path
+
 import pytest
 
 from decoding import run_to_trace
@@ -55,37 +58,53 @@ def _texts(trace):
     return [q["text"] for q in trace.finish.extra["particles"]]
 
 
-@pytest.mark.slow  # the real model tiny-math-selfeval, 16 samples
-def test_never_stopping_early_is_plain_best_of_n_with_the_self_evaluation():
+@pytest.fixture
+def self_eval_policy(tmp_path, monkeypatch):
+    """tiny-math's weights in a folder with the self-evaluation marker: the reward's mechanics (what it reads,
+    one forward pass) on a real model; its values mean nothing (no such model is trained here)."""
+    folder = tmp_path / "tiny-math-self-eval"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "assets" / "tiny-math", folder)
+    (folder / ad.SELF_EVAL_FILE).write_text('{"query": "\\nRestart?", "no_better": "N", "better": "Y"}')
+    monkeypatch.setenv("DECODING_LAB_ALLOW_LOCAL_MODELS", "1")
+    return str(folder)
+
+
+@pytest.mark.slow  # the real model tiny-math, 12 samples
+def test_never_stopping_early_is_plain_best_of_n_with_the_same_evaluator(self_eval_policy):
     prompt, _ = _problem()
-    a = run_to_trace("tiny-math-selfeval", prompt, strategy="adaptive", params={**COMMON, "n": 6, "threshold": 1.0},
+    a = run_to_trace(self_eval_policy, prompt, strategy="adaptive",
+                     params={**COMMON, "n": 6, "threshold": 1.0, "reward": "self-eval", "aggregate": "last"},
                      max_new_tokens=160, chat=False, seed=3)
-    b = run_to_trace("tiny-math-selfeval", prompt, strategy="best-of-n",
+    b = run_to_trace(self_eval_policy, prompt, strategy="best-of-n",
                      params={**COMMON, "n": 6, "reward": "self-eval", "aggregate": "last"},
                      max_new_tokens=160, chat=False, seed=3)
     assert _texts(a) == _texts(b) and all(_texts(a))
     assert a.finish.extra["chosen"] == b.finish.extra["chosen"]
+    assert [q["score"] for q in a.finish.extra["particles"]] == [q["score"] for q in b.finish.extra["particles"]]
     assert a.finish.extra["adaptive"] == {"samples": 6, "pruned": 0, "waves": [1, 2, 3], "stopped_early": False,
                                           "tokens": a.finish.extra["adaptive"]["tokens"]}
 
 
-@pytest.mark.slow  # the real models
-def test_a_low_threshold_stops_after_the_first_wave():
-    prompt, _ = _problem()
-    trace = run_to_trace("tiny-math-selfeval", prompt, strategy="adaptive", params={**COMMON, "n": 8, "threshold": 0.0},
-                         max_new_tokens=160, chat=False, seed=3)
+@pytest.mark.slow  # the real model tiny-math
+def test_stopping_at_the_first_complete_sample_the_evaluator_accepts():
+    prompt, problem = _problem()
+    trace = run_to_trace("tiny-math", prompt, strategy="adaptive", params={**COMMON, "n": 8},
+                         max_new_tokens=160, chat=False, seed=3)  # arith-step, min, 0.5: no wrong step
     info = trace.finish.extra["adaptive"]
-    assert info["samples"] == 1 and info["stopped_early"] and info["waves"] == [1]
-    texts = _texts(trace)
-    assert texts[0] and not any(texts[1:])  # the other slots never started
-    assert [q["weight"] for q in trace.finish.extra["particles"]][1:] == [0.0] * 7
-    assert trace.events[-2].extra["dormant"] == list(range(1, 8))
+    particles = trace.finish.extra["particles"]
+    started = [q for q in particles if q["text"]]
+    assert info["samples"] == len(started) < 8 and info["stopped_early"]
+    assert info["waves"] == [1, 2, 4][:len(info["waves"])] and sum(info["waves"]) == info["samples"]
+    assert particles[trace.finish.extra["chosen"]]["score"] >= 0.5  # the sample that stopped it
+    assert all(q["weight"] == 0.0 for q in particles if not q["text"])
+    steps = [e for e in trace.events if isinstance(e, ParticleStep)]
+    assert steps[0].extra["dormant"] == list(range(1, 8))
 
 
-@pytest.mark.slow  # the real models
+@pytest.mark.slow  # the real model tiny-math
 def test_pruning_stops_the_weaker_half_of_a_wave_mid_way():
     prompt, _ = _problem(1)
-    trace = run_to_trace("tiny-math-selfeval", prompt, strategy="adaptive",
+    trace = run_to_trace("tiny-math", prompt, strategy="adaptive",
                          params={**COMMON, "n": 7, "threshold": 1.0, "prune_after": 1, "keep": 0.5},
                          max_new_tokens=160, chat=False, seed=5)
     pruned = [i for e in trace.events if isinstance(e, ParticleStep) for i in e.extra.get("pruned_now", [])]
@@ -98,9 +117,8 @@ def test_pruning_stops_the_weaker_half_of_a_wave_mid_way():
     assert trace.finish.extra["adaptive"]["pruned"] == 3
 
 
-@pytest.mark.slow  # the real models
+@pytest.mark.slow  # the real model tiny-math
 def test_the_self_evaluation_needs_a_policy_trained_for_it():
-    with pytest.raises(ValueError, match="tiny-math-selfeval"):
+    with pytest.raises(ValueError, match="self_eval.json.*arith-step"):
         run_to_trace("tiny-math", "Leo has 3 pens. He gets 2 more, then gets 1 more. How many pens now?\n",
-                     strategy="adaptive", params={"n": 2}, max_new_tokens=8, chat=False)
-
+                     strategy="adaptive", params={"n": 2, "reward": "self-eval"}, max_new_tokens=8, chat=False)
