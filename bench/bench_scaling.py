@@ -19,6 +19,12 @@ measures pass@1), step reward `arith-step`. For every problem and budget N in --
   particle-filter, arith-lastdigit  ... with a checker blind to slipped carries (reward hacking)
   particle-filter, probe            ... with self-evaluation: the policy's own hidden state, read by a
                                     probe, predicts whether the solution will end right
+  majority-vote, shortest half      Think Deep, Think Fast's length signal: only the shorter half of the
+                                    complete samples vote (same samples)
+  adaptive, arith-step              adaptive compute (Manvi et al. 2024) with the arithmetic checker as the
+                                    evaluator: waves of 1, 2, 4, ... samples (N at most) until a complete one has
+                                    no wrong step, the weaker half of each wave pruned after 2 steps; `samples`
+                                    in the JSON: samples started per problem
   (the two ePF rows run only with --only ePF, to keep --quick under 15 minutes)
   particle-filter, ePF              entropic particle filtering: weights flattened to >= 70% of log N entropy
   particle-filter, ePF+LaM          ... plus look-ahead modulation: each weight also reflects the reward of one
@@ -57,7 +63,7 @@ from decoding.events import stats
 from decoding.lm import LM
 from decoding.models import load_model
 from decoding.scaling.particle_batch import ParticleBatch, slot_generators
-from decoding.scaling.methods import vote
+from decoding.scaling.methods import shortest_share, vote
 from decoding.scaling.run import best_complete
 from decoding.scaling.tasks import load_tasks, task_prompt
 from decoding.scaling import math_tasks
@@ -121,13 +127,15 @@ def accuracy_rows(lm, tasks, budgets, max_new_tokens, seed, log) -> list[dict]:
 
 METHODS = ("greedy", "best-of-n", "majority-vote", "weighted-vote", "oracle pass@N", "reward-beam",
            "particle-filter", "a-star", "refine", "particle-filter, spare", "particle-filter, arith-lastdigit",
-           "particle-filter, probe", "particle-filter, ePF", "particle-filter, ePF+LaM")
+           "particle-filter, probe", "particle-filter, ePF", "particle-filter, ePF+LaM",
+           "majority-vote, shortest half", "adaptive, arith-step")
 SEARCHES = (("reward-beam", {}), ("particle-filter", {}), ("a-star", {"max_expansions": 16}), ("refine", {"rounds": 3}),
             ("particle-filter, spare", {"reward": "spare"}),
             ("particle-filter, arith-lastdigit", {"reward": "arith-lastdigit"}),
             ("particle-filter, probe", {"reward": "probe"}),
             ("particle-filter, ePF", {"entropic": 0.7}),
-            ("particle-filter, ePF+LaM", {"entropic": 0.7, "lookahead": 1.0}))  # one run per budget each
+            ("particle-filter, ePF+LaM", {"entropic": 0.7, "lookahead": 1.0}),
+            ("adaptive, arith-step", {"prune_after": 2}))  # one run per budget each
 ON_REQUEST = {"particle-filter, ePF", "particle-filter, ePF+LaM"}  # run only when --only names them (they would
 #                                                     take --quick past its 15 minutes; the shipped JSON has them)
 MATH = {"reward": "arith-step", "temperature": 1.0, "top_p": 1.0, "max_step_tokens": 40}
@@ -139,16 +147,21 @@ class Tally:
 
     def __init__(self):
         self.solved, self.tokens, self.count, self.group, self.items = {}, {}, 0, None, {}
+        self.samples: dict = {}  # (method, N) -> samples started per problem, for methods that stop early
 
-    def add(self, method: str, n: int, ok: float, spent: float) -> None:
+    def add(self, method: str, n: int, ok: float, spent: float, samples: int | None = None) -> None:
         """`ok`: solved (True / False), or the probability that a random choice solves it."""
         self.solved[(method, n)] = self.solved.get((method, n), 0) + float(ok)
         self.tokens.setdefault((method, n), []).append(spent)
         self.items.setdefault((method, n), []).append((self.group, float(ok), spent))
+        if samples is not None:
+            self.samples.setdefault((method, n), []).append(samples)
 
     def rows(self) -> list[dict]:
         return [{"method": m, "budget": n, "accuracy": round(ok / self.count, 4),
-                 "tokens": round(statistics.mean(self.tokens[(m, n)]), 1)} for (m, n), ok in self.solved.items()]
+                 "tokens": round(statistics.mean(self.tokens[(m, n)]), 1)}
+                | ({"samples": round(statistics.mean(self.samples[(m, n)]), 2)} if (m, n) in self.samples else {})
+                for (m, n), ok in self.solved.items()]
 
     def by_group(self) -> dict:
         """{group: {method: {N: accuracy}}}."""
@@ -218,6 +231,11 @@ def math_rows(lm, problems, budgets, max_new_tokens, seed, log, only=()) -> list
             tally.add("best-of-n", n, correct(best, ref), spent)
             tally.add("majority-vote", n, correct(majority, ref), spent)
             tally.add("weighted-vote", n, correct(weighted, ref), spent)
+            voters = shortest_share([p["num_tokens"] for p in first], [i for i, p in enumerate(first) if p["ended"]],
+                                    0.5)  # Think Deep, Think Fast's length signal: the shorter half votes
+            short = next(iter(vote([p["answer"] if i in voters else None for i, p in enumerate(first)], [1.0] * n)),
+                         None)
+            tally.add("majority-vote, shortest half", n, correct(short, ref), spent)
             tally.add("oracle pass@N", n, any(correct(p["answer"], ref) for p in first if p["ended"]), spent)
             for reward, scores in judged.items():  # selection by a judge at a temperature (expected accuracy)
                 tally.add(f"best-of-n, judge T={JUDGE_T:g} ({reward})", n,
@@ -227,7 +245,9 @@ def math_rows(lm, problems, budgets, max_new_tokens, seed, log, only=()) -> list
                 method = name.split(",")[0]
                 extra = extra | ({"beam_width": 2 if n > 1 else 1} if method == "reward-beam" else {})
                 trace = run_to_trace(lm, prompt, strategy=method, params={"n": n, **MATH, **extra}, **run)
-                tally.add(name, n, correct(trace.finish.extra["answer"], ref), stats(trace)["tokens_spent"])
+                adaptive = trace.finish.extra.get("adaptive")
+                tally.add(name, n, correct(trace.finish.extra["answer"], ref), stats(trace)["tokens_spent"],
+                          adaptive["samples"] if adaptive else None)
         tally.count += 1
         log(f"problem {k + 1}/{len(problems)} ({time.process_time() - t0:.0f} s CPU): solved at N={top}: "
             + ", ".join(f"{m} {tally.solved[(m, top)]}" for m in METHODS if (m, top) in tally.solved))
@@ -355,6 +375,7 @@ def main() -> None:
         result["rows"] = accuracy_rows(lm, tasks, budgets, max_new_tokens, args.seed, log)
     if "rows" in result:
         result["accuracy"], result["tokens"] = by_method(result["rows"], "accuracy"), by_method(result["rows"], "tokens")
+        result["samples"] = by_method([r for r in result["rows"] if "samples" in r], "samples")
     if not (args.skip_throughput or args.quick or math):
         sizes = sorted({min(n, max(budgets)) for n in (4, 16)})  # (4, 16) unless --budgets stops lower (smoke runs)
         result["throughput"] = [batched_vs_alone(lm, task_prompt(load_tasks()[0]["question"]), n,

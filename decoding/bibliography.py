@@ -171,7 +171,17 @@ RIZVI_2025 = Paper("SPARE: Single-Pass Annotation with Reference-Guided Evaluati
                    note="in its spirit: a rule matches each step with the reference solution's step (the paper has an "
                         "LLM annotate the alignment and trains a PRM on it)")
 MANVI_2024 = Paper("Adaptive Inference-Time Compute: LLMs Can Predict if They Can Do Better, Even Mid-Generation",
-                   "Manvi et al.", 2024, note="in its spirit: a linear probe, not a self-evaluation token; " + NOT_VERIFIED)
+                   "Manvi, Singh and Ermon", 2024, arxiv="2410.02725",
+                   note="strategy adaptive (waves of samples stopped and pruned by an evaluator), reward self-eval "
+                        "and its fine-tuning recipe; the token trained on tiny-math did not discriminate, so the "
+                        "default evaluator is the arithmetic checker; temperature annealing is not reproduced")
+LIU_CHAO_2025 = Paper("Bag of Tricks for Inference-time Computation of LLM Reasoning", "Liu, Chao, Tan and Liu", 2025,
+                      arxiv="2502.07191", note="its findings reproduced on tiny-math: the temperature / top-p sweep "
+                                               "(bench_scaling --sweep) and a weak self-evaluation (the probe)")
+WANG_J_2025 = Paper("Think Deep, Think Fast: Investigating Efficiency of Verifier-free Inference-time-scaling Methods",
+                    "Wang et al.", 2025, arxiv="2504.14047",
+                    note="verifier-free methods (majority vote) and its length signal: `shortest` votes among the "
+                         "shorter answers only")
 ZHANG_2025 = Paper("The Lessons of Developing Process Reward Models in Mathematical Reasoning", "Zhang et al.", 2025,
                    arxiv="2501.07301", note="Qwen2.5-Math-PRM, the hub PRM's default")
 

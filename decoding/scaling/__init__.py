@@ -5,6 +5,8 @@
     astar.py           A*-decoding: best-first search over step prefixes (strategy a-star)
     refine.py          review, refine, repeat: rewrite the best solution from its first bad step
     specreason.py      step-level speculation: a drafter writes each step, the reward keeps it or the policy rewrites it
+    adaptive.py        adaptive compute: waves of samples the policy's own self-evaluation token stops and prunes
+                       (strategy adaptive, reward self-eval)
     particles.py       weights, ESS, resampling, lineage (pure functions)
     particle_batch.py  N particles as rows of one batched KV cache
     rewards.py         programmatic rewards: step checkers (arithmetic, last digit only, reference-guided

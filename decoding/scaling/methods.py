@@ -44,6 +44,7 @@ final, hard violation: see `decoding.scaling.rewards`. score: a solution's step 
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from typing import Generator, Iterator
 
@@ -113,9 +114,20 @@ def vote(answers: list[str | None], weights: list[float]) -> dict[str, float]:
     return dict(sorted(totals.items(), key=lambda kv: -kv[1]))
 
 
-def _vote_choice(run: ScalingRun, weights: list[float]) -> tuple[int, dict]:
-    """The particle carrying the winning answer (highest weight among its voters)."""
-    answers = run.answers()
+def shortest_share(lengths: list[int], ended: list[int], share: float) -> set[int]:
+    """The slots that vote under Think Deep, Think Fast's length signal (Wang et al. 2025): the
+    ceil(share x complete) shortest complete answers (ties: the lower slot); every slot at share 1
+    or when none is complete."""
+    if share >= 1 or not ended:
+        return set(range(len(lengths)))
+    ranked = sorted(ended, key=lambda i: (lengths[i], i))
+    return set(ranked[:max(1, math.ceil(len(ranked) * share))])
+
+
+def _vote_choice(run: ScalingRun, weights: list[float], voters: set[int] | None = None) -> tuple[int, dict]:
+    """The particle carrying the winning answer (highest weight among its voters); `voters`: the slots
+    whose answers vote (all when None)."""
+    answers = [a if voters is None or i in voters else None for i, a in enumerate(run.answers())]
     votes = vote(answers, weights)
     if not votes:
         return max(range(len(weights)), key=lambda i: weights[i]), votes
@@ -125,13 +137,16 @@ def _vote_choice(run: ScalingRun, weights: list[float]) -> tuple[int, dict]:
 
 
 @register_strategy("majority-vote", params=VoteParams, family="scaling", uses_seed=True,
-                   help="self-consistency: N samples vote with their final answers (optionally reward-weighted)",
-                   papers=(bib.WANG_2023,))
+                   help="self-consistency: N samples vote with their final answers (optionally reward-weighted, "
+                        "optionally only the shortest)", papers=(bib.WANG_2023, bib.WANG_J_2025))
 def majority_vote(ctx: RunContext, params: VoteParams, outcome: Outcome) -> Iterator[Event]:
     run = yield from independent_samples(ctx, params, outcome, "majority-vote")
     ballots = [run.score_of(i) if params.weighted else 1.0 for i in range(params.n)]
-    chosen, votes = _vote_choice(run, ballots)
+    voters = shortest_share([len(p.token_ids) for p in run.particles], run.ended(), params.shortest)
+    chosen, votes = _vote_choice(run, ballots, voters)
     rule = "answer with the largest total score" if params.weighted else "most frequent answer"
+    if params.shortest < 1:
+        rule += f" among the shortest {len(voters)} complete answers"
     run.finish(outcome, chosen, pf.normalize(ballots) if sum(ballots) > 0 else score_weights(run), votes, rule)
 
 

@@ -50,6 +50,9 @@ class BestOfNParams(ScalingParams):
 @dataclass(frozen=True)
 class VoteParams(ScalingParams):
     weighted: bool = param(False, label="reward-weighted vote", help="Weight each answer's votes by its score.")
+    shortest: float = param(1.0, low=0.0, high=1.0, low_inclusive=False, label="vote among the shortest",
+                            help="Only this share of the complete answers votes, the shortest first (Think Deep, "
+                                 "Think Fast: right answers tend to be shorter); 1 = every answer.")
 
 
 @dataclass(frozen=True)
