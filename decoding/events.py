@@ -112,7 +112,7 @@ class Particle(_ParticleKeys, total=False):
     text: str
     step_text: str
     steps: Count
-    reward: Prob
+    reward: Prob | None  # None: no step yet (adaptive's slots that have not started)
     detail: str
     score: float
     finished: bool

@@ -167,7 +167,8 @@ def adaptive(ctx: RunContext, params: AdaptiveParams, outcome: Outcome) -> Itera
             dormant.discard(i)
         steps = 0
         while any(not run.particles[i].finished for i in slots):
-            run.keep()
+            if run.step:  # every slot continues itself (the first picture has no earlier step)
+                run.keep()
             live = run.live()
             if not run.extend(barrier=params.prune_after > 0):
                 break
