@@ -5,6 +5,8 @@
     astar.py           A*-decoding: best-first search over step prefixes (strategy a-star)
     refine.py          review, refine, repeat: rewrite the best solution from its first bad step
     specreason.py      step-level speculation: a drafter writes each step, the reward keeps it or the policy rewrites it
+    archon.py          Archon: the space of compositions of these methods, and strategy archon (runs a found one)
+    archon_search.py   Archon's search (ITAS): Bayesian optimisation under a token budget (python -m decoding.scaling.archon)
     particles.py       weights, ESS, resampling, lineage (pure functions)
     particle_batch.py  N particles as rows of one batched KV cache
     rewards.py         programmatic rewards: step checkers (arithmetic, last digit only, reference-guided
