@@ -19,6 +19,9 @@ measures pass@1), step reward `arith-step`. For every problem and budget N in --
   particle-filter, arith-lastdigit  ... with a checker blind to slipped carries (reward hacking)
   particle-filter, probe            ... with self-evaluation: the policy's own hidden state, read by a
                                     probe, predicts whether the solution will end right
+  archon (found at B tokens)        the architecture Archon's search found for tiny-math at budget B
+                                    (assets/tiny-math/archon.json): one run per problem, the same at every N
+                                    (it has its own N), as greedy
   (the two ePF rows run only with --only ePF, to keep --quick under 15 minutes)
   particle-filter, ePF              entropic particle filtering: weights flattened to >= 70% of log N entropy
   particle-filter, ePF+LaM          ... plus look-ahead modulation: each weight also reflects the reward of one
@@ -199,6 +202,7 @@ def math_rows(lm, problems, budgets, max_new_tokens, seed, log, only=()) -> list
     searches = [(name, extra) for name, extra in SEARCHES
                 if any(word in name for word in only) or (not only and name not in ON_REQUEST)]
     tally, top = Tally(), max(budgets)
+    archon = archon_row(lm, only)
     for k, problem in enumerate(problems):
         prompt, ref = math_tasks.prompt(problem.question), str(problem.answer)
         tally.group = DIFFICULTY_BINS.get(problem.difficulty, str(problem.difficulty))
@@ -228,10 +232,29 @@ def math_rows(lm, problems, budgets, max_new_tokens, seed, log, only=()) -> list
                 extra = extra | ({"beam_width": 2 if n > 1 else 1} if method == "reward-beam" else {})
                 trace = run_to_trace(lm, prompt, strategy=method, params={"n": n, **MATH, **extra}, **run)
                 tally.add(name, n, correct(trace.finish.extra["answer"], ref), stats(trace)["tokens_spent"])
+        if archon:  # the found architecture has its own N: one run, the same at every N (as greedy)
+            from decoding.scaling.archon_search import tokens_of
+
+            trace = run_to_trace(lm, prompt, strategy="archon", params={"config": "found"}, **run)
+            for n in budgets:
+                tally.add(archon, n, correct(trace.finish.extra["answer"], ref), tokens_of(trace))
         tally.count += 1
         log(f"problem {k + 1}/{len(problems)} ({time.process_time() - t0:.0f} s CPU): solved at N={top}: "
             + ", ".join(f"{m} {tally.solved[(m, top)]}" for m in METHODS if (m, top) in tally.solved))
     return tally.rows(), tally.by_group()
+
+
+def archon_row(lm, only=()) -> str | None:
+    """The archon row's name, "archon (found at B tokens)", when the model has Archon's archon.json (and `only`
+    names none or archon); else None."""
+    from decoding.models import file_beside
+    from decoding.scaling.archon_space import ARCHON_FILE
+
+    path = file_beside(lm.loaded, ARCHON_FILE)
+    if path is None or not path.exists():
+        return None
+    name = f"archon (found at {json.loads(path.read_text())['budget']:g} tokens)"
+    return name if not only or any(word in name for word in only) else None
 
 
 SWEEP = ((0.5, 1.0), (0.7, 1.0), (1.0, 1.0), (1.3, 1.0), (0.7, 0.9), (1.0, 0.9))  # (temperature, top_p)

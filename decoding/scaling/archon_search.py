@@ -29,21 +29,17 @@ every run is seeded by its problem's index (tested with a stub scorer).
 
 from __future__ import annotations
 
-import argparse
 import itertools
-import json
 import math
 import random
-import sys
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Callable
 
 import torch
 
-from decoding.scaling.archon_space import (ARCHON_FILE, NS, REWARD_CHOICES, SAMPLERS, SHIPPED, TECHNIQUES, Candidate,
-                                           architecture_for, describe, space)
+from decoding.scaling.archon_space import (NS, REWARD_CHOICES, SAMPLERS, TECHNIQUES, Candidate,
+                                           describe, space)
 
 
 PRUNE_AFTER = 8  # problems run before a candidate clearly over the budget is stopped
@@ -305,58 +301,3 @@ def search(lm, *, budget: float, tasks: int, seed: int, init: int, iters: int, f
         log(f"test {name:<16} {c.key:<52} acc {result.accuracy:.3f} tokens {result.tokens:.1f}")
     out["test_cpu_s"] = round(time.process_time() - t1, 1)
     return out
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m decoding.scaling.archon",
-                                     description="Archon's architecture search (ITAS) on tiny-math, and its results")
-    sub = parser.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("search", help="search the space under a token budget; write the found architecture and log")
-    s.add_argument("--model", default="tiny-math")
-    s.add_argument("--budget", type=float, default=600, help="mean tokens generated per problem, at most")
-    s.add_argument("--tasks", type=int, default=30, help="validation problems each candidate is scored on")
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--init", type=int, default=6, help="random candidates before the surrogate proposes")
-    s.add_argument("--iters", type=int, default=24, help="candidates the surrogate proposes")
-    s.add_argument("--finalists", type=int, default=3, help="best candidates re-scored on --final-tasks problems")
-    s.add_argument("--final-tasks", type=int, default=100, help="validation problems of the final ranking")
-    s.add_argument("--test-tasks", type=int, default=100, help="held-out test problems of the report")
-    s.add_argument("--rewards", default=",".join(REWARD_CHOICES), help="the rewards of the space, comma-separated")
-    s.add_argument("--max-new-tokens", type=int, default=None, help="per solution (tiny-math's evaluation: 160)")
-    s.add_argument("--out", type=Path, help=f"write the result here (e.g. assets/tiny-math/{ARCHON_FILE})")
-    show = sub.add_parser("show", help="print an architecture: the found one beside a model, or a shipped one")
-    show.add_argument("--config", default="found", help=f"found or one of: {', '.join(SHIPPED) or '(none)'}")
-    show.add_argument("--model", default="tiny-math")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(1)
-    from decoding.lm import LM
-    from decoding.models import load_model
-
-    if args.command == "show":
-        arch = architecture_for(args.config, LM(load_model(args.model, progress=None)) if args.config == "found" else None)
-        print(json.dumps(arch, indent=1))
-        print(describe(arch))
-        return 0
-    rewards = tuple(r.strip() for r in args.rewards.split(",") if r.strip())
-    unknown = [r for r in rewards if r not in REWARD_CHOICES]
-    if unknown or not rewards:
-        parser.error(f"--rewards must name some of {', '.join(REWARD_CHOICES)}, got {args.rewards!r}")
-    from decoding.scaling.math_eval import MAX_NEW_TOKENS
-
-    lm = LM(load_model(args.model, progress=None))
-    log = lambda message: print(message, file=sys.stderr, flush=True)
-    result = {"model": args.model, "command": "python -m decoding.scaling.archon " + " ".join(argv or sys.argv[1:])}
-    result |= search(lm, budget=args.budget, tasks=args.tasks, seed=args.seed, init=args.init, iters=args.iters,
-                     final_tasks=args.final_tasks, count=args.finalists, test_tasks=args.test_tasks, rewards=rewards,
-                     max_new_tokens=args.max_new_tokens or MAX_NEW_TOKENS, log=log)
-    text = json.dumps(result, indent=1)
-    if args.out:
-        args.out.write_text(text + "\n")
-        log(f"wrote {args.out}")
-    else:
-        print(text)
-    return 0 if result["architecture"] else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

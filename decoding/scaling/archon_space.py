@@ -119,8 +119,22 @@ def space(techniques=TECHNIQUES, samplers=SAMPLERS, ns=NS, rewards=REWARD_CHOICE
 
 # Architectures found by the shipped searches, copied from the JSON each wrote (SHIPPED_FROM, under assets/;
 # tests/scaling/test_archon.py checks the copies)
-SHIPPED: dict[str, dict] = {}
-SHIPPED_FROM: dict[str, str] = {}
+SHIPPED_FROM = {"tiny-math-600": "tiny-math/archon.json",
+                "tiny-math-600-no-reference": "tiny-math/archon-no-reference.json"}
+SHIPPED: dict[str, dict] = {
+    "tiny-math-600": {  # all three rewards; spare reads the question's reference steps at decode time
+        "key": "a-star N=5 T=1 top_p=0.9 spare", "strategy": "a-star",
+        "params": {"n": 5, "reward": "spare", "temperature": 1.0, "top_p": 0.9, "max_step_tokens": 40,
+                   "max_expansions": 16},
+        "layers": [{"layer": "generate", "n": 5, "temperature": 1.0, "top_p": 0.9, "step": "a line, at most 40 tokens"},
+                   {"layer": "search", "technique": "a-star", "reward": "spare", "max_expansions": 16}]},
+    "tiny-math-600-no-reference": {  # --rewards arith-step,probe: no reward that reads the question's steps
+        "key": "reward-beam N=2 T=0.5 top_p=1 arith-step", "strategy": "reward-beam",
+        "params": {"n": 2, "reward": "arith-step", "temperature": 0.5, "top_p": 1.0, "max_step_tokens": 40,
+                   "beam_width": 2},
+        "layers": [{"layer": "generate", "n": 2, "temperature": 0.5, "top_p": 1.0, "step": "a line, at most 40 tokens"},
+                   {"layer": "search", "technique": "reward-beam", "reward": "arith-step", "beam_width": 2}]},
+}
 
 
 def architecture_for(config: str, lm=None) -> dict:
