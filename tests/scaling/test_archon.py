@@ -146,6 +146,11 @@ def test_archon_runs_the_stored_architecture_as_the_composed_strategy_runs(math_
     steps = ours.of_kind("particles")
     assert steps and all(s.extra["archon"]["strategy"] == "particle-filter" for s in steps)
     assert ours.finish.extra["archon"]["layers"] == SMALL["layers"] and ours.finish.text == direct.finish.text
+    from decoding.events import Trace
+    from visualizers.particles import particles_html
+
+    assert Trace.from_json(ours.to_json()).events == ours.events  # the extra passes the loaded-trace checks
+    assert "archon (test): test" in particles_html(steps[-1])  # the particles' header names the architecture
 
 
 def test_archon_reads_the_architecture_beside_the_model(math_lm):
