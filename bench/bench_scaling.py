@@ -25,6 +25,9 @@ measures pass@1), step reward `arith-step`. For every problem and budget N in --
                                     evaluator: waves of 1, 2, 4, ... samples (N at most) until a complete one has
                                     no wrong step, the weaker half of each wave pruned after 2 steps; `samples`
                                     in the JSON: samples started per problem
+  archon (found at B tokens)        the architecture Archon's search found for tiny-math at budget B
+                                    (assets/tiny-math/archon.json): one run per problem, the same at every N
+                                    (it has its own N), as greedy
   (the two ePF rows run only with --only ePF, to keep --quick under 15 minutes)
   particle-filter, ePF              entropic particle filtering: weights flattened to >= 70% of log N entropy
   particle-filter, ePF+LaM          ... plus look-ahead modulation: each weight also reflects the reward of one
@@ -212,6 +215,7 @@ def math_rows(lm, problems, budgets, max_new_tokens, seed, log, only=()) -> list
     searches = [(name, extra) for name, extra in SEARCHES
                 if any(word in name for word in only) or (not only and name not in ON_REQUEST)]
     tally, top = Tally(), max(budgets)
+    archon = archon_row(lm, only)
     for k, problem in enumerate(problems):
         prompt, ref = math_tasks.prompt(problem.question), str(problem.answer)
         tally.group = DIFFICULTY_BINS.get(problem.difficulty, str(problem.difficulty))
@@ -248,10 +252,29 @@ def math_rows(lm, problems, budgets, max_new_tokens, seed, log, only=()) -> list
                 adaptive = trace.finish.extra.get("adaptive")
                 tally.add(name, n, correct(trace.finish.extra["answer"], ref), stats(trace)["tokens_spent"],
                           adaptive["samples"] if adaptive else None)
+        if archon:  # the found architecture has its own N: one run, the same at every N (as greedy)
+            from decoding.scaling.archon_search import tokens_of
+
+            trace = run_to_trace(lm, prompt, strategy="archon", params={"config": "found"}, **run)
+            for n in budgets:
+                tally.add(archon, n, correct(trace.finish.extra["answer"], ref), tokens_of(trace))
         tally.count += 1
         log(f"problem {k + 1}/{len(problems)} ({time.process_time() - t0:.0f} s CPU): solved at N={top}: "
             + ", ".join(f"{m} {tally.solved[(m, top)]}" for m in METHODS if (m, top) in tally.solved))
     return tally.rows(), tally.by_group()
+
+
+def archon_row(lm, only=()) -> str | None:
+    """The archon row's name, "archon (found at B tokens)", when the model has Archon's archon.json (and `only`
+    names none or archon); else None."""
+    from decoding.models import file_beside
+    from decoding.scaling.archon_space import ARCHON_FILE
+
+    path = file_beside(lm.loaded, ARCHON_FILE)
+    if path is None or not path.exists():
+        return None
+    name = f"archon (found at {json.loads(path.read_text())['budget']:g} tokens)"
+    return name if not only or any(word in name for word in only) else None
 
 
 SWEEP = ((0.5, 1.0), (0.7, 1.0), (1.0, 1.0), (1.3, 1.0), (0.7, 0.9), (1.0, 0.9))  # (temperature, top_p)

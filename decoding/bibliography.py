@@ -164,6 +164,12 @@ MAHESWARAN_2025 = Paper("Arbitrage: Efficient Reasoning via Advantage-Aware Spec
                         arxiv="2512.05033",
                         note="cited for context; the router is not implemented: the project has only the "
                              "fixed-threshold step gate Arbitrage replaces, not its advantage-aware router or its oracle")
+SAAD_FALCON_2024 = Paper("Archon: An Architecture Search Framework for Inference-Time Techniques", "Saad-Falcon et al.",
+                         2024, arxiv="2409.15254",
+                         venue="ICML 2025 (PMLR 267, as \"An Architecture Search Framework for Inference-Time Techniques\")",
+                         note="its search (ITAS: Bayesian optimisation over layers of techniques, configurations over a "
+                              "budget left out) over compositions of the lab's own strategies, the budget being tokens "
+                              "measured on validation problems; no LLM fuser, critic or ranker model")
 COBBE_2021 = Paper("Training Verifiers to Solve Math Word Problems", "Cobbe et al.", 2021, arxiv="2110.14168",
                    note="outcome reward on the final answer; GSM8K's answer form")
 RIZVI_2025 = Paper("SPARE: Single-Pass Annotation with Reference-Guided Evaluation for Automatic Process Supervision "

@@ -53,6 +53,14 @@ class _Speculation(TypedDict, total=False):
     draft_calls: Count
 
 
+class _Archon(TypedDict, total=False):  # strategy archon: the architecture it runs
+    config: str
+    key: str
+    strategy: str
+    params: dict
+    layers: list[dict]
+
+
 class _Trained(TypedDict, total=False):  # a model card's held-out figures (LUD, HAMburger, FTP)
     val_loss: float | None
     val_loss_tiny_ar: float | None
@@ -122,6 +130,7 @@ KEYS: dict[str, dict] = {
     "particles": {
         "ess_threshold": Unit | None, "round": Count, "kept_steps": Count, "bad_step": Count | None,
         "expanded": _Expanded, "nodes": list[_SearchNode], "frontier": Count, "speculation": _Speculation,
+        "archon": _Archon,
     },
     "diffusion_step": {
         "block_length": Positive, "threshold": float, "rejected": list[Count], "predicted_final": list[Count],

@@ -361,6 +361,12 @@ def _search_note(extra: dict) -> str:
     return ""
 
 
+def _archon_note(extra: dict) -> str:
+    """Strategy archon: the architecture it runs (its search-space key)."""
+    arch = extra.get("archon")
+    return f' · archon ({arch.get("config")}): {arch.get("key") or arch.get("strategy")}' if isinstance(arch, dict) else ""
+
+
 def _speculation_badge(sp: dict | None, slot: int) -> str:
     """Step speculation: whether this slot's step is the drafter's (kept) or the policy's (the refused
     draft and its reward on hover)."""
@@ -406,7 +412,7 @@ def particles_html(step: ParticleStep | None, chosen: int | None = None) -> str:
     n = len(step.particles)
     head = esc(f'step {step.step} · {step.method} · ESS {step.ess:.2f} of {n}'
                + (f' · resampled: {len(kept)} of {n} slots continue' if step.resampled else "")
-               + _search_note(step.extra or {}))
+               + _search_note(step.extra or {}) + _archon_note(step.extra or {}))
     return (f'<div class="dl-particles"><style>{_CSS}</style><div class="dl-head">{head}</div>'
             f'<div class="grid">{"".join(cards)}</div></div>')
 

@@ -7,6 +7,8 @@
     specreason.py      step-level speculation: a drafter writes each step, the reward keeps it or the policy rewrites it
     adaptive.py        adaptive compute: waves of samples the policy's own self-evaluation token stops and prunes
                        (strategy adaptive, reward self-eval)
+    archon.py          Archon: the space of compositions of these methods, and strategy archon (runs a found one)
+    archon_search.py   Archon's search (ITAS): Bayesian optimisation under a token budget (python -m decoding.scaling.archon)
     particles.py       weights, ESS, resampling, lineage (pure functions)
     particle_batch.py  N particles as rows of one batched KV cache
     rewards.py         programmatic rewards: step checkers (arithmetic, last digit only, reference-guided

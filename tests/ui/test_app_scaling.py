@@ -342,6 +342,7 @@ def test_the_tiny_math_presets_do_what_their_notes_say(name, answer, right, resa
     ("38-first-finish", "608", "498"),  # the note: the first slot (a tie at 111 tokens) says 608, best-of-n 498
     ("39-reward-beam", "451", "451"),  # the note: the beam ends at 451
     ("40-softmax-selection", "451", "451"),  # the note: the draw at T = 1 lands on 451 (the comparison shares the fields)
+    ("42-archon-found-architecture", "45", "162"),  # the note: A* with spare ends on 45; best-of-7 at the budget 162
 ])
 def test_the_refine_and_reward_hacking_presets_do_what_their_notes_say(name, answer, compared):
     preset = cb.preset_chosen(name)
