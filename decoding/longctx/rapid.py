@@ -51,7 +51,7 @@ class RapidParams(Params):
                              help="The RAG drafter: a causal model sharing the target's tokenizer; empty = the target "
                                   "itself (RAPID's self-speculation).")
     top_k: int = param(4, low=1, high=64, help="Chunks of the context the drafter reads.")
-    chunk_tokens: int = param(128, low=16, high=1024,
+    chunk_tokens: int = param(128, low=16, high=1024, ui_high=512,
                               help="Tokens per chunk of the context (whole lines where they fit).")
     target: str = param("exact", choices=TARGETS,
                         help="exact: verify against the target's own distribution (lossless); augmented: RAPID's "

@@ -89,7 +89,7 @@ def independent_samples(ctx: RunContext, params: ScalingParams, outcome: Outcome
 
 @register_strategy("best-of-n", params=BestOfNParams, family="scaling", uses_seed=True,
                    help="N samples as one batch; the one the reward scores highest wins",
-                   papers=(bib.BROWN_2024, bib.BALASHANKAR_2025, bib.HALDER_2025))
+                   papers=(bib.BROWN_2024, bib.BALASHANKAR_2025, bib.HALDER_2025, bib.LIU_CHAO_2025))
 def best_of_n(ctx: RunContext, params: BestOfNParams, outcome: Outcome) -> Iterator[Event]:
     run = yield from independent_samples(ctx, params, outcome, "best-of-n")
     scores = torch.tensor([run.score_of(i) for i in range(params.n)], dtype=torch.float64)

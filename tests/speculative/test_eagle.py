@@ -95,9 +95,11 @@ def test_cached_drafting_equals_a_full_recomputation(tiny_lm, tiny_head):
     assert len(drafts) >= 3
     for context, draft, drafter in drafts[1:]:
         root, child = reference_logits(tiny_lm, drafter.head, drafter.lm_rows, context, draft.tree.tokens[0])
+        # bfloat16 rows (CPUs with native bf16) round inputs that differ by float32 noise apart by up to ~1e-3
+        atol = 2e-3 if drafter.lm_rows.dtype == torch.bfloat16 else 1e-4
         for q, ref in ((draft.q_dists[-1], root), (draft.q_dists[0], child)):
             ref = torch.softmax(ref, -1)
-            assert torch.allclose(q, ref, atol=1e-4), (len(context), (q - ref).abs().max())
+            assert torch.allclose(q, ref, atol=atol), (len(context), (q - ref).abs().max())
 
 
 def test_a_draft_is_over_the_draft_vocabulary_only(tiny_lm, tiny_head):
