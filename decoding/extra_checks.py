@@ -53,6 +53,24 @@ class _Speculation(TypedDict, total=False):
     draft_calls: Count
 
 
+class _Feedback(TypedDict, total=False):  # refine: the review of the best solution so far, fed to the next round
+    mode: str
+    from_round: Count
+    score: float
+    kept_steps: Count
+    bad_step: Count | None
+    bad_text: str
+    verdict: str
+    correction: str | None
+
+
+class _Round(TypedDict, total=False):  # refine: one round's best so far and the feedback it was given
+    round: Count
+    best_score: float
+    best_answer: str | None
+    feedback: _Feedback
+
+
 class _Trained(TypedDict, total=False):  # a model card's held-out figures (LUD, HAMburger, FTP)
     val_loss: float | None
     val_loss_tiny_ar: float | None
@@ -122,13 +140,14 @@ KEYS: dict[str, dict] = {
     "particles": {
         "ess_threshold": Unit | None, "round": Count, "kept_steps": Count, "bad_step": Count | None,
         "expanded": _Expanded, "nodes": list[_SearchNode], "frontier": Count, "speculation": _Speculation,
+        "feedback": _Feedback,
     },
     "diffusion_step": {
         "block_length": Positive, "threshold": float, "rejected": list[Count], "predicted_final": list[Count],
         "filter_p": list[Unit | None], "anchors": list[Count], "steps_advanced": Count, "draft_steps": Count,
     },
     "finish": {"method": str, "chosen": Count, "answer": str | None, "rule": str, "votes": dict,
-               "particles": list[_Chosen], "canvas": list[Annotated[int, Range(-1)]]},
+               "particles": list[_Chosen], "canvas": list[Annotated[int, Range(-1)]], "rounds": list[_Round]},
 }
 
 
