@@ -13,9 +13,7 @@ measures pass@1), step reward `arith-step`. For every problem and budget N in --
   a-star          A*-decoding: N candidate steps per expansion, at most 16 expansions
   refine          review, refine, repeat (IAD): N samples, the best so far reviewed; its verified steps and the
                   checker's correction of its first bad step are forced into the next round; 3 rounds
-  (the two refine controls run only with --only refine, as the ePF rows)
-  refine, prefix only   ... the verified steps only, the bad step sampled again (the earlier refine)
-  refine, no feedback   ... each round samples afresh from the prompt (diversity only: sequential best-of-N)
+                  (bench/bench_refine.py compares its feedback modes)
   best-of-n, judge T=0.1 (R)        one of the same N samples drawn from softmax(score under R / 0.1): the
                                     expected accuracy of selection by a judge at a temperature (R: arith-step,
                                     or the misspecified arith-lastdigit)
@@ -124,18 +122,16 @@ def accuracy_rows(lm, tasks, budgets, max_new_tokens, seed, log) -> list[dict]:
 
 
 METHODS = ("greedy", "best-of-n", "majority-vote", "weighted-vote", "oracle pass@N", "reward-beam",
-           "particle-filter", "a-star", "refine", "refine, prefix only", "refine, no feedback", "particle-filter, spare",
-           "particle-filter, arith-lastdigit", "particle-filter, probe", "particle-filter, ePF", "particle-filter, ePF+LaM")
+           "particle-filter", "a-star", "refine", "particle-filter, spare", "particle-filter, arith-lastdigit",
+           "particle-filter, probe", "particle-filter, ePF", "particle-filter, ePF+LaM")
 SEARCHES = (("reward-beam", {}), ("particle-filter", {}), ("a-star", {"max_expansions": 16}), ("refine", {"rounds": 3}),
-            ("refine, prefix only", {"rounds": 3, "feedback": "prefix"}),
-            ("refine, no feedback", {"rounds": 3, "feedback": "none"}),
             ("particle-filter, spare", {"reward": "spare"}),
             ("particle-filter, arith-lastdigit", {"reward": "arith-lastdigit"}),
             ("particle-filter, probe", {"reward": "probe"}),
             ("particle-filter, ePF", {"entropic": 0.7}),
             ("particle-filter, ePF+LaM", {"entropic": 0.7, "lookahead": 1.0}))  # one run per budget each
-ON_REQUEST = {"particle-filter, ePF", "particle-filter, ePF+LaM",  # run only when --only names them (they would
-              "refine, prefix only", "refine, no feedback"}  # take --quick past its 15 minutes; the shipped JSON has them)
+ON_REQUEST = {"particle-filter, ePF", "particle-filter, ePF+LaM"}  # run only when --only names them (they would
+#                                                     take --quick past its 15 minutes; the shipped JSON has them)
 MATH = {"reward": "arith-step", "temperature": 1.0, "top_p": 1.0, "max_step_tokens": 40}
 
 

@@ -62,6 +62,7 @@ class _Feedback(TypedDict, total=False):  # refine: the review of the best solut
     bad_text: str
     verdict: str
     correction: str | None
+    correction_tokens: Count
 
 
 class _Round(TypedDict, total=False):  # refine: one round's best so far and the feedback it was given
@@ -147,7 +148,8 @@ KEYS: dict[str, dict] = {
         "filter_p": list[Unit | None], "anchors": list[Count], "steps_advanced": Count, "draft_steps": Count,
     },
     "finish": {"method": str, "chosen": Count, "answer": str | None, "rule": str, "votes": dict,
-               "particles": list[_Chosen], "canvas": list[Annotated[int, Range(-1)]], "rounds": list[_Round]},
+               "particles": list[_Chosen], "canvas": list[Annotated[int, Range(-1)]], "rounds": list[_Round],
+               "forced_tokens": Count},
 }
 
 

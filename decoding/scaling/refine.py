@@ -42,8 +42,9 @@ complete with no bad step.
 Each round's steps stream as ParticleStep events with `extra` {"round", "kept_steps" (steps the
 round continues, a forced correction included), "bad_step" (the step rewritten, 0-based), and from
 round 2 on "feedback": {"mode", "from_round", "score", "kept_steps", "bad_step", "bad_text",
-"verdict" (the reward's detail on the bad step), "correction" (the forced step, or None)}}; the
-final record's `rounds` lists every round's best score and answer and the feedback it gave.
+"verdict" (the reward's detail on the bad step), "correction" (the forced step, or None),
+"correction_tokens"}}; the final record's `rounds` lists every round's best score and answer and the
+feedback it was given, and `forced_tokens` counts the tokens forced in all (prefilled, never sampled).
 """
 
 from __future__ import annotations
@@ -154,7 +155,7 @@ def review(run: ScalingRun, best: Particle, bad: int | None, mode: str, from_rou
         prefix.steps.append(fixed)
         prefix.step_lengths.append(len(ids))
         prefix.rewards.append(run.reward.score(run.ctx.prompt, _visible(prefix.steps), False).value)
-        record["correction"] = fixed
+        record["correction"], record["correction_tokens"] = fixed, len(ids)
     return prefix, record
 
 
@@ -204,6 +205,7 @@ def refine(ctx: RunContext, params: RefineParams, outcome: Outcome) -> Iterator[
     run.finish(outcome, 0, score_weights(run),
                rule="best solution over all rounds (complete first, then the highest score)")
     outcome.extra["rounds"] = rounds
+    outcome.extra["forced_tokens"] = sum(r["feedback"].get("correction_tokens", 0) for r in rounds if "feedback" in r)
 
 
 def _ended(run: ScalingRun, p: Particle) -> bool:
