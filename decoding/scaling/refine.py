@@ -37,7 +37,7 @@ over all rounds so far (complete solutions first, then the highest score) is the
 a round that made things worse is ignored and the next round refines the earlier best (ties in
 score go to the solution whose first bad step comes later: it got further); the final answer is the
 best over all rounds. It stops after `rounds` rounds, or early once the best is
-complete with no bad step.
+complete with no bad step (or what a next round would be given fills the token cap).
 
 Each round's steps stream as ParticleStep events with `extra` {"round", "kept_steps" (steps the
 round continues, a forced correction included), "bad_step" (the step rewritten, 0-based), and from
@@ -200,6 +200,8 @@ def refine(ctx: RunContext, params: RefineParams, outcome: Outcome) -> Iterator[
         if bad is None and _ended(run, best):
             break  # complete and every step passes: nothing to refine
         prefix, record = review(run, best, bad, params.feedback, round_ + 1)
+        if len(prefix.token_ids) >= ctx.max_new_tokens:
+            break  # the kept (and forced) tokens fill the token cap: a next round could write nothing
     ranked = sorted(range(len(seen)), key=lambda i: _rank(run, seen[i], i))[: params.n]
     run.particles = [seen[i] for i in ranked] or run.particles  # the best first, then the runners-up
     run.finish(outcome, 0, score_weights(run),
