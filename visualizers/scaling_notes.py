@@ -87,12 +87,16 @@ def allocation_html(extra: dict | None) -> str:
     if not isinstance(alloc, dict):
         return ""
     probe = alloc.get("probe") or {}
-    if alloc.get("phase") == "probe":
+    if "difficulty" not in alloc and alloc.get("phase") != "probe":  # allocation=uniform: no probe, one option
+        head = (f"<b>uniform allocation</b>: {esc(alloc.get('choice'))} for every prompt, the single option the fit "
+                f"found best at budget level N = {esc(alloc.get('level'))}")
+    elif alloc.get("phase") == "probe":
         head = (f"<b>estimating the difficulty</b>: {esc(probe.get('n'))} probe samples; the allocation is chosen "
                 "from their checks and agreement when they finish")
     else:
+        pool = " · the pool: the new samples and the probes, chosen together" if alloc.get("phase") == "pool" else ""
         head = (f"<b>estimated difficulty {esc(_num(alloc.get('difficulty')))}</b> ({esc(probe.get('passed'))} of "
                 f"{esc(probe.get('n'))} probe samples pass every check, {esc(probe.get('agree'))} agree on the "
                 f"answer) → bin <b>{esc(alloc.get('bin'))}</b> → <b>{esc(alloc.get('choice'))}</b> "
-                f"(budget level N = {esc(alloc.get('level'))}; table fitted on the val split)")
+                f"(budget level N = {esc(alloc.get('level'))}; {esc(alloc.get('fitted', 'the fitted table'))}){pool}")
     return f'<style>{_CSS}</style><div class="dl-feedback dl-allocation">{head}</div>'
