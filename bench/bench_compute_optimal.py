@@ -110,6 +110,15 @@ def interpolate(curve: list[tuple[float, float]], tokens: float) -> float | None
     return None
 
 
+def paired(a: list[tuple], b: list[tuple]) -> dict:
+    """Accuracy difference a - b over the same problems, with its standard error (sd of the per-problem
+    differences / sqrt(n)), and the problems only one of them solved."""
+    diffs = [float(x[0]) - float(y[0]) for x, y in zip(a, b)]
+    se = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else None
+    return {"diff": round(statistics.mean(diffs), 4), "se": None if se is None else round(se, 4),
+            "only_a": sum(d > 0 for d in diffs), "only_b": sum(d < 0 for d in diffs)}
+
+
 def evaluate(lm, args, log) -> dict:
     if args.table:  # the strategy reads its table from here for this process
         compute_optimal.TABLE_PATH = Path(args.table)
@@ -147,9 +156,12 @@ def evaluate(lm, args, log) -> dict:
         per, uni, bon = (summary[f"compute-optimal per-prompt N={level}"], summary[f"compute-optimal uniform N={level}"],
                          summary[f"best-of-n N={level}"])
         at = interpolate(curve, per["tokens_mean"])
+        mine = rows[f"compute-optimal per-prompt N={level}"]
         side.append({"level": int(level), "per_prompt": per, "uniform_best_option": uni, "uniform_best_of_n": bon,
                      "uniform_option": option_label(table["levels"][level]["uniform"]),
-                     "best_of_n_at_equal_tokens": None if at is None else round(at, 4)})
+                     "best_of_n_at_equal_tokens": None if at is None else round(at, 4),
+                     "paired": {name: paired(mine, rows[key]) for name, key in (
+                         ("vs_best_of_n", f"best-of-n N={level}"), ("vs_uniform_option", f"compute-optimal uniform N={level}"))}})
     by_bin = {level: {name: {"count": c["count"], "accuracy": round(c["solved"] / c["count"], 4),
                              "mean_steps": round(statistics.mean(c["steps"]), 2), "choices": c["choices"]}
                       for name, c in cells.items()} for level, cells in bins.items()}
@@ -166,9 +178,17 @@ def print_eval(result: dict) -> None:
         at = row["best_of_n_at_equal_tokens"]
         print(f"N={row['level']:<5}{cell(row['per_prompt']):<26}{cell(row['uniform_best_of_n']):<26}"
               f"{(cell(row['uniform_best_option']) + ' ' + row['uniform_option']):<44}{'–' if at is None else f'{at:.1%}'}")
+    for row in result["side_by_side"]:
+        print(f"N={row['level']}: per-prompt minus best-of-N " + _paired(row["paired"]["vs_best_of_n"])
+              + "; minus the uniform best option " + _paired(row["paired"]["vs_uniform_option"]))
     for level, cells in result["by_bin"].items():
         print(f"N={level} bins: " + "; ".join(f"{name}: {c['count']} problems, {c['accuracy']:.0%} right, mean steps "
                                              f"{c['mean_steps']}, ran {c['choices']}" for name, c in cells.items()))
+
+
+def _paired(p: dict) -> str:
+    se = "" if p["se"] is None else f" ± {p['se']:.1%}"
+    return f"{p['diff']:+.1%}{se} (solved by one only: {p['only_a']} / {p['only_b']})"
 
 
 def print_fit(table: dict) -> None:

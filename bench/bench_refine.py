@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from bench_compute_optimal import correct, interpolate, problems
+from bench_compute_optimal import correct, interpolate, paired, problems
 from decoding import run_to_trace
 from decoding.events import stats
 from decoding.lm import LM
@@ -89,6 +89,11 @@ def main() -> None:
             if name.startswith("refine"):
                 at = interpolate(curve, row["tokens_mean"])
                 row["best_of_n_at_equal_tokens"] = None if at is None else round(at, 4)
+    for reward in REWARDS:  # the same problems, paired: feedback against its controls
+        for n in SIZES:
+            mine = cells[(reward, f"refine correction N={n}")]
+            rows[reward][f"refine correction N={n}"]["paired"] = {
+                f"vs_{mode}": paired(mine, cells[(reward, f"refine {mode} N={n}")]) for mode in MODES[1:]}
     result = {"problems": "tiny-math held-out test split", "tasks": len(chosen), "first_task": args.first_task,
               "rounds": args.rounds, "seed": args.seed, "sampling": SAMPLING, "rows": rows,
               "cpu_s": round(time.process_time() - t0, 1)}
@@ -103,6 +108,9 @@ def main() -> None:
             print(f"  {name:<24}{row['accuracy']:>7.1%}  ({row['tokens_mean']:.0f} / {row['tokens_median']:.0f}; "
                   f"{row['forced_tokens_mean']:.1f}; {row['rounds_mean']:.2f})"
                   + ("" if at is None else f"  best-of-N at equal tokens {at:.1%}"))
+            for versus, p in row.get("paired", {}).items():
+                print(f"      minus {versus[3:]}: {p['diff']:+.1%} ± {p['se'] or 0:.1%} (solved by one only: "
+                      f"{p['only_a']} / {p['only_b']})")
 
 
 if __name__ == "__main__":

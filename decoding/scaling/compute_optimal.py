@@ -136,8 +136,8 @@ def _tagged(events, alloc: dict, step0: int, tokens0: int, counter: list):
 
 @register_strategy("compute-optimal", params=ComputeOptimalParams, family="scaling", uses_seed=True,
                    help="compute-optimal scaling per prompt (Snell et al.): a few probe samples estimate the "
-                        "difficulty; the bin's method and budget, fitted on val, are run; same mean tokens as "
-                        "best-of-N at N", papers=(bib.SNELL_2024,))
+                        "difficulty; the bin's method and budget, fitted on val, are run; on val at most the mean "
+                        "tokens of best-of-N at N", papers=(bib.SNELL_2024,))
 def compute_optimal(ctx: RunContext, params: ComputeOptimalParams, outcome: Outcome) -> Iterator[Event]:
     table = load_table()
     level = table["levels"][str(params.n)]
