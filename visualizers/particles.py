@@ -458,7 +458,8 @@ def choice_html(finish_extra: dict | None) -> str:
     return (f'<div class="dl-choice"><style>{css}</style><div>{esc(method)}: '
             f'<span class="ans">{shown}</span></div><div class="rule">rule: {esc(rule)}</div>'
             f'<div class="who">chosen particle: {who}</div>'
-            + (f'<div class="votes">{bars}</div>' if votes else "") + rounds_html(finish_extra.get("rounds")) + "</div>")
+            + (f'<div class="votes">{bars}</div>' if votes else "")
+            + rounds_html(finish_extra.get("rounds")) + allocation_html(finish_extra) + "</div>")
 
 
 def budget_figure(rows: list[dict], x: str = "budget") -> go.Figure:

@@ -169,7 +169,7 @@ def compute_optimal(ctx: RunContext, params: ComputeOptimalParams, outcome: Outc
         _relabel(outcome, alloc)
         return
     if option["method"] in POOLED and option["n"] <= k:  # the probes are the answer: nothing more is spent
-        _choose(probe, outcome, option["method"], alloc)
+        _choose(probe, outcome, option["method"])
     elif option["method"] in POOLED:
         more = _params_for(params, option["method"], option["n"] - k)
         steps0, tokens0 = counter
@@ -180,7 +180,7 @@ def compute_optimal(ctx: RunContext, params: ComputeOptimalParams, outcome: Outc
         pool = alloc | {"phase": "pool"}
         event = run.event(weights, identity_ancestors(len(run.particles)), False, weights, set(), {"allocation": pool})
         yield dataclasses.replace(event, step=counter[0], tokens_spent=event.tokens_spent + tokens0)
-        _choose(run, outcome, option["method"], alloc)
+        _choose(run, outcome, option["method"])
     else:
         sub = get_strategy(option["method"])
         yield from _tagged(sub.fn(ctx, _params_for(params, option["method"], option["n"], option.get("params")),
@@ -197,7 +197,7 @@ def _choice(option: dict, k: int) -> str:
     return f"{option_label(option)}: the {k} probes and {option['n'] - k} more"
 
 
-def _choose(run: ScalingRun, outcome: Outcome, method: str, alloc: dict) -> None:
+def _choose(run: ScalingRun, outcome: Outcome, method: str) -> None:
     """Best-of-N's or majority vote's choice over the run's particles (the probes among them)."""
     scores = [run.score_of(i) for i in range(len(run.particles))]
     if method == "majority-vote":

@@ -114,6 +114,11 @@ def test_an_easy_prompt_stops_at_the_probe(tmp_path, monkeypatch):
     assert alloc["choice"] == "best-of-n N=2: the probes only, nothing more spent"
     assert {s.extra["allocation"]["phase"] for s in trace.of_kind("particles")} == {"probe"}
     assert trace.finish.extra["answer"] == TASKS["m0"]["answer"]
+    from visualizers.particles import choice_html, particles_html
+
+    assert "estimating the difficulty" in particles_html(trace.of_kind("particles")[-1])  # the probe under way
+    decided = choice_html(trace.finish.extra)  # the decision, with the final choice
+    assert "estimated difficulty 0" in decided and "bin <b>easy</b>" in decided and "the probes only" in decided
 
 
 def test_uniform_runs_the_tables_single_option_without_a_probe(tmp_path, monkeypatch):
@@ -123,6 +128,9 @@ def test_uniform_runs_the_tables_single_option_without_a_probe(tmp_path, monkeyp
     trace = run("m6", allocation="uniform")
     assert {s.method for s in trace.of_kind("particles")} == {"refine"}
     assert trace.finish.extra["allocation"]["bin"] == "all (uniform)"
+    from visualizers.particles import choice_html
+
+    assert "<b>uniform allocation</b>: refine N=1 (rounds=2) for every prompt" in choice_html(trace.finish.extra)
 
 
 def test_the_budget_level_must_be_one_of_the_tables(tmp_path, monkeypatch):
