@@ -2,9 +2,9 @@
 
 Three commands (tiny-math, temperature 1, top_p 1, reward arith-step, 160 tokens per solution, seed 0 + problem):
 
-    python bench/bench_compute_optimal.py collect --split val --tasks 200 --out /tmp/co/val.jsonl   # ~40 CPU min
+    python bench/bench_compute_optimal.py collect --split val --tasks 200 --out /tmp/co/val.jsonl   # 613 s CPU
     python bench/bench_compute_optimal.py fit --records /tmp/co/val.jsonl --write assets/tiny-math/compute_optimal.json
-    python bench/bench_compute_optimal.py eval --tasks 100 --json          # held-out test split (~25 CPU min)
+    python bench/bench_compute_optimal.py eval --tasks 100 --levels 2,4,8,16 --json   # test split (338 s CPU)
     python bench/bench_compute_optimal.py eval --quick --json              # 40 test problems
 
 collect: for each problem of the split, 16 independent samples (the probes are their first k, best-of-N and

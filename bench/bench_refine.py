@@ -9,7 +9,7 @@ the reference from the question, so its correction is the reference's step); and
 N = 1..16 from one run of 16 samples, read at the refine runs' mean tokens (linear in log tokens: equal compute).
 Tokens: generated tokens per problem (prompt and forced corrections excluded; the forced ones are counted apart).
 
-    python bench/bench_refine.py --json              # 100 problems (~25 CPU minutes on one thread)
+    python bench/bench_refine.py --json              # 100 problems (423 s CPU on one thread)
     python bench/bench_refine.py --quick --json      # 40 problems
 """
 

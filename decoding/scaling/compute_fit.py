@@ -31,7 +31,7 @@ OPTIONS = ([{"method": "best-of-n", "n": n} for n in (1, 2, 4, 8, 16)]
            + [{"method": "refine", "n": n, "params": {"rounds": 3}} for n in (1, 2, 4)])
 RUN_OPTIONS = [o for o in OPTIONS if o["method"] not in POOLED]  # each run on its own per problem
 PROBES = (1, 2, 4)
-LEVELS = (2, 4, 8, 16)
+LEVELS = (1, 2, 4, 8, 16)  # at 1 nothing can move: the probe is the whole budget
 
 
 def pooled_correct(samples: list[dict], method: str) -> bool:

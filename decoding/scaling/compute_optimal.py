@@ -78,7 +78,7 @@ def _read_table(path: Path) -> dict:
 class ComputeOptimalParams(ScalingParams):
     n: int = param(4, low=1, high=64, ui_high=16, label="budget level N",
                    help="compute-optimal: the budget level: on average as many tokens as best-of-N at this N (a level "
-                        "of the fitted table: 2, 4, 8 or 16).")
+                        "of the fitted table: 1, 2, 4, 8 or 16).")
     allocation: str = param("per-prompt", choices=("per-prompt", "uniform"),
                             help="compute-optimal: per-prompt (probe, estimate the difficulty, run the bin's option) "
                                  "or uniform (the one option the fit found best for every prompt at this level).")

@@ -143,7 +143,7 @@ def test_the_budget_level_must_be_one_of_the_tables(tmp_path, monkeypatch):
 @pytest.mark.fast("names tiny-math, loads no model")
 def test_the_shipped_table_fits_every_level_within_its_budget():
     table = co.load_table()
-    assert table["model"] == "tiny-math" and table["split"] == "val" and set(table["levels"]) == {"2", "4", "8", "16"}
+    assert table["model"] == "tiny-math" and table["split"] == "val" and set(table["levels"]) == {"1", "2", "4", "8", "16"}
     for level in table["levels"].values():
         assert level["val_tokens"] <= level["budget_tokens"] + 1e-6
         assert set(level["allocation"]) == {b["name"] for b in level["bins"]}
