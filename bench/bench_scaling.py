@@ -11,7 +11,11 @@ measures pass@1), step reward `arith-step`. For every problem and budget N in --
   reward-beam     beam search over steps with the arith-step reward (beam_width 2; 1 at N = 1)
   particle-filter Puri et al. with the arith-step reward, multinomial resampling every step
   a-star          A*-decoding: N candidate steps per expansion, at most 16 expansions
-  refine          review, refine, repeat: N samples, rewrite the best from its first bad step, 3 rounds
+  refine          review, refine, repeat (IAD): N samples, the best so far reviewed; its verified steps and the
+                  checker's correction of its first bad step are forced into the next round; 3 rounds
+                  (bench/bench_refine.py compares its feedback modes)
+  compute-optimal per prompt (Snell et al.): a probe estimates the difficulty, the table fitted on val runs the
+                  bin's method; N is the budget level (bench/bench_compute_optimal.py compares it with uniform)
   best-of-n, judge T=0.1 (R)        one of the same N samples drawn from softmax(score under R / 0.1): the
                                     expected accuracy of selection by a judge at a temperature (R: arith-step,
                                     or the misspecified arith-lastdigit)
@@ -129,10 +133,11 @@ def accuracy_rows(lm, tasks, budgets, max_new_tokens, seed, log) -> list[dict]:
 
 
 METHODS = ("greedy", "best-of-n", "majority-vote", "weighted-vote", "oracle pass@N", "reward-beam",
-           "particle-filter", "a-star", "refine", "particle-filter, spare", "particle-filter, arith-lastdigit",
-           "particle-filter, probe", "particle-filter, ePF", "particle-filter, ePF+LaM",
+           "particle-filter", "a-star", "refine", "compute-optimal", "particle-filter, spare",
+           "particle-filter, arith-lastdigit", "particle-filter, probe", "particle-filter, ePF", "particle-filter, ePF+LaM",
            "majority-vote, shortest half", "adaptive, arith-step")
 SEARCHES = (("reward-beam", {}), ("particle-filter", {}), ("a-star", {"max_expansions": 16}), ("refine", {"rounds": 3}),
+            ("compute-optimal", {}),
             ("particle-filter, spare", {"reward": "spare"}),
             ("particle-filter, arith-lastdigit", {"reward": "arith-lastdigit"}),
             ("particle-filter, probe", {"reward": "probe"}),

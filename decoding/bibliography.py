@@ -155,7 +155,13 @@ CHATZIVEROGLOU_2025 = Paper("A*-Decoding: Token-Efficient Inference Scaling", "C
                                                      "steps is the project's own variant (the paper's path cost g "
                                                      "could not be read)")
 MADAAN_2023 = Paper("Self-Refine: Iterative Refinement with Self-Feedback", "Madaan et al.", 2023, arxiv="2303.17651",
-                    note="in its spirit: the critique is replaced by the step reward")
+                    note="refine's feedback=prefix, in its spirit: the critique is replaced by the step reward")
+CHAKRABORTY_2025 = Paper("Review, Refine, Repeat: Understanding Iterative Decoding of AI Agents with Dynamic Evaluation "
+                         "and Selection", "Chakraborty et al.", 2025, arxiv="2504.01931",
+                         note="Iterative Agent Decoding (v4 retitled \"On the Role of Feedback in Test-Time Scaling of "
+                              "Agentic AI Workflows\"); only the abstract and summaries were read: tiny-math cannot read "
+                              "a textual critique, so the verdict goes back as forced tokens (the verified steps and the "
+                              "checker's corrected step); selection: the best over all rounds")
 PAN_2025 = Paper("SpecReason: Fast and Accurate Inference-Time Compute via Speculative Reasoning", "Pan et al.", 2025,
                  arxiv="2504.07891", venue="NeurIPS 2025",
                  note="the step gate: a drafted step is kept when the step reward reaches a fixed `accept` (SpecReason's "

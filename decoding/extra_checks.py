@@ -4,7 +4,8 @@ An event's `extra` is the strategy's own record (a JSON object the schema only c
 views walk some of it: A*'s search tree (`ParticleStep.extra["expanded"]`, `["nodes"]`), momentum's
 `alpha` and loop depth, AdaDec's pauses, superposed decoding's drafts, exact-extract's span record,
 DEER's `diffusion_block`, RASD's `sources`, SpecMemo's `memory`, LUD's units, HAMburger's slots, FTP's
-block decisions, a diffusion sampler's block length and positions, the scaling
+block decisions, a diffusion sampler's block length and positions, refine's feedback and rounds,
+compute-optimal's allocation, the scaling
 methods' final choice. A shared trace could make any of them the wrong type, an index outside its list,
 or a tree whose parent links loop (a 2.7 KB A* trace whose node was its own parent grew the server to
 3 GB: issue 25). Each key a view reads is declared here once, per event kind, with its annotation; a key
@@ -59,6 +60,41 @@ class _Archon(TypedDict, total=False):  # strategy archon: the architecture it r
     strategy: str
     params: dict
     layers: list[dict]
+
+
+class _Feedback(TypedDict, total=False):  # refine: the review of the best solution so far, fed to the next round
+    mode: str
+    from_round: Count
+    score: float
+    kept_steps: Count
+    bad_step: Count | None
+    bad_text: str
+    verdict: str
+    correction: str | None
+    correction_tokens: Count
+
+
+class _Round(TypedDict, total=False):  # refine: one round's best so far and the feedback it was given
+    round: Count
+    best_score: float
+    best_answer: str | None
+    feedback: _Feedback
+
+
+class _Probe(TypedDict, total=False):
+    n: Count
+    passed: Count
+    agree: Count
+
+
+class _Allocation(TypedDict, total=False):  # compute-optimal: the probe, the estimated difficulty, the choice
+    phase: str
+    level: Count
+    probe: _Probe
+    difficulty: Unit
+    bin: str
+    choice: str
+    fitted: str
 
 
 class _Trained(TypedDict, total=False):  # a model card's held-out figures (LUD, HAMburger, FTP)
@@ -131,13 +167,15 @@ KEYS: dict[str, dict] = {
         "ess_threshold": Unit | None, "round": Count, "kept_steps": Count, "bad_step": Count | None,
         "expanded": _Expanded, "nodes": list[_SearchNode], "frontier": Count, "speculation": _Speculation,
         "archon": _Archon,
+        "feedback": _Feedback, "allocation": _Allocation,
     },
     "diffusion_step": {
         "block_length": Positive, "threshold": float, "rejected": list[Count], "predicted_final": list[Count],
         "filter_p": list[Unit | None], "anchors": list[Count], "steps_advanced": Count, "draft_steps": Count,
     },
     "finish": {"method": str, "chosen": Count, "answer": str | None, "rule": str, "votes": dict,
-               "particles": list[_Chosen], "canvas": list[Annotated[int, Range(-1)]]},
+               "particles": list[_Chosen], "canvas": list[Annotated[int, Range(-1)]], "rounds": list[_Round],
+               "forced_tokens": Count, "allocation": _Allocation},
 }
 
 

@@ -44,6 +44,7 @@ SMOKE = [
                               "--set-rounds", "1", "--json"], {"rows", "prompt_set"}),
     ("bench_step_speculation.py", ["--tasks", "1", "--json"], None),
     ("bench_streaming.py", ["--quick", "--json"], {"rows", "clips", "unavailable"}),
+    ("bench_refine.py", ["--tasks", "1", "--rounds", "2", "--json"], {"rows"}),
 ]
 
 
@@ -51,6 +52,7 @@ SMOKED_ELSEWHERE = {  # run on tiny inputs by a test that also checks what they 
     "bench_extract.py": "tests/test_bench_extract.py (--smoke --json)",
     "bench_infalign.py": "tests/scaling/test_infalign.py (--quick --no-model --json; slow: --quick on tiny-math)",
     "bench_judge.py": "tests/scaling/test_judge.py (--from-json on the shipped result; slow: --quick --json on tiny-math)",
+    "bench_compute_optimal.py": "tests/scaling/test_compute_optimal.py (slow: collect, fit and eval on one problem)",
     "bench_draw.py": "tests/visualizers/test_visualizer_bounds.py (--quick --rounds 1 --json)",
     "bench_self_spec.py": "tests/speculative/test_layerskip.py (--rounds 1 --tokens 12 --draft-lengths 2 --json)",
     "bench_startup.py": "tests/ui/test_browser_startup.py (its fresh_cache and start_app: one fresh, one cached start)",

@@ -29,6 +29,7 @@ from decoding.events import ParticleStep
 from visualizers._common import (MARKS, NODES, TEMPLATE, cap, empty_figure, esc, label, note_capped, plotly_safe,
                                  shown_of, table, vlines)
 from visualizers.beams import _hover_text, _lines
+from visualizers.scaling_notes import allocation_html, feedback_html, rounds_html
 
 SLOT_COLORS = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b", "#b279a2", "#ff9da6",
                "#9d755d", "#17becf"]
@@ -413,7 +414,8 @@ def particles_html(step: ParticleStep | None, chosen: int | None = None) -> str:
     head = esc(f'step {step.step} · {step.method} · ESS {step.ess:.2f} of {n}'
                + (f' · resampled: {len(kept)} of {n} slots continue' if step.resampled else "")
                + _search_note(step.extra or {}) + _archon_note(step.extra or {}))
-    return (f'<div class="dl-particles"><style>{_CSS}</style><div class="dl-head">{head}</div>'
+    notes = feedback_html(step.extra) + allocation_html(step.extra)  # refine's feedback, compute-optimal's choice
+    return (f'<div class="dl-particles"><style>{_CSS}</style><div class="dl-head">{head}</div>{notes}'
             f'<div class="grid">{"".join(cards)}</div></div>')
 
 
@@ -462,7 +464,8 @@ def choice_html(finish_extra: dict | None) -> str:
     return (f'<div class="dl-choice"><style>{css}</style><div>{esc(method)}: '
             f'<span class="ans">{shown}</span></div><div class="rule">rule: {esc(rule)}</div>'
             f'<div class="who">chosen particle: {who}</div>'
-            + (f'<div class="votes">{bars}</div>' if votes else "") + "</div>")
+            + (f'<div class="votes">{bars}</div>' if votes else "")
+            + rounds_html(finish_extra.get("rounds")) + allocation_html(finish_extra) + "</div>")
 
 
 def budget_figure(rows: list[dict], x: str = "budget") -> go.Figure:

@@ -57,6 +57,8 @@ REMOTE_REFUSED = {
     "first-finish": "first-finish needs N samples in token lockstep; remote steps end at the step delimiter",
     "refine": "refine restarts its particles from a kept prefix with a batch of its own; not ported to remote "
               "engines yet",
+    "compute-optimal": "compute-optimal hands a prompt to the method its table picks, refine among them; not ported "
+                       "to remote engines yet",
 }
 
 

@@ -12,7 +12,7 @@ import pytest
 
 import gradio as gr
 
-from decoding.events import Trace
+from decoding.events import Trace, stats
 from decoding.presets import find_preset
 from decoding.run import run_to_trace
 from decoding.scaling.math_tasks import make_splits
@@ -336,7 +336,8 @@ def test_the_tiny_math_presets_do_what_their_notes_say(name, answer, right, resa
 
 @pytest.mark.slow  # the real model tiny-math
 @pytest.mark.parametrize("name, answer, compared", [
-    ("36-review-refine-repeat", "91", "81"),  # the note: the rewrite reaches 91, one sample ends at 81
+    ("36-review-refine-repeat", "801", "701"),  # the note: the corrected round reaches 801, one sample ends at 701
+    ("47-compute-optimal-per-prompt", "111", "151"),  # the note: the hard prompt's refine reaches 111, best-of-2 151
     ("37-reward-hacking", "220", "220"),  # the note: a slipped particle keeps its weight (138); the choice is 220
     ("41-step-speculation", "125", "213"),  # the note: drafted and checked 125, tiny-math alone 213 (210 is right)
     ("38-first-finish", "608", "498"),  # the note: the first slot (a tie at 111 tokens) says 608, best-of-n 498
@@ -375,6 +376,11 @@ def test_the_refine_and_reward_hacking_presets_do_what_their_notes_say(name, ans
         spec = trace.finish.extra["speculation"]
         assert (spec["accepted_steps"], spec["rewritten_steps"], spec["policy_calls"]) == (6, 2, 26)
         assert "6 drafted lines are kept and 2 rewritten" in preset["note"] and "26 calls" in preset["note"]
+    if name == "47-compute-optimal-per-prompt":  # the probe slipped: hard, refine N = 2; 324 tokens, best-of-2 204
+        alloc = trace.finish.extra["allocation"]
+        assert (alloc["bin"], alloc["choice"], alloc["probe"]["passed"]) == ("hard", "refine N=2 (rounds=3)", 0)
+        assert stats(trace)["tokens_spent"] == 324 and stats(final["other"])["tokens_spent"] == 204
+        assert "324 tokens" in preset["note"] and "204 tokens" in preset["note"]
     if name == "37-reward-hacking":  # the slipped line the note quotes kept its weight to the end (138)
         slipped = next(p for p in particles if "99 + 158 = 157" in p["text"])
         assert slipped["answer"] == "138" and "138" in preset["note"]
