@@ -57,7 +57,7 @@ def test_fusion_drops_ended_requests_and_takes_new_ones_at_the_next_step(lm):
 
 
 def test_a_static_batch_makes_a_late_request_wait_for_the_batch(lm):
-    reqs = requests(lm, [8, 8, 2], [0.0, 0.0, 0.01])
+    reqs = requests(lm, [96, 96, 2], [0.0, 0.0, 0.01])  # a batch of about 100 steps, far longer than 10 ms
     run = serve(lm, reqs, "static", batch_size=4)
     late = next(s for s in run.served if s.request.id == 2)
     batch_end = max(s.token_times[-1] for s in run.served if s.request.id in (0, 1))
