@@ -1,4 +1,5 @@
-"""Step-level speculation on held-out tiny-math problems: the policy alone vs a drafter writing steps.
+"""Step-level speculation on held-out tiny-math problems: the policy alone vs a drafter writing steps, and
+the gates that decide which steps the policy rewrites (SpecReason's threshold, Arbitrage's router and oracle).
 
 For each problem, interleaved (the order rotates per problem), one solution (N = 1) by:
     policy alone        best-of-n with n = 1: tiny-math samples every step itself
@@ -10,7 +11,21 @@ temperature 1, and `self`: tiny-math drafting for itself, where nothing can be s
 steps kept and of solution tokens written by the drafter, and the CPU-time ratio alone / spec (above 1
 = speculation is faster).
 
+Gates (Maheswaran et al. 2025, "Arbitrage", arXiv 2512.05033), for each drafter in --gate-drafters, each
+gate swept over its own threshold (the same problems, interleaved with the columns above):
+    threshold accept=A  the draft's reward below A: the policy rewrites the step (SpecReason; A = 0 keeps
+                        every draft, A = 1 rewrites every one)
+    router p>R          Arbitrage's router (`decoding.scaling.arbitrage`, trained on validation problems)
+                        says P(the policy's step would score higher) > R: the policy rewrites it
+    oracle margin=M     Arbitrage's oracle: the policy writes every step too, and its step replaces the
+                        draft when its reward is more than M above the draft's (an upper bound)
+Compared at equal policy calls by sweeping, not by matching: each setting is a point (policy calls per
+problem, accuracy), and the "gates" key lists each gate's points in order of calls. The oracle's calls are
+those its choices cost (`routed_policy_calls`: what a router that made them would spend), its calls
+spent (both steps written every time) beside them.
+
     python bench/bench_step_speculation.py [--tasks 40] [--drafters tiny-math-draft,self] [--json]
+    python bench/bench_step_speculation.py --tasks 100 --drafters "" --gate-drafters tiny-math-draft@0,tiny-math-draft --json
 """
 
 from __future__ import annotations
@@ -31,6 +46,7 @@ from decoding.lm import LM
 from decoding.models import load_model
 from decoding.scaling import math_tasks
 from decoding.scaling import rewards as rw
+from decoding.scaling.arbitrage import router_path
 
 COMMON = {"reward": "arith-step", "temperature": 1.0, "top_p": 1.0, "max_step_tokens": 40}
 
@@ -46,6 +62,12 @@ def main() -> None:
     parser.add_argument("--drafters", default="tiny-math-draft@0,tiny-math-draft,self",
                         help="drafters, NAME or NAME@TEMPERATURE (self: the policy drafts for itself)")
     parser.add_argument("--accept", type=float, default=0.5)
+    parser.add_argument("--gate-drafters", default="tiny-math-draft@0",
+                        help="drafters whose gates are swept (NAME@TEMPERATURE; empty: none)")
+    parser.add_argument("--accepts", default="0,0.5,0.7,1", help="threshold gate: the `accept` values swept")
+    parser.add_argument("--router-thresholds", default="0.02,0.1,0.3,0.5,0.7,0.9,0.98",
+                        help="router gate: the `router_threshold` values swept")
+    parser.add_argument("--margins", default="0,0.5", help="oracle gate: the `oracle_margin` values swept")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print only the summary, as one JSON object")
@@ -56,11 +78,23 @@ def main() -> None:
     lm = LM(load_model("tiny-math", progress=None))
     drafters = [d.strip() for d in args.drafters.split(",") if d.strip()]
     columns = {"policy alone": ("best-of-n", {"n": 1})}
-    for d in drafters:  # NAME or NAME@T (the drafter's temperature; default 1)
+
+    def drafting(d: str) -> dict:  # NAME or NAME@T (the drafter's temperature; default 1)
         name, _, temperature = d.partition("@")
-        columns[f"spec, {d}"] = ("step-speculation", {"n": 1, "accept": args.accept,
-                                                      "draft_model": "" if name == "self" else name,
-                                                      "draft_temperature": float(temperature or 1.0)})
+        return {"n": 1, "draft_model": "" if name == "self" else name, "draft_temperature": float(temperature or 1.0)}
+
+    for d in drafters:
+        columns[f"spec, {d}"] = ("step-speculation", drafting(d) | {"accept": args.accept})
+    floats = lambda text: [float(v) for v in text.split(",") if v.strip()]
+    gates: dict[str, list[str]] = {}  # "<gate>, <drafter>" -> its columns
+    for d in [d.strip() for d in args.gate_drafters.split(",") if d.strip()]:
+        for gate, field, values, label in (("threshold", "accept", floats(args.accepts), "accept={:g}"),
+                                           ("router", "router_threshold", floats(args.router_thresholds), "p>{:g}"),
+                                           ("oracle", "oracle_margin", floats(args.margins), "margin={:g}")):
+            for value in values:
+                name = f"{gate} {label.format(value)}, {d}"
+                columns[name] = ("step-speculation", drafting(d) | {"gate": gate, field: value})
+                gates.setdefault(f"{gate}, {d}", []).append(name)
     problems = math_tasks.make_splits(sizes={**math_tasks.SPLIT_SIZES, "train": 0})["test"][:args.tasks]
     for strategy, params in columns.values():  # warm-up (and load the drafters)
         run_to_trace(lm, math_tasks.prompt(problems[0].question), strategy=strategy, params={**COMMON, **params},
@@ -78,7 +112,9 @@ def main() -> None:
             cpu = time.process_time() - cpu
             spec = trace.finish.extra.get("speculation", {})
             runs[c].append({"ok": correct(trace.finish.extra["answer"], problem.answer), "cpu_s": cpu,
-                            "policy_calls": spec.get("policy_calls", lm.forward_passes - before),
+                            "policy_calls": spec.get("routed_policy_calls", spec.get("policy_calls",
+                                                                                     lm.forward_passes - before)),
+                            "policy_calls_spent": spec.get("policy_calls", lm.forward_passes - before),
                             "draft_calls": spec.get("draft_calls", 0),
                             "kept": spec.get("accepted_steps", 0), "steps": spec.get("accepted_steps", 0)
                             + spec.get("rewritten_steps", 0),
@@ -88,6 +124,11 @@ def main() -> None:
             print(f"problem {k + 1}/{len(problems)}: " + ", ".join(
                 f"{c} {sum(r['ok'] for r in runs[c])}" for c in columns), file=sys.stderr, flush=True)
     summary = {"tasks": len(problems), "accept": args.accept, "sampling": COMMON, "methods": {}}
+    router_file = router_path(lm.loaded)
+    if gates and router_file is not None and router_file.exists():
+        info = json.loads(router_file.read_text())["info"]
+        summary["router"] = {k: info.get(k) for k in ("drafter", "draft_temperatures", "reward", "trained_on")} | {
+            "held_out_auc": info["held_out"]["auc"]}
     alone = sum(r["cpu_s"] for r in runs["policy alone"])
     for c, rows in runs.items():
         steps = sum(r["steps"] for r in rows)
@@ -97,18 +138,29 @@ def main() -> None:
             "cpu_s_total": round(sum(r["cpu_s"] for r in rows), 2),
             "speedup_vs_alone": round(alone / sum(r["cpu_s"] for r in rows), 2),
             "policy_calls_per_problem": round(statistics.mean(r["policy_calls"] for r in rows), 1),
+            "policy_calls_spent_per_problem": round(statistics.mean(r["policy_calls_spent"] for r in rows), 1),
             "draft_calls_per_problem": round(statistics.mean(r["draft_calls"] for r in rows), 1),
             "steps_kept": round(sum(r["kept"] for r in rows) / steps, 3) if steps else None,
             "tokens_from_drafter": round(sum(r["draft_tokens"] for r in rows) / max(1, sum(r["tokens"] for r in rows)), 3)
             if steps else None,
         }
+    summary["gates"] = {g: sorted(({"setting": c.split(",")[0], "policy_calls_per_problem":
+                                    summary["methods"][c]["policy_calls_per_problem"],
+                                    "accuracy": summary["methods"][c]["accuracy"]} for c in names),
+                                  key=lambda point: point["policy_calls_per_problem"])
+                        for g, names in gates.items()}
     if args.json:
         print(json.dumps(summary))
     else:
         for c, m in summary["methods"].items():
+            spent = (f" (spent {m['policy_calls_spent_per_problem']})"
+                     if m["policy_calls_spent_per_problem"] != m["policy_calls_per_problem"] else "")
             print(f"{c}: accuracy {m['accuracy']:.0%}, CPU {m['cpu_s_total']} s ({m['speedup_vs_alone']}x alone), "
-                  f"policy calls {m['policy_calls_per_problem']}, drafter calls {m['draft_calls_per_problem']}, "
+                  f"policy calls {m['policy_calls_per_problem']}{spent}, drafter calls {m['draft_calls_per_problem']}, "
                   f"steps kept {m['steps_kept']}, tokens from the drafter {m['tokens_from_drafter']}")
+        for g, points in summary["gates"].items():
+            print(f"{g}: " + "; ".join(f"{p['setting']} {p['accuracy']:.0%} at {p['policy_calls_per_problem']} calls"
+                                       for p in points))
 
 
 if __name__ == "__main__":

@@ -52,6 +52,9 @@ class _Speculation(TypedDict, total=False):
     policy_tokens: Count
     policy_calls: Count
     draft_calls: Count
+    gate: str  # threshold, router or oracle (Arbitrage's)
+    router_p: dict
+    policy_rewards: dict
 
 
 class _Archon(TypedDict, total=False):  # strategy archon: the architecture it runs
@@ -268,9 +271,11 @@ def _particle_links(e, extra: dict) -> None:
         for slot, text in (sp.get("drafts") or {}).items():
             if not isinstance(text, str):
                 raise SchemaError(f"extra.speculation.drafts.{slot}", text, "text (the refused draft)")
-        for slot, reward in (sp.get("draft_rewards") or {}).items():
-            if isinstance(reward, bool) or not isinstance(reward, (int, float)):
-                raise SchemaError(f"extra.speculation.draft_rewards.{slot}", reward, "a number (the draft's reward)")
+        for name, what in (("draft_rewards", "the draft's reward"), ("router_p", "the router's probability"),
+                           ("policy_rewards", "the policy's step's reward")):
+            for slot, value in (sp.get(name) or {}).items():
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    raise SchemaError(f"extra.speculation.{name}.{slot}", value, f"a number ({what})")
         for name in ("accepted", "rewritten"):
             for j, slot in enumerate(sp.get(name) or ()):
                 _inside(f"extra.speculation.{name}[{j}]", slot, len(e.particles), "a slot")

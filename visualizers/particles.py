@@ -370,15 +370,21 @@ def _archon_note(extra: dict) -> str:
 
 def _speculation_badge(sp: dict | None, slot: int) -> str:
     """Step speculation: whether this slot's step is the drafter's (kept) or the policy's (the refused
-    draft and its reward on hover)."""
+    draft and its reward on hover), with the gate's number: the router's P(the policy would do better),
+    or under the oracle the policy's own step's reward."""
     if not isinstance(sp, dict) or str(slot) not in sp.get("drafts", {}):
         return ""
     reward = _fmt(sp.get("draft_rewards", {}).get(str(slot)))
+    why = f"reward {reward}"
+    if str(slot) in (sp.get("router_p") or {}):
+        why += f", router P(policy better) {_fmt(sp['router_p'][str(slot)])}"
+    if str(slot) in (sp.get("policy_rewards") or {}):
+        why += f", the policy's step {_fmt(sp['policy_rewards'][str(slot)])}"
     if slot in sp.get("accepted", []):
-        return f'<span class="badge spec-kept">draft kept (reward {esc(reward)})</span>'
+        return f'<span class="badge spec-kept">draft kept ({esc(why)})</span>'
     draft = sp["drafts"][str(slot)]
     return (f'<span class="badge spec-rewritten" title="{esc("refused draft: " + draft)}">rewritten by the policy '
-            f'(draft reward {esc(reward)})</span>')
+            f'(draft {esc(why)})</span>')
 
 
 def particles_html(step: ParticleStep | None, chosen: int | None = None) -> str:

@@ -25,6 +25,9 @@ Glossary
               order with their end and log-mass; `partial` is the step it is decoding now.
     banned    token ids a hard constraint forbids (masked before sampling); `log_mass` adds up
               log P(allowed) per row, the constraint's importance weight (Lew et al. 2023).
+    token_stats  with `token_stats=True`, `extend` keeps, per row, (log-probability, entropy) of the
+              model's temperature-1 distribution at each token it drew (`self.stats`): a drafter's
+              confidence in its own step, which Arbitrage's router reads (`decoding.scaling.arbitrage`).
 """
 
 from __future__ import annotations
@@ -46,8 +49,10 @@ class ParticleBatch:
     def __init__(self, lm: LM, prompt_ids: list[int], generators: list[torch.Generator], *,
                  temperature: float = 1.0, top_p: float = 1.0, banned: torch.Tensor | None = None,
                  should_stop: Callable[[], bool] = never,
-                 on_tokens: Callable[[dict[int, list[int]]], None] | None = None):
+                 on_tokens: Callable[[dict[int, list[int]]], None] | None = None, token_stats: bool = False):
         self.lm = lm
+        self.stats: dict[int, list[tuple[float, float]]] | None = {} if token_stats else None  # extend's last
+        #                                                   step per row: (log-prob, entropy) of each drawn token
         self.on_tokens = on_tokens  # told {row: this step's tokens so far} after every sampling round
         self.should_stop = should_stop  # asked before every model call; True raises Cancelled
         self.n = len(generators)
@@ -132,12 +137,16 @@ class ParticleBatch:
         ends: dict[int, str] = {}
         for i in rows:
             self.log_mass[i] = 0.0
+        if self.stats is not None:
+            self.stats = {i: [] for i in rows}
         while True:
             running = [i for i in rows if i not in ends]
             if not running:
                 break
             self.feed()
             drawn = self.sample_rows(running)
+            if self.stats is not None:
+                self._record(running, drawn)
             for i in running:
                 token = drawn[i]
                 new[i].append(token)
@@ -153,6 +162,13 @@ class ParticleBatch:
             if self.on_tokens is not None:
                 self.on_tokens(new)
         return {i: (new[i], ends[i]) for i in rows}
+
+    def _record(self, rows: list[int], drawn: dict[int, int]) -> None:
+        """Append (log P(token), entropy) of each row's temperature-1 distribution to `stats`."""
+        logprobs = torch.log_softmax(self.logits[torch.tensor(rows)].float(), dim=-1)  # (R, V)
+        entropy = -(logprobs.exp() * logprobs).nan_to_num().sum(-1)  # (R,)
+        for j, i in enumerate(rows):
+            self.stats[i].append((float(logprobs[j, drawn[i]]), float(entropy[j])))
 
     def extend_free(self, rows: list[int], step_done: Callable[[list[int]], bool], step_cap: int,
                     budgets: dict[int, int]) -> dict:
