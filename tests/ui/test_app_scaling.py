@@ -344,6 +344,7 @@ def test_the_tiny_math_presets_do_what_their_notes_say(name, answer, right, resa
     ("39-reward-beam", "451", "451"),  # the note: the beam ends at 451
     ("40-softmax-selection", "451", "451"),  # the note: the draw at T = 1 lands on 451 (the comparison shares the fields)
     ("42-archon-found-architecture", "45", "162"),  # the note: A* with spare ends on 45; best-of-7 at the budget 162
+    ("43-adaptive-compute", "11", "11"),  # the note: 3 samples, 1 pruned, 115 tokens; best-of-16 also 11, 780 tokens
 ])
 def test_the_refine_and_reward_hacking_presets_do_what_their_notes_say(name, answer, compared):
     preset = cb.preset_chosen(name)
@@ -381,6 +382,11 @@ def test_the_refine_and_reward_hacking_presets_do_what_their_notes_say(name, ans
         assert (alloc["bin"], alloc["choice"], alloc["probe"]["passed"]) == ("hard", "refine N=2 (rounds=3)", 0)
         assert stats(trace)["tokens_spent"] == 324 and stats(final["other"])["tokens_spent"] == 204
         assert "324 tokens" in preset["note"] and "204 tokens" in preset["note"]
+    if name == "43-adaptive-compute":  # waves 1 and 2, one pruned after two lines, stopped at the first pass
+        info = trace.finish.extra["adaptive"]
+        assert (info["samples"], info["pruned"], info["waves"], info["stopped_early"]) == (3, 1, [1, 2], True)
+        assert stats(trace)["tokens_spent"] == 115 and stats(final["other"])["tokens_spent"] == 780
+        assert "18 * 5 = 80" in particles[0]["text"] and "115 tokens" in preset["note"] and "780" in preset["note"]
     if name == "37-reward-hacking":  # the slipped line the note quotes kept its weight to the end (138)
         slipped = next(p for p in particles if "99 + 158 = 157" in p["text"])
         assert slipped["answer"] == "138" and "138" in preset["note"]
