@@ -19,7 +19,12 @@ measures pass@1), step reward `arith-step`. For every problem and budget N in --
   particle-filter, arith-lastdigit  ... with a checker blind to slipped carries (reward hacking)
   particle-filter, probe            ... with self-evaluation: the policy's own hidden state, read by a
                                     probe, predicts whether the solution will end right
-  (the two ePF rows run only with --only ePF, to keep --quick under 15 minutes)
+  best-of-n, spare-prm              best-of-N's samples ranked by SPARE's trained PRM (min over steps), which
+                                    reads no reference (`decoding.scaling.spare_prm`)
+  particle-filter, spare-prm        the particle filter with that PRM as its step reward
+  reward-beam, spare-prm            reward beam search with that PRM
+  (the two ePF rows run only with --only ePF, and reward-beam with spare-prm only with --only spare-prm, to
+  keep --quick near 15 minutes)
   particle-filter, ePF              entropic particle filtering: weights flattened to >= 70% of log N entropy
   particle-filter, ePF+LaM          ... plus look-ahead modulation: each weight also reflects the reward of one
                                     more sampled (and discarded) step; its tokens are counted
@@ -61,6 +66,7 @@ from decoding.scaling.methods import vote
 from decoding.scaling.run import best_complete
 from decoding.scaling.tasks import load_tasks, task_prompt
 from decoding.scaling import math_tasks
+from decoding.scaling.spare_prm import SparePRMReward, solution_score
 
 STEP = {"reward": "arith-step", "max_step_tokens": 40}
 
@@ -121,15 +127,17 @@ def accuracy_rows(lm, tasks, budgets, max_new_tokens, seed, log) -> list[dict]:
 
 METHODS = ("greedy", "best-of-n", "majority-vote", "weighted-vote", "oracle pass@N", "reward-beam",
            "particle-filter", "a-star", "refine", "particle-filter, spare", "particle-filter, arith-lastdigit",
-           "particle-filter, probe", "particle-filter, ePF", "particle-filter, ePF+LaM")
+           "particle-filter, probe", "best-of-n, spare-prm", "particle-filter, spare-prm", "reward-beam, spare-prm",
+           "particle-filter, ePF", "particle-filter, ePF+LaM")
 SEARCHES = (("reward-beam", {}), ("particle-filter", {}), ("a-star", {"max_expansions": 16}), ("refine", {"rounds": 3}),
             ("particle-filter, spare", {"reward": "spare"}),
             ("particle-filter, arith-lastdigit", {"reward": "arith-lastdigit"}),
             ("particle-filter, probe", {"reward": "probe"}),
+            ("particle-filter, spare-prm", {"reward": "spare-prm"}), ("reward-beam, spare-prm", {"reward": "spare-prm"}),
             ("particle-filter, ePF", {"entropic": 0.7}),
             ("particle-filter, ePF+LaM", {"entropic": 0.7, "lookahead": 1.0}))  # one run per budget each
-ON_REQUEST = {"particle-filter, ePF", "particle-filter, ePF+LaM"}  # run only when --only names them (they would
-#                                                     take --quick past its 15 minutes; the shipped JSON has them)
+ON_REQUEST = {"particle-filter, ePF", "particle-filter, ePF+LaM",  # run only when --only names them (they would
+              "reward-beam, spare-prm"}  # take --quick past its 15 minutes; the shipped JSON has the ePF rows)
 MATH = {"reward": "arith-step", "temperature": 1.0, "top_p": 1.0, "max_step_tokens": 40}
 
 
@@ -199,6 +207,7 @@ def math_rows(lm, problems, budgets, max_new_tokens, seed, log, only=()) -> list
     searches = [(name, extra) for name, extra in SEARCHES
                 if any(word in name for word in only) or (not only and name not in ON_REQUEST)]
     tally, top = Tally(), max(budgets)
+    prm = SparePRMReward(lm)
     for k, problem in enumerate(problems):
         prompt, ref = math_tasks.prompt(problem.question), str(problem.answer)
         tally.group = DIFFICULTY_BINS.get(problem.difficulty, str(problem.difficulty))
@@ -209,6 +218,7 @@ def math_rows(lm, problems, budgets, max_new_tokens, seed, log, only=()) -> list
         sampled = run_to_trace(lm, prompt, strategy="best-of-n", params={"n": top, **MATH}, **run)
         particles = sampled.finish.extra["particles"]
         judged = {name: [judge_score(reward, prompt, p["text"]) for p in particles] for name, reward in JUDGES.items()}
+        by_prm = [solution_score(prm, prompt, p["text"]) for p in particles]  # SPARE-PRM, min over the steps
         for n in budgets:
             tally.add("greedy", n, greedy_ok, len(greedy.finish.token_ids))
             first = particles[:n]
@@ -219,6 +229,8 @@ def math_rows(lm, problems, budgets, max_new_tokens, seed, log, only=()) -> list
             tally.add("majority-vote", n, correct(majority, ref), spent)
             tally.add("weighted-vote", n, correct(weighted, ref), spent)
             tally.add("oracle pass@N", n, any(correct(p["answer"], ref) for p in first if p["ended"]), spent)
+            ranked = best_complete(by_prm[:n], [p["ended"] for p in first])
+            tally.add("best-of-n, spare-prm", n, correct(first[ranked]["answer"], ref), spent)
             for reward, scores in judged.items():  # selection by a judge at a temperature (expected accuracy)
                 tally.add(f"best-of-n, judge T={JUDGE_T:g} ({reward})", n,
                           judge_pick(scores[:n], [correct(p["answer"], ref) for p in first],
