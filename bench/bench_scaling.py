@@ -32,7 +32,12 @@ measures pass@1), step reward `arith-step`. For every problem and budget N in --
   archon (found at B tokens)        the architecture Archon's search found for tiny-math at budget B
                                     (assets/tiny-math/archon.json): one run per problem, the same at every N
                                     (it has its own N), as greedy
-  (the two ePF rows run only with --only ePF, to keep --quick under 15 minutes)
+  best-of-n, spare-prm              best-of-N's samples ranked by SPARE's trained PRM (min over steps), which
+                                    reads no reference (`decoding.scaling.spare_prm`)
+  particle-filter, spare-prm        the particle filter with that PRM as its step reward
+  reward-beam, spare-prm            reward beam search with that PRM
+  (the two ePF rows run only with --only ePF, and reward-beam with spare-prm only with --only spare-prm, to
+  keep --quick near 15 minutes)
   particle-filter, ePF              entropic particle filtering: weights flattened to >= 70% of log N entropy
   particle-filter, ePF+LaM          ... plus look-ahead modulation: each weight also reflects the reward of one
                                     more sampled (and discarded) step; its tokens are counted
@@ -74,6 +79,7 @@ from decoding.scaling.methods import shortest_share, vote
 from decoding.scaling.run import best_complete
 from decoding.scaling.tasks import load_tasks, task_prompt
 from decoding.scaling import math_tasks
+from decoding.scaling.spare_prm import SparePRMReward, solution_score
 
 STEP = {"reward": "arith-step", "max_step_tokens": 40}
 
@@ -134,18 +140,20 @@ def accuracy_rows(lm, tasks, budgets, max_new_tokens, seed, log) -> list[dict]:
 
 METHODS = ("greedy", "best-of-n", "majority-vote", "weighted-vote", "oracle pass@N", "reward-beam",
            "particle-filter", "a-star", "refine", "compute-optimal", "particle-filter, spare",
-           "particle-filter, arith-lastdigit", "particle-filter, probe", "particle-filter, ePF", "particle-filter, ePF+LaM",
+           "particle-filter, arith-lastdigit", "particle-filter, probe", "best-of-n, spare-prm", "particle-filter, spare-prm",
+           "reward-beam, spare-prm", "particle-filter, ePF", "particle-filter, ePF+LaM",
            "majority-vote, shortest half", "adaptive, arith-step")
 SEARCHES = (("reward-beam", {}), ("particle-filter", {}), ("a-star", {"max_expansions": 16}), ("refine", {"rounds": 3}),
             ("compute-optimal", {}),
             ("particle-filter, spare", {"reward": "spare"}),
             ("particle-filter, arith-lastdigit", {"reward": "arith-lastdigit"}),
             ("particle-filter, probe", {"reward": "probe"}),
+            ("particle-filter, spare-prm", {"reward": "spare-prm"}), ("reward-beam, spare-prm", {"reward": "spare-prm"}),
             ("particle-filter, ePF", {"entropic": 0.7}),
             ("particle-filter, ePF+LaM", {"entropic": 0.7, "lookahead": 1.0}),
             ("adaptive, arith-step", {"prune_after": 2}))  # one run per budget each
-ON_REQUEST = {"particle-filter, ePF", "particle-filter, ePF+LaM"}  # run only when --only names them (they would
-#                                                     take --quick past its 15 minutes; the shipped JSON has them)
+ON_REQUEST = {"particle-filter, ePF", "particle-filter, ePF+LaM",  # run only when --only names them (they would
+              "reward-beam, spare-prm"}  # take --quick past its 15 minutes; the shipped JSON has the ePF rows)
 MATH = {"reward": "arith-step", "temperature": 1.0, "top_p": 1.0, "max_step_tokens": 40}
 
 
@@ -221,6 +229,7 @@ def math_rows(lm, problems, budgets, max_new_tokens, seed, log, only=()) -> list
                 if any(word in name for word in only) or (not only and name not in ON_REQUEST)]
     tally, top = Tally(), max(budgets)
     archon = archon_row(lm, only)
+    prm = SparePRMReward(lm)
     for k, problem in enumerate(problems):
         prompt, ref = math_tasks.prompt(problem.question), str(problem.answer)
         tally.group = DIFFICULTY_BINS.get(problem.difficulty, str(problem.difficulty))
@@ -231,6 +240,7 @@ def math_rows(lm, problems, budgets, max_new_tokens, seed, log, only=()) -> list
         sampled = run_to_trace(lm, prompt, strategy="best-of-n", params={"n": top, **MATH}, **run)
         particles = sampled.finish.extra["particles"]
         judged = {name: [judge_score(reward, prompt, p["text"]) for p in particles] for name, reward in JUDGES.items()}
+        by_prm = [solution_score(prm, prompt, p["text"]) for p in particles]  # SPARE-PRM, min over the steps
         for n in budgets:
             tally.add("greedy", n, greedy_ok, len(greedy.finish.token_ids))
             first = particles[:n]
@@ -246,6 +256,8 @@ def math_rows(lm, problems, budgets, max_new_tokens, seed, log, only=()) -> list
                          None)
             tally.add("majority-vote, shortest half", n, correct(short, ref), spent)
             tally.add("oracle pass@N", n, any(correct(p["answer"], ref) for p in first if p["ended"]), spent)
+            ranked = best_complete(by_prm[:n], [p["ended"] for p in first])
+            tally.add("best-of-n, spare-prm", n, correct(first[ranked]["answer"], ref), spent)
             for reward, scores in judged.items():  # selection by a judge at a temperature (expected accuracy)
                 tally.add(f"best-of-n, judge T={JUDGE_T:g} ({reward})", n,
                           judge_pick(scores[:n], [correct(p["answer"], ref) for p in first],

@@ -168,8 +168,9 @@ PAN_2025 = Paper("SpecReason: Fast and Accurate Inference-Time Compute via Specu
                       "judge is the large model itself)")
 MAHESWARAN_2025 = Paper("Arbitrage: Efficient Reasoning via Advantage-Aware Speculation", "Maheswaran et al.", 2025,
                         arxiv="2512.05033",
-                        note="cited for context; the router is not implemented: the project has only the "
-                             "fixed-threshold step gate Arbitrage replaces, not its advantage-aware router or its oracle")
+                        note="step-speculation's gate=oracle (both steps written, the better by a margin kept) and "
+                             "gate=router (trained on the oracle's choices); the router is a small MLP on the drafter's "
+                             "confidence and the draft's reward, not the paper's fine-tuned 1.5B PRM")
 SAAD_FALCON_2024 = Paper("Archon: An Architecture Search Framework for Inference-Time Techniques", "Saad-Falcon et al.",
                          2024, arxiv="2409.15254",
                          venue="ICML 2025 (PMLR 267, as \"An Architecture Search Framework for Inference-Time Techniques\")",
@@ -180,8 +181,9 @@ COBBE_2021 = Paper("Training Verifiers to Solve Math Word Problems", "Cobbe et a
                    note="outcome reward on the final answer; GSM8K's answer form")
 RIZVI_2025 = Paper("SPARE: Single-Pass Annotation with Reference-Guided Evaluation for Automatic Process Supervision "
                    "and Reward Modelling", "Rizvi, Zhu and Gurevych", 2025, arxiv="2506.15498",
-                   note="in its spirit: a rule matches each step with the reference solution's step (the paper has an "
-                        "LLM annotate the alignment and trains a PRM on it)")
+                   note="reward spare: a rule matches each step with the reference solution's step (the paper has an "
+                        "LLM annotate the alignment); reward spare-prm: a PRM trained on those labels, a small head on "
+                        "the policy's forward pass (the paper fine-tunes an LLM), used with no reference")
 MANVI_2024 = Paper("Adaptive Inference-Time Compute: LLMs Can Predict if They Can Do Better, Even Mid-Generation",
                    "Manvi, Singh and Ermon", 2024, arxiv="2410.02725",
                    note="strategy adaptive (waves of samples stopped and pruned by an evaluator), reward self-eval "

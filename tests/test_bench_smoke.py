@@ -42,7 +42,7 @@ SMOKE = [
     ("bench_speculative.py", ["--tokens", "4", "--rounds", "1", "--only", "tiny-ar", "--set-drafters",
                               "draft model,draft model (chain of 4 without cut-off)", "--set-limit", "2",
                               "--set-rounds", "1", "--json"], {"rows", "prompt_set"}),
-    ("bench_step_speculation.py", ["--tasks", "1", "--json"], None),
+    ("bench_step_speculation.py", ["--tasks", "1", "--router-thresholds", "0.5", "--json"], {"methods", "gates", "router"}),
     ("bench_streaming.py", ["--quick", "--json"], {"rows", "clips", "unavailable"}),
     ("bench_refine.py", ["--tasks", "1", "--rounds", "2", "--json"], {"rows"}),
 ]

@@ -189,7 +189,8 @@ SETTINGS = {
     "first-finish": [{"n": 4, "chunk_tokens": 3, "reward": "lm-judge"}],
     "diffusion": [{}, {"block_length": 4, "remasking": "margin"}, {"sampler": "freedave", "draft_steps": 3}],
     "exact-extract": [{"max_span_tokens": 4, "batch_rows": 2}],
-    "step-speculation": [{"n": 2, "max_step_tokens": 3, "draft_model": TINY_DRAFT}],
+    "step-speculation": [{"n": 2, "max_step_tokens": 3, "draft_model": TINY_DRAFT},
+                         {"n": 2, "max_step_tokens": 3, "draft_model": TINY_DRAFT, "gate": "oracle"}],
     # a Stop test costs calls**2 / 2: A* with its 16 expansions makes 101 calls (38 s) where 4 show every kind
     # (expansions, batch and judge calls; 27 calls), and refine's 2 rounds show a rewrite as its 3 do
     "a-star": [SCALING | {"max_expansions": 4}], "refine": [SCALING | {"rounds": 2}],

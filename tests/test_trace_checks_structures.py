@@ -253,6 +253,8 @@ def test_particle_extras_are_typed():
     refused(data, r"`extra\.speculation\.accepted_tokens` must be an integer >= 0")
     data["events"][2]["extra"]["speculation"] = {"drafts": {"0": 5}}
     refused(data, r"`extra\.speculation\.drafts\.0` must be text")
+    data["events"][2]["extra"]["speculation"] = {"router_p": {"0": "high"}}  # Arbitrage's router gate
+    refused(data, r"`extra\.speculation\.router_p\.0` must be a number \(the router's probability\)")
     data["events"][2]["extra"] = {"ess_threshold": 2.0}
     refused(data, r"`extra\.ess_threshold` must be a finite number in \[0, 1\] or null")
 

@@ -352,7 +352,8 @@ def _search_note(extra: dict) -> str:
     if isinstance(extra.get("speculation"), dict):
         sp = extra["speculation"]
         written = sp.get("accepted_tokens", 0) + sp.get("policy_tokens", 0)
-        return (f' · drafts kept {len(sp.get("accepted", []))}, rewritten by the policy {len(sp.get("rewritten", []))};'
+        gate = f' (gate {sp["gate"]})' if isinstance(sp.get("gate"), str) else ""
+        return (f' · drafts kept{gate} {len(sp.get("accepted", []))}, rewritten by the policy {len(sp.get("rewritten", []))};'
                 f' so far {sp.get("accepted_tokens", 0)} of {written} solution tokens came from the drafter,'
                 f' policy calls {sp.get("policy_calls")}, drafter calls {sp.get("draft_calls")}')
     if isinstance(extra.get("expanded"), dict):

@@ -196,16 +196,17 @@ class ReferenceStepChecker(ArithmeticStepChecker):
     ceiling: float = 0.95
     neutral: float = 0.5
 
-    def score(self, question: str, steps: list[str], final: bool) -> RewardResult:
+    def align(self, question: str, lines: list[str]) -> list[tuple[int, bool, str]] | None:
+        """(line index, right, what to show) for each line of a solution that is a step or the answer
+        line, aligned with the reference solution's line in the same place; other lines are left out.
+        None for a question it cannot read (not tiny-math's form). SPARE-PRM's labels come from here."""
         from decoding.scaling.math_tasks import _STEP, apply, parse_answer, parse_question
 
         reference = parse_question(question.strip().splitlines()[0] if question.strip() else "")
         if reference is None:
-            return RewardResult(self.neutral, False, "no reference: not a tiny-math question")
+            return None
         start, ops = reference
-        lines = [line.strip() for step in steps for line in step.splitlines() if line.strip()]
-        first_new = len(lines) - len([line for line in (steps[-1] if steps else "").splitlines() if line.strip()])
-        value, checks = start, []
+        value, aligned = start, []
         for i, line in enumerate(lines):
             match = _STEP.match(line)
             answer = parse_answer(line)
@@ -221,9 +222,17 @@ class ReferenceStepChecker(ArithmeticStepChecker):
                 why = "" if ok else f" ✗ (after {i} of {len(ops)} steps, last result {value})"
             else:
                 continue
-            if i >= first_new:  # only the newest step's lines are scored; earlier ones set up the chain
-                checks.append((ok, line + (" ✓" if ok else why)))
-        return self.calibrated(checks, "nothing to check")
+            aligned.append((i, ok, line + (" ✓" if ok else why)))
+        return aligned
+
+    def score(self, question: str, steps: list[str], final: bool) -> RewardResult:
+        lines = [line.strip() for step in steps for line in step.splitlines() if line.strip()]
+        aligned = self.align(question, lines)
+        if aligned is None:
+            return RewardResult(self.neutral, False, "no reference: not a tiny-math question")
+        first_new = len(lines) - len([line for line in (steps[-1] if steps else "").splitlines() if line.strip()])
+        # only the newest step's lines are scored; earlier ones set up the chain
+        return self.calibrated([(ok, shown) for i, ok, shown in aligned if i >= first_new], "nothing to check")
 
 
 @dataclass(frozen=True)

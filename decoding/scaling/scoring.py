@@ -166,6 +166,18 @@ def _probe(params: Params, policy):
     return ProbeReward(policy), []
 
 
+@REWARDS.register("spare-prm", help="SPARE's trained PRM: P(the newest step is right) from a small head on the policy's "
+                                     "own forward pass, trained on steps labelled against reference solutions; reads no "
+                                     "reference (tiny-math ships one)", papers=(bib.RIZVI_2025,))
+def _spare_prm(params: Params, policy):
+    from decoding.scaling.spare_prm import SparePRMReward
+
+    if isinstance(policy, RemoteLM):
+        raise ValueError("reward spare-prm reads the policy's hidden states, which a remote engine does not send; "
+                         "use a rule reward (arith-step, spare) with a remote model")
+    return SparePRMReward(policy), []
+
+
 def _prm_check(params: Params) -> None:
     from decoding.models import check_loadable
 

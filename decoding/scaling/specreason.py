@@ -90,6 +90,7 @@ def _drafter(ctx: RunContext, params: StepSpeculationParams):
                         "rewrites it", papers=(bib.PAN_2025, bib.MAHESWARAN_2025))
 def step_speculation(ctx: RunContext, params: StepSpeculationParams, outcome: Outcome) -> Iterator[Event]:
     draft_lm = _drafter(ctx, params)
+    router = arb.router_for(ctx.lm, draft_lm.name, params.reward) if params.gate == "router" else None
     run = ScalingRun(ctx, params, "step-speculation", outcome)
     seed = int(torch.randint(0, 2**62, (1,), generator=ctx.generator))
     if draft_lm is not ctx.lm:
@@ -104,7 +105,6 @@ def step_speculation(ctx: RunContext, params: StepSpeculationParams, outcome: Ou
         finally:
             calls[key] += (draft_lm.forward_passes if key == "draft_calls" else ctx.lm.forward_passes) - before
 
-    router = arb.router_for(ctx.lm, draft_lm.name, params.reward) if params.gate == "router" else None
     try:
         drafter = counted("draft_calls", lambda: ParticleBatch(
             draft_lm, ctx.prompt_ids, slot_generators(seed + 1, params.n), temperature=params.draft_temperature,

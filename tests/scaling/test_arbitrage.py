@@ -118,3 +118,22 @@ def test_the_shipped_router_beats_chance_and_names_what_it_was_trained_for(math_
         run(math_lm, problem, gate="router", reward="spare")
     with pytest.raises(ValueError, match="python -m decoding.scaling.arbitrage train"):
         run(math_lm, problem, gate="router", draft_model="")
+
+
+@pytest.mark.slow  # the real models tiny-math and tiny-math-draft, the shipped router
+def test_the_router_preset_does_what_its_note_says(math_lm):
+    """48: the router rewrites the early answer line the threshold keeps (P 0.60 > 0.1) and ends right."""
+    from decoding.presets import load_presets
+
+    preset = next(p for p in load_presets() if p.name == "48-arbitrage-router")
+    go = lambda **change: run_to_trace(math_lm, preset.prompt, strategy=preset.strategy, params=preset.params | change,
+                                       max_new_tokens=preset.max_new_tokens, chat=preset.chat, seed=preset.seed)
+    trace, threshold = go(), go(gate="threshold")
+    sp = trace.finish.extra["speculation"]
+    assert (trace.finish.extra["answer"], sp["rewritten_steps"], sp["accepted_steps"], sp["policy_calls"]) == ("186", 5, 4, 67)
+    assert (threshold.finish.extra["answer"], threshold.finish.extra["speculation"]["policy_calls"]) == ("337", 45)
+    early = next(e.extra["speculation"] for e in trace.of_kind("particles")
+                 if e.extra["speculation"]["drafts"]["0"] == "The answer is 337.")
+    assert early["rewritten"] == [0] and round(early["router_p"]["0"], 2) == 0.60 and early["draft_rewards"]["0"] == 0.5
+    for claim in ("186", "337", "0.60", "5 of 9 steps rewritten, 67 tiny-math calls", "45 calls"):
+        assert claim in preset.note.replace("\n", " ").replace("  ", " ")

@@ -50,7 +50,8 @@ BAD = {
         ({"prm_model": "/etc/passwd"}, r"unknown model '/etc/passwd' for `prm.prm_model`: that is a local path"),
     ],
 }
-NO_PARAMS = {"arith-step", "arith-lastdigit", "spare", "probe", "self-eval", "none"}  # they read no parameter of their own
+NO_PARAMS = {"arith-step", "arith-lastdigit", "spare", "spare-prm", "probe", "self-eval", "none"}  # they read no
+#   parameter of their own
 COMMON = [  # what every reward shares
     ({"reward": ["arith-step"]}, r"`reward` must be text, got \['arith-step'\]"),
     ({"reward": "nope"}, r"`reward` must be one of arith-step, .*, got 'nope'"),

@@ -202,7 +202,7 @@ def test_one_reward_registry_builds_each_reward_from_cli_strings():
     from decoding.scaling.scoring import REWARDS, build_reward
 
     assert REWARDS.names() == ("arith-step", "arith-lastdigit", "spare", "final-answer", "forbid-letter",
-                               "max-word-length", "required-words", "lm-judge", "probe", "prm", "none", "self-eval")
+                               "max-word-length", "required-words", "lm-judge", "probe", "spare-prm", "prm", "none", "self-eval")
 
     def built(**sets):
         return build_reward(make_params("best-of-n", sets), None)[0]
