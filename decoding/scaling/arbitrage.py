@@ -153,24 +153,11 @@ def oracle_steps(lm, problems, drafter: str, draft_temperatures: tuple[float, ..
 
 def fit(x: torch.Tensor, y: torch.Tensor, hidden: int = 16, steps: int = 1500, l2: float = 1e-3,
         seed: int = 0) -> Router:
-    """A one-hidden-layer MLP by full-batch Adam on class-balanced cross-entropy (standardised inputs)."""
-    g = torch.Generator().manual_seed(seed)
-    mean, std = x.mean(0), x.std(0).clamp(min=1e-6)
-    z = (x - mean) / std
-    w1 = (torch.randn(hidden, x.shape[1], generator=g, dtype=torch.float64) / x.shape[1] ** 0.5).requires_grad_()
-    b1 = torch.zeros(hidden, dtype=torch.float64, requires_grad=True)
-    w2 = (torch.randn(hidden, generator=g, dtype=torch.float64) / hidden ** 0.5).requires_grad_()
-    b2 = torch.zeros((), dtype=torch.float64, requires_grad=True)
-    pos = y.mean().clamp(1e-3, 1 - 1e-3)
-    weights = torch.where(y > 0.5, 0.5 / pos, 0.5 / (1 - pos))
-    opt = torch.optim.Adam([w1, b1, w2, b2], lr=0.01)
-    for _ in range(steps):
-        opt.zero_grad()
-        logits = torch.tanh(z @ w1.T + b1) @ w2 + b2
-        loss = (weights * torch.nn.functional.binary_cross_entropy_with_logits(logits, y, reduction="none")).mean()
-        (loss + l2 * ((w1 * w1).sum() + (w2 * w2).sum())).backward()
-        opt.step()
-    return Router(mean, std, w1.detach(), b1.detach(), w2.detach(), b2.detach())
+    """A one-hidden-layer MLP by full-batch Adam on class-balanced cross-entropy (`probe.fit_mlp`)."""
+    from decoding.scaling.probe import fit_mlp
+
+    t = fit_mlp(x, y, hidden, steps, l2, seed)
+    return Router(t["mean"], t["std"], t["w1"], t["b1"], t["w2"], t["b2"])
 
 
 def evaluate(router: Router, x: torch.Tensor, y: torch.Tensor) -> dict:

@@ -153,6 +153,32 @@ def fit(x: torch.Tensor, y: torch.Tensor, l2: float = 1e-3, steps: int = 300) ->
     return Probe(weight, float((b - (mean / std * w).sum()).detach()))
 
 
+def fit_mlp(x: torch.Tensor, y: torch.Tensor, hidden: int, steps: int, l2: float, seed: int = 0,
+            say=None) -> dict[str, torch.Tensor]:
+    """A one-hidden-layer MLP, P(y) = sigmoid(w2 . tanh(W1 z + b1) + b2) with z = (x - mean) / std, by full-batch
+    Adam (lr 0.01) on class-balanced cross-entropy plus l2 on the weights; seeded. Returns its tensors (mean, std,
+    w1, b1, w2, b2). Arbitrage's router and SPARE's PRM are two of these on different features."""
+    g = torch.Generator().manual_seed(seed)
+    mean, std = x.mean(0), x.std(0).clamp(min=1e-6)
+    z = (x - mean) / std
+    w1 = (torch.randn(hidden, x.shape[1], generator=g, dtype=torch.float64) / x.shape[1] ** 0.5).requires_grad_()
+    b1 = torch.zeros(hidden, dtype=torch.float64, requires_grad=True)
+    w2 = (torch.randn(hidden, generator=g, dtype=torch.float64) / hidden ** 0.5).requires_grad_()
+    b2 = torch.zeros((), dtype=torch.float64, requires_grad=True)
+    pos = y.mean().clamp(1e-3, 1 - 1e-3)
+    weights = torch.where(y > 0.5, 0.5 / pos, 0.5 / (1 - pos))
+    opt = torch.optim.Adam([w1, b1, w2, b2], lr=0.01)
+    for step in range(steps):
+        opt.zero_grad()
+        logits = torch.tanh(z @ w1.T + b1) @ w2 + b2
+        loss = (weights * torch.nn.functional.binary_cross_entropy_with_logits(logits, y, reduction="none")).mean()
+        (loss + l2 * ((w1 * w1).sum() + (w2 * w2).sum())).backward()
+        opt.step()
+        if say and step % 100 == 0:
+            say(f"step {step}: loss {float(loss):.4f}")
+    return {"mean": mean, "std": std, "w1": w1.detach(), "b1": b1.detach(), "w2": w2.detach(), "b2": b2.detach()}
+
+
 def auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
     """Area under the ROC curve: P(score of a positive > score of a negative), ties half."""
     pos, neg = scores[labels > 0.5], scores[labels <= 0.5]

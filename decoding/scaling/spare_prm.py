@@ -217,27 +217,10 @@ def labelled(lm, problems, samples: int, seed: int, say=print) -> tuple[torch.Te
 
 def fit(x: torch.Tensor, y: torch.Tensor, hidden: int = 32, steps: int = 600, l2: float = 1e-4, seed: int = 0,
         say=None) -> PRM:
-    """The MLP by full-batch Adam on class-balanced cross-entropy (standardised inputs)."""
-    g = torch.Generator().manual_seed(seed)
-    mean, std = x.mean(0), x.std(0).clamp(min=1e-6)
-    z = (x - mean) / std
-    w1 = (torch.randn(hidden, x.shape[1], generator=g, dtype=torch.float64) / x.shape[1] ** 0.5).requires_grad_()
-    b1 = torch.zeros(hidden, dtype=torch.float64, requires_grad=True)
-    w2 = (torch.randn(hidden, generator=g, dtype=torch.float64) / hidden ** 0.5).requires_grad_()
-    b2 = torch.zeros((), dtype=torch.float64, requires_grad=True)
-    pos = y.mean().clamp(1e-3, 1 - 1e-3)
-    weights = torch.where(y > 0.5, 0.5 / pos, 0.5 / (1 - pos))
-    opt = torch.optim.Adam([w1, b1, w2, b2], lr=0.01)
-    for step in range(steps):
-        opt.zero_grad()
-        logits = torch.tanh(z @ w1.T + b1) @ w2 + b2
-        loss = (weights * torch.nn.functional.binary_cross_entropy_with_logits(logits, y, reduction="none")).mean()
-        (loss + l2 * ((w1 * w1).sum() + (w2 * w2).sum())).backward()
-        opt.step()
-        if say and step % 100 == 0:
-            say(f"step {step}: loss {float(loss):.4f}")
-    return PRM({"mean": mean, "std": std, "w1": w1.detach(), "b1": b1.detach(), "w2": w2.detach(),
-                "b2": b2.detach()})
+    """The MLP by full-batch Adam on class-balanced cross-entropy (`probe.fit_mlp`)."""
+    from decoding.scaling.probe import fit_mlp
+
+    return PRM(fit_mlp(x, y, hidden, steps, l2, seed, say))
 
 
 def evaluate(prm: PRM, x: torch.Tensor, y: torch.Tensor, rule: torch.Tensor | None = None) -> dict:
