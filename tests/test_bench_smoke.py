@@ -19,6 +19,7 @@ pytestmark = pytest.mark.slow  # real models (SmolLM2, the tiny ones), llama.cpp
 # (script, tiny arguments, keys its --json object must have; None: the script prints a table, no JSON)
 SMOKE = [
     ("bench_app.py", ["--tokens", "4", "--rounds", "1"], None),
+    ("bench_adaptive.py", ["--tasks", "1", "--json"], {"methods", "policies", "thresholds"}),
     ("bench_compare.py", ["--prompts", "1", "--seeds", "1", "--tokens", "4", "--json"], {"summary", "runs"}),
     ("bench_constraints.py", ["--n", "2", "--seeds", "1", "--tokens", "6", "--json"], None),
     ("bench_diffusion.py", ["--length", "16", "--prompts", "1", "--rounds", "1", "--samples", "0"], None),
