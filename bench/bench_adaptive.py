@@ -38,18 +38,13 @@ from decoding import run_to_trace
 from decoding.lm import LM
 from decoding.models import load_model
 from decoding.scaling import math_tasks
-from decoding.scaling import rewards as rw
 from decoding.scaling.math_eval import MAX_NEW_TOKENS
 from decoding.scaling.run import best_complete
+from bench_step_speculation import correct  # the same answer check as the step-speculation bench
 
 COMMON = {"temperature": 1.0, "top_p": 1.0, "max_step_tokens": 40}
 TOP = 16
 BUDGETS = (1, 2, 4, 8, 16)
-
-
-def correct(answer, reference) -> bool:
-    value = rw.parse_number(answer) if answer is not None else None
-    return value is not None and abs(value - float(reference)) < 1e-9
 
 
 def main() -> None:

@@ -175,7 +175,8 @@ def adaptive(ctx: RunContext, params: AdaptiveParams, outcome: Outcome) -> Itera
             steps += 1
             extra = {"wave": wave, "wave_slots": slots, "threshold": params.threshold}
             if steps == params.prune_after:
-                going = {i: run.current_rewards()[i] for i in slots if not run.particles[i].finished}
+                rewards = run.current_rewards()
+                going = {i: rewards[i] for i in slots if not run.particles[i].finished}
                 stop = prune(going, params.keep)
                 for i in stop:
                     run.particles[i].finished = True
