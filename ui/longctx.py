@@ -19,7 +19,7 @@ import gradio as gr
 from ui import longctx_callbacks as cb
 from ui.exports import download, wire_download
 from ui.launch import serve, standalone
-from ui.longctx_views import (DEFAULT_MAX_NEW_TOKENS, DEFAULT_METHOD, DEFAULT_MODEL, OUTPUTS, QUESTION_CHOICES,
+from ui.longctx_views import (SPECULATIVE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_METHOD, DEFAULT_MODEL, OUTPUTS, QUESTION_CHOICES,
                               SIZE_CHOICES, UI_MAX_NEW_TOKENS, field_rows, slider_end, method_help, method_label, methods, shows,
                               views, widget_value)
 from ui.widgets import QUIET, explain_clamping, model_choices, seed_box, spec_widget
@@ -64,11 +64,16 @@ def _controls(c: dict) -> None:
     c["method"] = gr.Radio([(method_label(m), m) for m in methods()], value=DEFAULT_METHOD, label="Method",
                            elem_id="lc-method")
     c["method_help"] = gr.Markdown(method_help(DEFAULT_METHOD), elem_classes="dl-help", elem_id="lc-method-help")
-    for name, (owner, row) in field_rows().items():
-        label = row["name"].replace("_", " ").replace(".", ": ")
-        c[f"lc:{name}"] = spec_widget(row, label=label, elem_id=f"lc-{name.replace('.', '-').replace('_', '-')}",
-                                      visible=shows(owner, DEFAULT_METHOD), value=widget_value(row),
-                                      ui_max=slider_end(row))
+    rows = field_rows()
+    for name, (owner, row) in rows.items():  # a method's own knobs (a drafter's too)
+        if owner != SPECULATIVE:
+            _knob(c, name, owner, row)
+    if any(owner == SPECULATIVE for owner, _ in rows.values()):  # the speculative family's, folded
+        with gr.Accordion("speculative settings (tree, draft length, temperature, …)", open=False,
+                          visible=shows(SPECULATIVE, DEFAULT_METHOD), elem_id="lc-spec-settings") as c["spec_settings"]:
+            for name, (owner, row) in rows.items():
+                if owner == SPECULATIVE:
+                    _knob(c, name, owner, row)
     with gr.Row():
         c["max_new_tokens"] = gr.Slider(1, UI_MAX_NEW_TOKENS, value=DEFAULT_MAX_NEW_TOKENS, step=1,
                                         label="Max new tokens", elem_id="lc-max-new-tokens", scale=2)
@@ -77,6 +82,14 @@ def _controls(c: dict) -> None:
         c["dl_json"] = gr.Button("Trace (JSON)", size="sm", elem_id="lc-download-json")
         c["upload"] = gr.File(label="Replay a saved long-context trace (.json)", file_types=[".json"],
                               type="filepath", height=110, elem_id="lc-upload")
+
+
+def _knob(c: dict, name: str, owner: str, row: dict) -> None:
+    """The widget of one method knob from its spec row (input name `name`), shown while its method is chosen."""
+    label = row["name"].replace("_", " ").replace(".", ": ")
+    c[f"lc:{name}"] = spec_widget(row, label=label, elem_id=f"lc-{name.replace('.', '-').replace('_', '-')}",
+                                  visible=owner == SPECULATIVE or shows(owner, DEFAULT_METHOD), value=widget_value(row),
+                                  ui_max=slider_end(row))
 
 
 def _views(c: dict) -> None:
@@ -107,7 +120,8 @@ def _wire(c: dict) -> None:
     state = {k: c[k] for k in ("trace", "marks")}
     knobs = {name: c[f"lc:{name}"] for name in field_rows()}
     explain_clamping(c, {f"lc:{name}": row for name, (_, row) in field_rows().items()})
-    shown = {f"lc:{name}": c[f"lc:{name}"] for name in field_rows()} | {"method_help": c["method_help"]}
+    shown = {f"lc:{name}": c[f"lc:{name}"] for name in field_rows()} | {"method_help": c["method_help"]} | \
+        ({"spec_settings": c["spec_settings"]} if "spec_settings" in c else {})
     on(c["method"].change, cb.method_changed, shown, {"method": c["method"]}, **QUIET)
     own = {k: c[k] for k in ("own_text", "own_file", "doc_seed", "question", "own_question", "reference")}
     on(c["source"].change, cb.source_changed, own, {"source": c["source"], "question": c["question"]}, **QUIET)

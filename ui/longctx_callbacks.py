@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -33,7 +33,7 @@ from ui.longctx_views import (OWN, PLAIN, QUESTION_CHOICES, SPECULATIVE, UI_MAX_
 ASK = " Answer in a few words."  # what `Document.prompt` puts after a question
 NEEDLE_LINE = re.compile(r"^The secret number of (\w+) is (\d+)\.$", re.MULTILINE)
 TITLE_LINE = re.compile(r"^(Ruth|Esther|Jonah) \d+$")
-READS_ALL = ("plain", "speculative")  # methods whose model reads the whole prompt (the tab checks the window first)
+READS_ALL = ("greedy", "speculative")  # strategies whose model reads the whole prompt (the tab checks the window first)
 
 
 @dataclass(frozen=True)
@@ -147,7 +147,8 @@ def prepare(loaded, source: str, doc_seed: int, own_text: str, question: str, ow
         found = {"kind": "typed", "question": q_text.removesuffix(ASK), "answer": (reference or "").strip(),
                  "evidence": ""}
     if source != OWN and question != OWN:
-        found = asdict(doc.questions[int(question)])  # the builder's own question, with its evidence line
+        q = doc.questions[int(question)]  # the builder's own question, with its evidence line
+        found = {"kind": q.kind, "question": q.question, "answer": q.answer, "evidence": q.evidence}
     marks = context_marks(tokenizer, context, found) | {"source_line": line}
     return Prepared(prompt, marks)
 
@@ -179,8 +180,12 @@ def method_changed(method: str) -> dict:
     """Show the chosen method's knobs (as its parameter dataclass declares them) and its help; hide the others'."""
     import gradio as gr
 
-    return {f"lc:{name}": gr.update(visible=shows(owner, method)) for name, (owner, _) in field_rows().items()} | \
-        {"method_help": method_help(method)}
+    rows = field_rows()
+    knobs = {f"lc:{name}": gr.update(visible=shows(owner, method)) for name, (owner, _) in rows.items()
+             if owner != SPECULATIVE}  # the family's stay visible inside their accordion
+    folded = {"spec_settings": gr.update(visible=shows(SPECULATIVE, method))} if any(
+        owner == SPECULATIVE for owner, _ in rows.values()) else {}
+    return knobs | folded | {"method_help": method_help(method)}
 
 
 def source_changed(source: str, question: str) -> dict:

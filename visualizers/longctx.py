@@ -152,7 +152,7 @@ def context_strip_figure(trace: Trace | None, marks: dict | None = None) -> go.F
             "speculative": "the target reads it all; the drafter only the retrieved chunks"}.get(
         strategy, "the model reads it all")
     capped = f" (first {limit} chunks drawn)" if any(len(r["chunks"]) > limit for r in rows) else ""
-    title, top = title_block([f"The context: {total} tokens; {what}"],
+    title, top = title_block([f"The context: {total} tokens; {what}"], width=100,
                              small="orange: retrieved (hover: rank, BM25 score) · green: the answer's line and chunk · "
                                    "red: planted facts" + capped, small_width=110)
     fig.update_layout(template=TEMPLATE, barmode="overlay", title=title, height=120 + top + 44 * len(names),
@@ -193,7 +193,7 @@ def kv_memory_figure(trace: Trace | None, marks: dict | None = None) -> go.Figur
                                                    "(self-speculation) or the draft model's own", small_width=HALF_SMALL)
         fig.update_layout(template=TEMPLATE, title=title, height=300 + top - 64, margin=dict(l=60, r=20, t=top, b=40),
                           legend=dict(orientation="h", y=-0.25))
-        fig.update_xaxes(title_text="round", title_standoff=4)
+        fig.update_xaxes(title_text="round", title_standoff=4, dtick=1 if len(x) <= 12 else None)
         fig.update_yaxes(title_text="MB", rangemode="tozero")
         return fig
     per = marks.get("kv_bytes_per_position")
@@ -244,9 +244,10 @@ def speed_figure(trace: Trace | None) -> go.Figure:
                                                    "round; line: tokens/s so far", small_width=HALF_SMALL)
         fig.update_layout(template=TEMPLATE, barmode="overlay", title=title, height=300 + top - 64,
                           margin=dict(l=50, r=50, t=top, b=40), legend=dict(orientation="h", y=-0.25))
-        fig.update_xaxes(title_text="round", title_standoff=4)
-        fig.update_yaxes(title_text="tokens", secondary_y=False, rangemode="tozero")
-        fig.update_yaxes(title_text="tokens/s", secondary_y=True, rangemode="tozero", showgrid=False)
+        top_rate = max((r for r in rate if r is not None), default=1.0)
+        fig.update_xaxes(title_text="round", title_standoff=4, dtick=1 if len(x) <= 12 else None)
+        fig.update_yaxes(title_text="tokens", secondary_y=False, range=[0, max(drafted) * 1.1])
+        fig.update_yaxes(title_text="tokens/s", secondary_y=True, range=[0, top_rate * 1.15], showgrid=False)
         return fig
     x = list(range(1, len(tokens) + 1))
     rate = [k / t.elapsed_s if t.elapsed_s > 0 else None for k, t in zip(x, tokens)]
@@ -275,14 +276,21 @@ def rag_compute_figure(trace: Trace | None) -> go.Figure:
     extra = finish.extra if finish is not None else {}
     if trace.start.strategy != "rag":
         written = stats(trace)["num_tokens"]
-        fig = go.Figure([go.Bar(x=["read"], y=[len(trace.start.prompt_ids)], name="prompt read", marker_color=FULL),
-                         go.Bar(x=["written"], y=[written], name="tokens written", marker_color="#f58518")])
-        title, top = title_block([f"Compute: {len(trace.start.prompt_ids)} prompt tokens read, {written} written"],
+        read = len(trace.start.prompt_ids)
+        bars = [("the target read", read, FULL)]
+        drafted = _start_extra(trace).get("draft_prompt_tokens")
+        if drafted:  # rapid: the drafter's own, short prompt
+            bars.append(("the drafter read", drafted, RETRIEVED))
+        bars.append(("written", written, "#4c78a8"))
+        fig = go.Figure(go.Bar(x=[b[0] for b in bars], y=[b[1] for b in bars], marker_color=[b[2] for b in bars],
+                               text=[str(b[1]) for b in bars], textposition="outside", cliponaxis=False))
+        head = f"Compute: {read} prompt tokens read" + (f" by the target, {drafted} by the drafter" if drafted else "")
+        title, top = title_block([f"{head}, {written} written"],
                                  small="rag spends it differently: only the retrieved chunks, per iteration",
                                  small_width=90)
         fig.update_layout(template=TEMPLATE, title=title, height=300 + top - 64, margin=dict(l=60, r=20, t=top, b=40),
                           showlegend=False)
-        fig.update_yaxes(title_text="tokens", rangemode="tozero")
+        fig.update_yaxes(title_text="tokens", range=[0, max(b[1] for b in bars) * 1.2 or 1])
         return fig
     chunks = extra.get("chunks") or []
     retrievals = extra.get("retrievals") or []
