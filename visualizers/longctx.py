@@ -200,10 +200,10 @@ def kv_memory_figure(trace: Trace | None, marks: dict | None = None) -> go.Figur
     if not per:
         return empty_figure("No bytes per position known for this run's model", height=300, title="Memory")
     held = _cache_positions(trace)
-    bars = [("this run's KV cache", held, "#f58518")]
+    bars = [("this run holds", held, "#f58518")]
     total = _context_tokens(trace, marks)
     if trace.start.strategy == "rag" and total:
-        bars.append(("the whole context's", total, FULL))
+        bars.append(("the whole context", total, FULL))
     fig = go.Figure(go.Bar(y=[b[0] for b in bars], x=[b[1] * per / MB for b in bars], orientation="h",
                            marker_color=[b[2] for b in bars], text=[f"{b[1]} positions" for b in bars],
                            textposition="auto", hoverinfo="x+y"))

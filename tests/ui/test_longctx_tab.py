@@ -166,3 +166,22 @@ def test_the_cli_lists_the_long_context_methods_and_the_api_runs_rapid_on_a_long
     assert outputs[0]["kind"] == "start" and len(outputs[0]["prompt_ids"]) > 1800
     rounds = [o for o in outputs if o.get("kind") == "spec_round"]
     assert rounds and len(rounds[0]["extra"]["retrieved"]) == 2 and outputs[-1]["strategy"] == "speculative"
+
+
+def test_the_wired_generate_gets_every_value_by_name():
+    """What Gradio does on Generate, without a model: the widgets' values in the wired order reach `generate_run` by
+    name (every knob included); an unknown model is then the only complaint."""
+    import asyncio
+    import inspect
+
+    with gr.Blocks() as blocks:
+        c = build_longctx()
+    (run,) = [f for f in blocks.fns.values() if getattr(f.fn, "__name__", "") == "generate_run"]
+    values = ["no-such-model" if component is c["model"] else component.value for component in run.inputs]
+    assert inspect.isasyncgenfunction(run.fn)  # `model_event`: Stop reaches the worker at once
+
+    async def first(updates):
+        return await anext(updates)
+
+    with pytest.raises(gr.Error, match="unknown model 'no-such-model'"):
+        asyncio.run(first(run.fn(*values)))
