@@ -253,7 +253,8 @@ def speed_figure(trace: Trace | None) -> go.Figure:
     rate = [k / t.elapsed_s if t.elapsed_s > 0 else None for k, t in zip(x, tokens)]
     fig = go.Figure(go.Scatter(x=x, y=rate, mode="lines+markers", name="tokens/s so far", line=dict(color="#e45756")))
     first = tokens[0].elapsed_s
-    title, top = title_block([f"Tokens/s so far (first token after {first:.2f} s: reading the prompt)"],
+    title, top = title_block([f"Tokens/s so far (the first token after {first:.2f} s: the prompt's prefill and "
+                              "anything the method did before it)"],
                              width=HALF, small="one point per generated token", small_width=HALF_SMALL)
     fig.update_layout(template=TEMPLATE, title=title, height=300 + top - 64, margin=dict(l=50, r=20, t=top, b=40))
     fig.update_xaxes(title_text="tokens generated", title_standoff=4)
@@ -281,6 +282,9 @@ def rag_compute_figure(trace: Trace | None) -> go.Figure:
         drafted = _start_extra(trace).get("draft_prompt_tokens")
         if drafted:  # rapid: the drafter's own, short prompt
             bars.append(("the drafter read", drafted, RETRIEVED))
+        trained = extra.get("tokens_trained")
+        if isinstance(trained, int) and trained:  # a method that trains on the context first (its finish record says)
+            bars.append(("trained on", trained, "#b279a2"))
         bars.append(("written", written, "#4c78a8"))
         fig = go.Figure(go.Bar(x=[b[0] for b in bars], y=[b[1] for b in bars], marker_color=[b[2] for b in bars],
                                text=[str(b[1]) for b in bars], textposition="outside", cliponaxis=False))

@@ -185,3 +185,14 @@ def test_the_wired_generate_gets_every_value_by_name():
 
     with pytest.raises(gr.Error, match="unknown model 'no-such-model'"):
         asyncio.run(first(run.fn(*values)))
+
+
+def test_the_document_line_previews_the_question_and_the_source_switch_shows_the_text_box():
+    shown = cb.preview(MODEL, "1024", 0, "3", "", "", "")["document"]
+    assert "**Question** (continue)" in shown and "Planted facts" in shown and "Reference:" in shown
+    assert "Paste your text" in cb.preview(MODEL, "own", 0, "own", "", "", "")["document"]
+    assert "⚠" in cb.preview(MODEL, "1024", -1, "0", "", "", "")["document"]  # a bad seed, said in the line
+    own = cb.source_changed("own", "2")
+    assert own["own_text"]["visible"] and own["question"]["value"] == "own" and own["own_question"]["visible"]
+    book = cb.source_changed("2048", "2")
+    assert not book["own_text"]["visible"] and book["question"]["value"] == "2" and not book["reference"]["visible"]
