@@ -335,8 +335,12 @@ def stop_run(trace, marks, wait_s: float = 3.0) -> dict:
 
 def replay_marks(trace: Trace) -> dict | None:
     """A replayed run's marks, from its prompt (the facts and the question's reference found in its context) with its
-    model's tokenizer; None where the model cannot be loaded here."""
+    model's tokenizer; None for a model outside the registry (a hub id, a remote engine) or one that cannot load."""
+    from decoding.models import REGISTRY
+
     context, question = split_prompt(trace.start.prompt)
+    if trace.start.model not in REGISTRY:  # a replay never loads a hub model or reaches an engine a trace names
+        return None
     try:
         loaded = load_model(trace.start.model, progress=None)
     except USER_ERRORS:

@@ -90,7 +90,10 @@ def context_strip_figure(trace: Trace | None, marks: dict | None = None) -> go.F
     marks = marks or {}
     trace = trace or Trace()
     total = _context_tokens(trace, marks)
-    if trace.start is None or not total:
+    if trace.start is not None and not total:
+        return empty_figure("This run's context cannot be placed: the model's tokenizer is needed (a replayed run of a "
+                            "model outside the registry)", height=260, title="The context")
+    if trace.start is None:
         return empty_figure("Generate: the context appears here as a strip of token positions, with its chunks, "
                             "the retrieved ones, the planted facts and the answer's chunk", height=260,
                             title="The context")

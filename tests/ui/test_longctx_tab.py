@@ -196,3 +196,15 @@ def test_the_document_line_previews_the_question_and_the_source_switch_shows_the
     assert own["own_text"]["visible"] and own["question"]["value"] == "own" and own["own_question"]["visible"]
     book = cb.source_changed("2048", "2")
     assert not book["own_text"]["visible"] and book["question"]["value"] == "2" and not book["reference"]["visible"]
+
+
+def test_a_replay_naming_a_model_outside_the_registry_loads_nothing(tmp_path, monkeypatch):
+    final = run_tab("rag", max_new_tokens=2)
+    data = json.loads(final["trace"].to_json())
+    data["events"][0]["model"] = "openai:http://127.0.0.1:9/v1#m"
+    path = tmp_path / "remote.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    monkeypatch.setattr(cb, "load_model", lambda *a, **k: pytest.fail("a replay loaded a model"))
+    shown = cb.replay(str(path), None, None)
+    assert shown["marks"] is None and "Replaying" in shown["status"]
+    assert len(shown["strip"].data) > 0  # the strip from the trace alone: rag's chunks, without the facts
