@@ -208,3 +208,21 @@ def test_a_replay_naming_a_model_outside_the_registry_loads_nothing(tmp_path, mo
     shown = cb.replay(str(path), None, None)
     assert shown["marks"] is None and "Replaying" in shown["status"]
     assert len(shown["strip"].data) > 0  # the strip from the trace alone: rag's chunks, without the facts
+
+
+def test_a_knob_whose_default_sits_below_the_sliders_first_step_gets_a_number_box():
+    @dataclass(frozen=True)
+    class LearnParams(Params):
+        lr: float = param(0.001, low=0.0, high=1.0, low_inclusive=False, help="A learning rate.")
+
+    @register_strategy("learn-test", params=LearnParams, family="longctx", help="a test's method", papers=None)
+    def learn(ctx, params, outcome):  # never run
+        yield from ()
+
+    try:
+        with gr.Blocks():
+            c = build_longctx()
+        assert isinstance(c["lc:learn-test.lr"], gr.Number) and c["lc:learn-test.lr"].value == 0.001
+        assert isinstance(c["lc:rag.top_k"], gr.Slider)
+    finally:
+        unregister_strategy("learn-test")
