@@ -14,8 +14,8 @@ It compares against "thinking" tokens at matched FLOPs: T_think ~ 2 * N_TTT * k 
             paper's choice; `lora_rank` > 0: a LoRA on them instead); then feed the question with the trained weights
             on the same cache and answer (greedy, or at `temperature`).
     think   no training: the whole prompt, "Let me think step by step." fed as the start of the answer, up to
-            `think_tokens` generated tokens (0: as many as `train` with the same `steps` and `span_tokens` would
-            spend in FLOPs), then "So the answer is:" fed and the answer. The paper's in-context baseline at equal
+            `think_tokens` generated tokens, stop tokens kept out (0: as many as `train` with the same `steps` and
+            `span_tokens` would spend in FLOPs), then "So the answer is:" fed and the answer. The paper's in-context baseline at equal
             compute.
 
 The shared model is never written: the run trains its own copies of the chosen projections inside a per-run view of
@@ -140,19 +140,21 @@ class Answerer:
             self.ctx.lm.forward_passes += 1
         return True
 
-    def part(self, name: str, limit: int, stop_ends_part: bool) -> Iterator[Event]:
-        """Up to `limit` tokens. A stop token ends the run, or only this part (not emitted) with `stop_ends_part`."""
+    def part(self, name: str, limit: int, fill: bool) -> Iterator[Event]:
+        """Up to `limit` tokens. A stop token ends the run; with `fill` stop tokens are kept out, so the part spends
+        its whole budget (as transformers' `min_new_tokens` keeps EOS out: thinking at matched compute)."""
         generated: list[int] = []
         while len(generated) < limit and not self.done:
-            raw = self.logits
+            raw = allowed = self.logits
+            if fill and self.lm.stop_ids:
+                allowed = raw.clone()
+                allowed[list(self.lm.stop_ids)] = float("-inf")
             if self.temperature == 0:
-                token = int(raw.argmax())
+                token = int(allowed.argmax())
                 final = point_mass(raw, token)
             else:
-                final = tempered(raw, self.temperature)
+                final = tempered(allowed, self.temperature)
                 token = int(sample_from_logits(final[None], self.ctx.generator)[0])
-            if stop_ends_part and token in self.lm.stop_ids:
-                break
             yield token_event(self.ctx, self.step, token, raw, final, forward_passes=self.calls, extra={"part": name})
             self.calls, self.step = 0, self.step + 1
             generated.append(token)
@@ -236,7 +238,7 @@ def _train_then_answer(ctx, params, outcome, plan: Plan, ids: list[int], context
         answer_lm = LM(dataclasses.replace(lm.loaded, model=view))  # answers with the trained projections
         answerer = Answerer(ctx, outcome, answer_lm, cache, params.temperature, calls)
         if answerer.feed(ids[context:]):
-            yield from answerer.part("answer", ctx.max_new_tokens, stop_ends_part=False)
+            yield from answerer.part("answer", ctx.max_new_tokens, fill=False)
         answer = getattr(answerer, "text", "")
         _finish(outcome, plan, context, tokens, losses, answer, answerer.fed, think=0)
     finally:  # the run's copies go with it; the shared model was never written
@@ -249,11 +251,11 @@ def _think(ctx, params, outcome, plan: Plan, ids: list[int], cue: list[int]) -> 
     answerer = Answerer(ctx, outcome, lm, DynamicCache(config=lm.config), params.temperature, 0)
     if not answerer.feed(ids + cue):
         return
-    yield from answerer.part("think", plan.think_tokens, stop_ends_part=True)
+    yield from answerer.part("think", plan.think_tokens, fill=True)
     thought = len(outcome.token_ids)
     answer = ""
     if not answerer.done and answerer.feed(lm.tokenizer(ANSWER_CUE, add_special_tokens=False)["input_ids"]):
-        yield from answerer.part("answer", ctx.max_new_tokens - thought, stop_ends_part=False)
+        yield from answerer.part("answer", ctx.max_new_tokens - thought, fill=False)
         answer = answerer.text
     _finish(outcome, plan, len(ids), 0, [], answer, answerer.fed - len(ids), think=thought)
 
