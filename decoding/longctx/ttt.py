@@ -15,8 +15,8 @@ It compares against "thinking" tokens at matched FLOPs: T_think ~ 2 * N_TTT * k 
             on the same cache and answer (greedy, or at `temperature`).
     think   no training: the whole prompt, "Let me think step by step." fed as the start of the answer, up to
             `think_tokens` generated tokens, stop tokens kept out (0: as many as `train` with the same `steps` and
-            `span_tokens` would spend in FLOPs), then "So the answer is:" fed and the answer. The paper's in-context baseline at equal
-            compute.
+            `span_tokens` would spend in FLOPs), then "So the answer is:" fed and the answer. The paper's in-context
+            baseline at equal compute.
 
 The shared model is never written: the run trains its own copies of the chosen projections inside a per-run view of
 the model (`adapt.adapted_view`), so another request running at the same time sees the loaded weights, and nothing
