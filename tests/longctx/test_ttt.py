@@ -217,3 +217,19 @@ def test_the_compute_is_counted_from_what_ran(tiny_lm, prompt):
     assert extra["paper_think_tokens"] == 2 * 3 * 32
     assert extra["trained_parameters"] == 4 * 64 * 64  # W_Q of the 4 layers
     assert trace.finish.forward_passes == 1 + 3 + len(trace.finish.token_ids)  # prefill, steps, question + tokens
+
+
+@pytest.mark.slow  # SmolLM2-135M on a 1K book: about a minute on a loaded 2-core machine
+def test_on_smollm2_the_frozen_prefill_path_is_greedy_and_training_leaves_the_model_unchanged(smol_lm):
+    smollm = smol_lm
+    doc = build_document(smollm.tokenizer, 1024, seed=0)
+    prompt = doc.prompt(doc.questions[1])
+    plain = run_to_trace(smollm, prompt, strategy="greedy", max_new_tokens=16).finish.token_ids
+    untrained = run_to_trace(smollm, prompt, strategy="ttt", params={"steps": 0}, max_new_tokens=16)
+    assert untrained.finish.token_ids == plain  # the chat template's question fed after the context's prefill
+    before = snapshot(smollm.model)
+    trained = run_to_trace(smollm, prompt, strategy="ttt", params={"steps": 2, "span_tokens": 64}, max_new_tokens=16)
+    assert [e.kind for e in trained.events[1:3]] == ["train_step", "train_step"]
+    assert trained.finish.extra["trained_modules"] == smollm.config.num_hidden_layers  # W_Q of every layer
+    assert_unchanged(smollm.model, before)
+    assert run_to_trace(smollm, prompt, strategy="greedy", max_new_tokens=16).finish.token_ids == plain
