@@ -104,10 +104,11 @@ class Plan:
                                       for n, (i, o) in zip(self.names, width))
         self.lowest_layer = min(int(n.split("layers.")[1].split(".")[0]) for n in self.names)
         self.flops = FlopCounter(lm.model)
-        self.span = min(params.span_tokens, context - 1)
-        self.steps = params.steps if self.span >= 1 else 0
+        self.span = max(0, min(params.span_tokens, context - 1))  # a span and the token after it lie in the context
+        self.steps = params.steps if self.span else 0  # no context (no blank line): nothing to train on
         mean_end = (context - self.span - 1) / 2 + self.span  # spans start uniformly at random
-        self.step_flops = self.flops.train_step(self.span, int(mean_end), self.trained_parameters, self.lowest_layer)
+        self.step_flops = self.flops.train_step(self.span, int(mean_end), self.trained_parameters,
+                                                self.lowest_layer) if self.steps else 0
         self.unit = self.flops.per_token(context)  # one decoded token at the end of the context
         self.think_tokens = params.think_tokens or self.matched_think(prompt_tokens + 8)
 
@@ -180,7 +181,7 @@ def ttt(ctx: RunContext, params: TttParams, outcome: Outcome) -> Iterator[Event]
         raise ValueError(f"`think_tokens` resolves to {plan.think_tokens} thinking tokens, which leaves no room for an "
                          f"answer within `max_new_tokens` {ctx.max_new_tokens}; raise `max_new_tokens` to at least "
                          f"{plan.think_tokens + 8}, or lower `steps`, `span_tokens` or `think_tokens`")
-    lm.check_fits(len(ids) + len(cue), ctx.max_new_tokens, lookahead=8 if cue else 0)
+    lm.check_fits(len(ids) + len(cue), ctx.max_new_tokens, lookahead=len(cue) and 8)  # 8: the answer's cue
     outcome.extra.update(mode=params.mode, context_tokens=context, prompt_tokens=len(ids),
                          trained_modules=len(plan.names), trained_parameters=plan.trained_parameters,
                          span_tokens=plan.span, paper_think_tokens=2 * plan.steps * plan.span)

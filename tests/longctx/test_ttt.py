@@ -233,3 +233,11 @@ def test_on_smollm2_the_frozen_prefill_path_is_greedy_and_training_leaves_the_mo
     assert trained.finish.extra["trained_modules"] == smollm.config.num_hidden_layers  # W_Q of every layer
     assert_unchanged(smollm.model, before)
     assert run_to_trace(smollm, prompt, strategy="greedy", max_new_tokens=16).finish.token_ids == plain
+
+
+def test_a_prompt_without_a_blank_line_has_no_context_to_train_on(tiny_lm):
+    trace = run_to_trace(tiny_lm, "no blank line in this prompt", strategy="ttt", params=FAST, max_new_tokens=4,
+                         chat=False)
+    extra = trace.finish.extra
+    assert extra["context_tokens"] == 0 and extra["steps_run"] == 0 and extra["flops"]["train"] == 0
+    assert trace.finish.token_ids == greedy(tiny_lm, "no blank line in this prompt", n=4)
