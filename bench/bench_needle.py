@@ -103,6 +103,10 @@ def summarize(results: list[dict], methods: list[str]) -> list[dict]:
                     row[m] = {"accuracy": round(sum(d["correct"] for d in done) / len(done), 3),
                               "gflops": statistics.median(d["gflops"] for d in done),
                               "cpu_s": statistics.median(d["cpu_s"] for d in done)}
+                    same = [r["methods"][m]["answer"] == r["methods"]["full"]["answer"] for r in chosen
+                            if m in r["methods"] and "full" in r["methods"]]
+                    if same and m != "full":  # how often the method's answer is the whole context's, word for word
+                        row[m]["same_answer_as_full"] = round(sum(same) / len(same), 3)
             rows.append(row)
     return rows
 
