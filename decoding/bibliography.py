@@ -248,8 +248,10 @@ YANG_2025_LONGSPEC = Paper("LongSpec: Long-Context Lossless Speculative Decoding
                            note="the authors' repository titles it \"LongSpec: Long-Context Speculative Decoding with "
                                 "Efficient Drafting and Verification\"; not implemented yet (issue 28)")
 BANSAL_2025 = Paper("Let's (not) just put things in Context: Test-Time Training for Long-Context LLMs", "Bansal et al.",
-                    2025, arxiv="2512.13898", venue="ICLR 2026", note="query-only test-time training (qTTT); not "
-                                                                      "implemented yet (issue 28)")
+                    2025, arxiv="2512.13898", venue="ICLR 2026",
+                    note="query-only test-time training (qTTT): strategy ttt (mode train), and its FLOP-matched "
+                         "thinking baseline (mode think); the paper's learning rate and optimizer were not in what "
+                         "could be read offline (Adam, lr 1e-3 here)")
 ROBERTSON_2009 = Paper("The Probabilistic Relevance Framework: BM25 and Beyond", "Robertson and Zaragoza", 2009,
                        venue="Foundations and Trends in Information Retrieval 3(4)",
                        note="Okapi BM25, the shipped retriever (Lucene's idf)")

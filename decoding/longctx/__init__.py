@@ -7,6 +7,10 @@
                   (follow-up queries, each retrieving and answering, then the final answer) (Yue et al. 2024)
     rapid.py      drafter `rapid` of the speculative strategy: a draft path over the retrieved chunks only (its own
                   short cache) for a target that verifies on the whole context (RAPID, Chen et al. 2025)
+    ttt.py        strategy `ttt`: gradient steps of next-token loss on spans of the context updating the query
+                  projections (qTTT, Bansal et al. 2025), then the answer; or the same FLOPs as thinking tokens
+    adapt.py      what ttt needs of a shared model without writing it: a per-run view with the run's own trained
+                  projections, the cache that hands the steps the prefill's frozen keys and values, a FLOP count
 
 Glossary
     context      the long text the prompt carries (the document); the question follows it after a blank line.
