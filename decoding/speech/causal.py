@@ -255,7 +255,7 @@ def careless_decode(asr, model, states: torch.Tensor, tokens: list, committed: i
                   [int(rows[i].argmax()) == t.token_id for i, t in enumerate(tokens)], committed)
     hypothesis = fresh[:keep]
     if keep < len(tokens):
-        cache.crop(len(prompt) + keep)
+        cache.crop(keep - len(tokens))  # drop the revised tokens' keys and values (a negative count)
     logits = rows[keep]
     room = asr.max_target_positions - len(prompt) - keep
     for _ in range(max(0, min(max_new_tokens, room))):
