@@ -16,8 +16,12 @@ later is retracted, and counted.
                      timestamps), so a committed token is never withdrawn, by construction. The last chunk commits
                      the rest (the paper's flush at the end of the stream).
     careless         CarelessWhisper (Krichli, Raj and Keshet 2025, "CarelessWhisper: Turning Whisper into a Causal
-                     Streaming Model", arXiv 2508.12301): a causal encoder fine-tuned with LoRA and its commit
-                     rule. Not trained yet: choosing it says so.
+                     Streaming Model", arXiv 2508.12301): a chunk-causal encoder (`decoding.speech.causal`) that
+                     encodes only each new chunk against cached keys/values, fine-tuned with LoRA
+                     (`decoding.speech.lora`, trained by `decoding.training.careless`), and the authors' greedy
+                     streaming rule: the newest `lookback` tokens are re-scored with each chunk and dropped from the
+                     first one that became less likely and lost the argmax; older tokens are committed. Unavailable
+                     (it says so) until the trained LoRA ships in assets/whisper-careless-lora.
 
 The audio must fit Whisper's 30-second window (no buffer trimming yet).
 """
@@ -207,7 +211,7 @@ def _careless_unavailable() -> str:
 
 @POLICIES.register("careless", help="CarelessWhisper: a chunk-causal encoder (LoRA) that encodes only the new audio, "
                                     "and its commit rule (the newest tokens stay open to revision)",
-                   params=CarelessParams, papers=(bib.KRICHLI_2025,), unavailable=_careless_unavailable())
+                   params=CarelessParams, papers=(bib.KRICHLI_2025, bib.HU_2021), unavailable=_careless_unavailable())
 def _careless(asr, params):
     return Careless(asr, params)
 

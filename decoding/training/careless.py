@@ -311,8 +311,8 @@ class _Adapters:
                 own[k].copy_(v)
 
 
-def _restore(work: Path):
-    data = torch.load(work / "ckpt.pt", weights_only=False)
+def _restore(path: Path):
+    data = torch.load(path, weights_only=False)
     rank = int(next(v for k, v in data["model"].items() if k.endswith("lora_A")).shape[0])
     asr, model, encoder = build(rank, None)
     _Adapters(model).load_state_dict(data["model"])
@@ -320,21 +320,28 @@ def _restore(work: Path):
 
 
 def evaluate_cmd(args) -> dict:
-    """Held-out WER of the untrained causal encoder (LoRA at zero) and of the checkpoint, side by side."""
+    """Held-out WER of the untrained causal encoder (LoRA at zero: computed once, kept in --work/untrained.json)
+    and of a snapshot of the current checkpoint (--work/evaluated.pt, what `export` then ships), side by side."""
+    import shutil
+
     from decoding.speech.lora import lora_state
 
     _, held = load_clips(args.work)
-    asr, model, state = _restore(args.work)
+    snapshot = args.work / "evaluated.pt"
+    shutil.copy(args.work / "ckpt.pt", snapshot.with_suffix(".tmp"))  # training may save a newer one meanwhile
+    snapshot.with_suffix(".tmp").replace(snapshot)
+    asr, model, state = _restore(snapshot)
     trained = evaluate(asr, model, held)
-    saved = {k: v.detach().clone() for k, v in lora_state(model).items()}
-    with torch.no_grad():
-        for k, v in lora_state(model).items():
-            if k.endswith("lora_B"):
-                v.zero_()
-    untrained = evaluate(asr, model, held)
-    with torch.no_grad():
-        for k, v in lora_state(model).items():
-            v.copy_(saved[k])
+    baseline = args.work / "untrained.json"
+    if baseline.exists():
+        untrained = json.loads(baseline.read_text())
+    else:
+        with torch.no_grad():
+            for k, v in lora_state(model).items():
+                if k.endswith("lora_B"):
+                    v.zero_()  # B = 0: exactly the base weights
+        untrained = evaluate(asr, model, held)
+        baseline.write_text(json.dumps(untrained) + "\n")
     out = {"step": state["step"], "cpu_minutes": round(state["spent"] / 60, 1), "untrained": untrained,
            "trained": trained}
     print(json.dumps(out))
@@ -347,10 +354,12 @@ def export(args) -> None:
 
     from decoding.speech.lora import save_lora
 
-    asr, model, state = _restore(args.work)
-    figures = json.loads((args.work / "eval.json").read_text()) if (args.work / "eval.json").exists() else None
-    if figures is None or figures["step"] != state["step"]:
-        raise ValueError(f"run `python -m decoding.training.careless eval --work {args.work}` on this checkpoint first")
+    if not (args.work / "eval.json").exists():
+        raise ValueError(f"run `python -m decoding.training.careless eval --work {args.work}` first")
+    figures = json.loads((args.work / "eval.json").read_text())
+    asr, model, state = _restore(args.work / "evaluated.pt")
+    if figures["step"] != state["step"]:
+        raise ValueError(f"eval.json is for step {figures['step']}, evaluated.pt holds step {state['step']}: run eval")
     if figures["trained"]["wer"] >= figures["untrained"]["wer"] and not args.force:
         raise ValueError(f"the checkpoint's held-out WER {figures['trained']['wer']} is not below the untrained causal "
                          f"encoder's {figures['untrained']['wer']}: not exported (--force exports anyway)")
@@ -358,7 +367,7 @@ def export(args) -> None:
     info = {"base": asr.name, "steps": state["step"], "cpu_minutes": round(state["spent"] / 60, 1),
             "train_clips": len(train_clips), "train_audio_minutes": round(sum(c["audio_s"] for c in train_clips) / 60, 1),
             "held_out": {"clips": len(held), "untrained": figures["untrained"], "trained": figures["trained"]},
-            "chunks_s": list(CHUNKS_S), "history": state["history"][-20:]}
+            "chunks_s": list(CHUNKS_S), "history": state["history"][-20:], "evals": state["evals"]}
     save_lora(model, args.out, info)
     shutil.copy(args.work / "train.log", args.out / "train.log")
     print(f"exported {args.out}: {json.dumps({k: info[k] for k in ('steps', 'cpu_minutes')})}")

@@ -200,3 +200,29 @@ def test_revising_crops_the_decoder_cache_and_decodes_on_as_from_scratch(asr):
     assert [t.token_id for t in hypothesis] == [t.token_id for t in again]
     assert [t.token_id for t in hypothesis[:2]] == [5, 7]  # the committed ones stay whatever their probability
     assert all(abs(a.prob - b.prob) < 1e-5 for a, b in zip(hypothesis, again))
+
+
+@pytest.mark.slow  # Whisper base: the causal encoder over a 3 s sentence, chunk by chunk and at once
+def test_on_whisper_base_the_stream_equals_the_masked_pass_and_encodes_only_new_frames():
+    from decoding.speech.audio import speak
+    from decoding.speech.whisper import load_whisper
+
+    base = load_whisper()
+    clip = speak("She sells fresh bread at the market every morning.")
+    encoder = causal.CausalEncoder(base.model, base.features.mel_filters)
+    ends = chunk_ends(len(clip.audio), 1.0)
+    stream = encoder.stream()
+    for end in ends:
+        states = stream.extend(clip.audio[:end])
+        assert stream.new_frames <= 50
+    with torch.inference_mode():
+        full = encoder.encode(clip.audio, ends)
+    assert states.shape == full.shape and (states - full).abs().max() < 1e-3
+    params = StreamParams(policy="careless", chunk_s=1.0, max_new_tokens=24, own=CarelessParams(lora=False))
+    policy = Careless(base, params, model=base.model)  # the untrained causal encoder: it may write nonsense
+    committed = []
+    for k, end in enumerate(ends):
+        step = policy.step(clip.audio[:end], final=k == len(ends) - 1)
+        ids = [t.token_id for t in step.committed]
+        assert ids[:len(committed)] == committed
+        committed = ids
