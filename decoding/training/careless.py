@@ -22,7 +22,7 @@ verses of held-out chapters, and one voice (`en-gb-x-gbcwmd`) no training clip u
 
     python -m decoding.training.careless data   --work ~/.cache/decoding-lab/careless --minutes 20
     python -m decoding.training.careless train  --work ~/.cache/decoding-lab/careless --minutes 120 [--resume]
-    python -m decoding.training.careless eval   --work ~/.cache/decoding-lab/careless
+    python -m decoding.training.careless eval   --work ~/.cache/decoding-lab/careless [--baselines]
     python -m decoding.training.careless export --work ~/.cache/decoding-lab/careless --out assets/whisper-careless-lora
 
 `train` checkpoints to --work/ckpt.pt every `--save-minutes` and evaluates on the held-out clips every
@@ -344,8 +344,40 @@ def evaluate_cmd(args) -> dict:
         baseline.write_text(json.dumps(untrained) + "\n")
     out = {"step": state["step"], "cpu_minutes": round(state["spent"] / 60, 1), "untrained": untrained,
            "trained": trained}
+    if args.baselines:
+        out["baselines"] = baselines(args.work, held)
     print(json.dumps(out))
     (args.work / "eval.json").write_text(json.dumps(out, indent=1) + "\n")
+    return out
+
+
+def baselines(work: Path, held: list[dict], chunk_s: float = 1.0) -> dict:
+    """The same held-out clips through Whisper base's own policies (`redecode`, `local-agreement`), each with the
+    same chunk size: what the causal model is compared against. Computed once (--work/baselines.json)."""
+    from decoding.speech.audio import read_wav
+    from decoding.speech.metrics import edits, normalise
+    from decoding.speech.policies import transcribe
+    from decoding.speech.whisper import load_whisper
+
+    cached = work / "baselines.json"
+    if cached.exists():
+        return json.loads(cached.read_text())
+    asr, out = load_whisper(), {}
+    for policy in ("redecode", "local-agreement"):
+        errors = words = retracted = 0
+        latencies, cpu, audio_s = [], 0.0, 0.0
+        for clip in held:
+            finish = list(transcribe(asr, read_wav(clip["wav"]), params={"policy": policy, "chunk_s": chunk_s},
+                                     words=clip["words"], reference=clip["text"]))[-1]
+            ref = normalise(clip["text"])
+            errors, words = errors + edits(ref, normalise(finish.text)), words + len(ref)
+            latencies += [w["latency_s"] for w in finish.committed if w["latency_s"] is not None]
+            cpu, audio_s = cpu + finish.stats["cpu_s"], audio_s + finish.stats["audio_s"]
+            retracted += finish.stats["retracted_tokens"]
+        out[policy] = {"wer": round(errors / max(words, 1), 4), "mean_latency_s": round(float(np.mean(latencies)), 3),
+                       "cpu_s_per_audio_s": round(cpu / audio_s, 3), "retracted_tokens": retracted,
+                       "clips": len(held), "chunk_s": chunk_s}
+    cached.write_text(json.dumps(out) + "\n")
     return out
 
 
@@ -366,7 +398,8 @@ def export(args) -> None:
     train_clips, held = load_clips(args.work)
     info = {"base": asr.name, "steps": state["step"], "cpu_minutes": round(state["spent"] / 60, 1),
             "train_clips": len(train_clips), "train_audio_minutes": round(sum(c["audio_s"] for c in train_clips) / 60, 1),
-            "held_out": {"clips": len(held), "untrained": figures["untrained"], "trained": figures["trained"]},
+            "held_out": {"clips": len(held), "untrained": figures["untrained"], "trained": figures["trained"],
+                         "baselines": figures.get("baselines")},
             "chunks_s": list(CHUNKS_S), "history": state["history"][-20:], "evals": state["evals"]}
     save_lora(model, args.out, info)
     shutil.copy(args.work / "train.log", args.out / "train.log")
@@ -398,6 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p = sub.add_parser("eval", help="held-out WER: the untrained causal encoder against the checkpoint")
     p.add_argument("--work", type=Path, default=DEFAULT_WORK)
+    p.add_argument("--baselines", action="store_true", help="also Whisper base's redecode and local-agreement")
     p = sub.add_parser("export", help="the checkpoint's LoRA (float16) into --out")
     p.add_argument("--work", type=Path, default=DEFAULT_WORK)
     p.add_argument("--out", type=Path, default=Path("assets/whisper-careless-lora"))
