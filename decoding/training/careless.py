@@ -400,7 +400,10 @@ def export(args) -> None:
             "train_clips": len(train_clips), "train_audio_minutes": round(sum(c["audio_s"] for c in train_clips) / 60, 1),
             "held_out": {"clips": len(held), "untrained": figures["untrained"], "trained": figures["trained"],
                          "baselines": figures.get("baselines")},
-            "chunks_s": list(CHUNKS_S), "history": state["history"][-20:], "evals": state["evals"]}
+            "chunks_s": list(CHUNKS_S), "history": state["history"][-20:],
+            "evals": [{k: v for k, v in e.items() if k != "examples"} for e in state["evals"]]}
+    for figure in (info["held_out"]["untrained"], info["held_out"]["trained"]):
+        figure.pop("examples", None)
     save_lora(model, args.out, info)
     shutil.copy(args.work / "train.log", args.out / "train.log")
     print(f"exported {args.out}: {json.dumps({k: info[k] for k in ('steps', 'cpu_minutes')})}")
