@@ -155,6 +155,8 @@ class CarelessParams(Params):
                                                  "chunk arrives (the authors' n_tokens_look_back, 2); older ones are "
                                                  "committed.")
     lora: bool = param(True, help="Use the trained LoRA (off: the causal encoder untrained, for comparison).")
+    flush_s: float = param(0.5, low=0.0, high=2.0, help="Seconds of silence heard after the last chunk, so the causal "
+                                                        "model hears the speech end (0: none).")
 
 
 @functools.lru_cache(maxsize=4)
@@ -187,6 +189,8 @@ class Careless(Policy):
     def step(self, heard, final):
         from decoding.speech.causal import careless_decode
 
+        if final and self.params.own.flush_s > 0:  # the stream has ended: let the causal model hear silence after it
+            heard = np.concatenate([heard, np.zeros(round(self.params.own.flush_s * SAMPLE_RATE), np.float32)])
         states = self.stream.extend(heard)
         if states is None:  # under 20 ms heard: no frame is ready
             return Step([], [], 0, 0, {"new_frames": 0, "unconfirmed": []})

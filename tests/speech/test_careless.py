@@ -168,6 +168,7 @@ def test_the_careless_policy_never_retracts_and_commits_all_at_the_end(asr):
         kept_any |= step.extra["kept"] > 0
         committed = ids
     assert committed == [t.token_id for t in step.hypothesis]  # the last chunk commits the rest
+    assert step.extra["new_frames"] == 25 + 25  # ... after hearing `flush_s` (0.5 s) of silence past the end
     assert kept_any and all(0 < t.prob <= 1 for t in step.hypothesis)
 
 
