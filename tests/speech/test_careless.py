@@ -227,3 +227,22 @@ def test_on_whisper_base_the_stream_equals_the_masked_pass_and_encodes_only_new_
         ids = [t.token_id for t in step.committed]
         assert ids[:len(committed)] == committed
         committed = ids
+
+
+@pytest.mark.slow  # Whisper base with the shipped LoRA merged, over a 3 s sentence
+def test_the_shipped_lora_transcribes_an_espeak_sentence_while_it_arrives():
+    from decoding.speech.audio import speak
+    from decoding.speech.lora import WEIGHTS
+    from decoding.speech.policies import CARELESS_LORA, transcribe
+    from decoding.speech.whisper import load_whisper
+
+    if not (CARELESS_LORA / WEIGHTS).exists():
+        pytest.skip("no trained LoRA in this checkout")
+    sentence = "Please open the window before the meeting starts."
+    clip = speak(sentence)
+    events = list(transcribe(load_whisper(), clip.audio, params={"policy": "careless"}, words=clip.words,
+                             reference=sentence))
+    finish, chunks = events[-1], events[1:-1]
+    assert finish.stats["wer"] == 0.0 and finish.stats["retracted_tokens"] == 0
+    assert chunks[0].committed_text.strip()  # words are committed before the sentence ends
+    assert all(c.extra["new_frames"] <= 50 for c in chunks[:-1])  # only the new second is encoded
