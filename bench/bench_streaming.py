@@ -12,11 +12,13 @@ clip on one machine. Per policy and chunk size:
     cpu per audio second    process CPU time of the policy's model calls and decisions / seconds of audio
                             (above 1: slower than real time on this machine)
 
-CarelessWhisper (`careless`) is listed with the reason it cannot run yet (its causal encoder is not trained).
+CarelessWhisper (`careless`) runs when its trained LoRA ships (assets/whisper-careless-lora), beside a
+`careless-untrained` row (the same causal encoder and commit rule without the LoRA, `careless.lora=false`);
+until then it is listed with the reason it cannot run.
 
     python bench/bench_streaming.py [--chunks 1.0,2.0] [--clips 3] [--threads 1] [--quick] [--json]
 
-`--quick`: the first clip, chunks of 2 s (about a minute on one core).
+`--quick`: the first clip, chunks of 2 s, no `careless-untrained` row (about a minute on one core).
 """
 
 from __future__ import annotations
@@ -46,8 +48,12 @@ CLIPS = [
 ]
 
 
+VARIANTS = {"careless-untrained": ("careless", {"careless.lora": False})}  # row -> (policy, its settings)
+
+
 def run_policy(asr, clip, text: str, policy: str, chunk_s: float) -> dict:
-    finish = list(transcribe(asr, clip.audio, params={"policy": policy, "chunk_s": chunk_s}, words=clip.words,
+    name, extra = VARIANTS.get(policy, (policy, {}))
+    finish = list(transcribe(asr, clip.audio, params={"policy": name, "chunk_s": chunk_s, **extra}, words=clip.words,
                              reference=text))[-1]
     ref = normalise(text)
     return {"policy": policy, "chunk_s": chunk_s, "text": finish.text, "edits": edits(ref, normalise(finish.text)),
@@ -84,6 +90,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     asr = load_whisper()
     runnable = [name for name in POLICIES.names() if not POLICIES.capability(name, "unavailable")]
+    runnable += [row for row, (name, _) in VARIANTS.items() if name in runnable and not args.quick]
     runs: dict[tuple, list] = {}
     clips = []
     for text, voice, rate in CLIPS[:args.clips]:
@@ -102,9 +109,9 @@ def main() -> None:
     if args.json:
         print(json.dumps(out))
         return
-    print(f"{'policy':<16} {'chunk':>5} {'WER':>6} {'mean lat':>9} {'p95 lat':>8} {'retr/min':>9} {'CPU/audio s':>12}")
+    print(f"{'policy':<18} {'chunk':>5} {'WER':>6} {'mean lat':>9} {'p95 lat':>8} {'retr/min':>9} {'CPU/audio s':>12}")
     for r in rows:
-        print(f"{r['policy']:<16} {r['chunk_s']:>5} {r['wer']:>6} {r['mean_latency_s']!s:>9} {r['p95_latency_s']!s:>8} "
+        print(f"{r['policy']:<18} {r['chunk_s']:>5} {r['wer']:>6} {r['mean_latency_s']!s:>9} {r['p95_latency_s']!s:>8} "
               f"{r['retractions_per_minute']:>9} {r['cpu_s_per_audio_s']:>12}")
     for name, reason in out["unavailable"].items():
         print(f"{name}: {reason}")

@@ -232,9 +232,12 @@ MACHACEK_2023 = Paper("Turning Whisper into Real-Time Transcription System", "Ma
                       note="Whisper-Streaming's LocalAgreement-2; the committed text is the decoder's forced prefix "
                            "here (whisper-streaming matches it through word timestamps)")
 KRICHLI_2025 = Paper("CarelessWhisper: Turning Whisper into a Causal Streaming Model", "Krichli, Raj and Keshet",
-                     2025, arxiv="2508.12301", note="the causal encoder (LoRA) and its commit rule: not trained yet; "
-                                                    "arXiv v2 (2026) is retitled \"WhisperRT: Turning Whisper into a "
-                                                    "Causal Streaming Model\"")
+                     2025, arxiv="2508.12301", note="the chunk-causal encoder (LoRA) and its commit rule, read from the "
+                                                    "abstract and the authors' released code; arXiv v2 (2026) is "
+                                                    "retitled \"WhisperRT: Turning Whisper into a Causal Streaming "
+                                                    "Model\"")
+HU_2021 = Paper("LoRA: Low-Rank Adaptation of Large Language Models", "Hu et al.", 2021, arxiv="2106.09685",
+                venue="ICLR 2022", note="the adapters of CarelessWhisper's encoder and decoder attention")
 # --- long context (issue 28) ----------------------------------------------------------------------------------
 YUE_2024 = Paper("Inference Scaling for Long-Context Retrieval Augmented Generation", "Yue et al.", 2024,
                  arxiv="2410.04343", venue="ICLR 2025", note="DRAG and IterDRAG (strategy rag); BM25 retrieval over the "

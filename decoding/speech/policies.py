@@ -16,16 +16,22 @@ later is retracted, and counted.
                      timestamps), so a committed token is never withdrawn, by construction. The last chunk commits
                      the rest (the paper's flush at the end of the stream).
     careless         CarelessWhisper (Krichli, Raj and Keshet 2025, "CarelessWhisper: Turning Whisper into a Causal
-                     Streaming Model", arXiv 2508.12301): a causal encoder fine-tuned with LoRA and its commit
-                     rule. Not trained yet: choosing it says so.
+                     Streaming Model", arXiv 2508.12301): a chunk-causal encoder (`decoding.speech.causal`) that
+                     encodes only each new chunk against cached keys/values, fine-tuned with LoRA
+                     (`decoding.speech.lora`, trained by `decoding.training.careless`), and the authors' greedy
+                     streaming rule: the newest `lookback` tokens are re-scored with each chunk and dropped from the
+                     first one that became less likely and lost the argmax; older tokens are committed. Unavailable
+                     (it says so) until the trained LoRA ships in assets/whisper-careless-lora.
 
 The audio must fit Whisper's 30-second window (no buffer trimming yet).
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Iterator
 
 import numpy as np
@@ -138,13 +144,80 @@ def _local_agreement(asr, params):
     return LocalAgreement(asr, params)
 
 
-@POLICIES.register("careless", help="CarelessWhisper's causal encoder (LoRA) and its commit rule: not trained yet",
-                   papers=(bib.KRICHLI_2025,),
-                   unavailable="policy `careless` needs CarelessWhisper's causal encoder (Whisper's encoder fine-tuned "
-                               "with LoRA for chunk-causal attention), which this project has not trained yet; choose "
-                               "local-agreement or redecode")
+# ---------------------------------------------------------------- CarelessWhisper (decoding/speech/causal.py)
+
+CARELESS_LORA = Path(__file__).resolve().parents[2] / "assets" / "whisper-careless-lora"  # the shipped LoRA
+
+
+@dataclass(frozen=True)
+class CarelessParams(Params):
+    lookback: int = param(2, low=1, high=4, help="How many of the newest tokens stay open to revision when the next "
+                                                 "chunk arrives (the authors' n_tokens_look_back, 2); older ones are "
+                                                 "committed.")
+    lora: bool = param(True, help="Use the trained LoRA (off: the causal encoder untrained, for comparison).")
+    flush_s: float = param(0.5, low=0.0, high=2.0, help="Seconds of silence heard after the last chunk, so the causal "
+                                                        "model hears the speech end (0: none).")
+
+
+@functools.lru_cache(maxsize=4)
+def careless_model(asr: Whisper, lora: bool):
+    """Whisper with CarelessWhisper's LoRA merged into a copy of its weights (or `asr`'s own model, untrained)."""
+    from decoding.speech.lora import WEIGHTS, merged_copy
+
+    if not lora:
+        return asr.model
+    if not (CARELESS_LORA / WEIGHTS).exists():
+        raise ValueError(f"`careless.lora` needs the trained LoRA in {CARELESS_LORA}, which is missing; set "
+                         f"careless.lora=false for the untrained causal encoder")
+    return merged_copy(asr.model, CARELESS_LORA)
+
+
+class Careless(Policy):
+    """The causal encoder encodes only each new chunk (cached keys/values); the decoder re-scores the hypothesis,
+    drops its newest tokens from the first one that became less likely and is no longer the argmax (only the last
+    `lookback` are examined), and decodes on. Tokens older than `lookback` are committed, never retracted."""
+
+    def __init__(self, asr, params, model=None):
+        from decoding.speech.causal import CausalEncoder
+
+        super().__init__(asr, params)
+        self.model = model if model is not None else careless_model(asr, params.own.lora)
+        self.stream = CausalEncoder(self.model, asr.features.mel_filters).stream()
+        self.tokens: list[TokenChoice] = []
+        self.committed = 0
+
+    def step(self, heard, final):
+        from decoding.speech.causal import careless_decode
+
+        if final and self.params.own.flush_s > 0:  # the stream has ended: let the causal model hear silence after it
+            heard = np.concatenate([heard, np.zeros(round(self.params.own.flush_s * SAMPLE_RATE), np.float32)])
+        states = self.stream.extend(heard)
+        if states is None:  # under 20 ms heard: no frame is ready
+            return Step([], [], 0, 0, {"new_frames": 0, "unconfirmed": []})
+        self.tokens, kept, passes = careless_decode(self.asr, self.model, states, self.tokens, self.committed,
+                                                    max_new_tokens=self.params.max_new_tokens, top_k=self.params.top_k)
+        lookback = self.params.own.lookback
+        self.committed = len(self.tokens) if final else max(self.committed, len(self.tokens) - lookback)
+        return Step(list(self.tokens), self.tokens[:self.committed], 1, passes,
+                    {"new_frames": self.stream.new_frames, "kept": kept,
+                     "unconfirmed": [t.token_id for t in self.tokens[self.committed:]]})
+
+
+def _careless_unavailable() -> str:
+    from decoding.speech.lora import WEIGHTS
+
+    if (CARELESS_LORA / WEIGHTS).exists():
+        return ""
+    return ("policy `careless` needs CarelessWhisper's causal encoder fine-tuned with LoRA (assets/whisper-careless-"
+            "lora), which this project has not trained yet (python -m decoding.training.careless trains it); choose "
+            "local-agreement or redecode")
+
+
+@POLICIES.register("careless", help="CarelessWhisper: a chunk-causal encoder (LoRA) that encodes only the new audio, "
+                                    "and its commit rule (the newest tokens stay open to revision)",
+                   params=CarelessParams, papers=(bib.KRICHLI_2025, bib.HU_2021), unavailable=_careless_unavailable())
 def _careless(asr, params):
-    raise ValueError(POLICIES.capability("careless", "unavailable"))
+    return Careless(asr, params)
 
 
 def stream_params(values: dict | StreamParams | None) -> StreamParams:

@@ -109,7 +109,16 @@ def test_stop_ends_the_run_before_the_next_chunk():
     assert events[-1].stop_reason == "cancelled" and events[-1].stats["audio_s"] == 2.0
 
 
-def test_parameters_and_inputs_are_checked_with_a_sentence():
+def without_the_careless_lora(monkeypatch, tmp_path):
+    """As in a checkout where CarelessWhisper's LoRA has not been trained (no assets/whisper-careless-lora)."""
+    from decoding.speech import policies
+
+    monkeypatch.setattr(policies, "CARELESS_LORA", tmp_path / "no-lora")
+    monkeypatch.setitem(POLICIES.entry("careless").capabilities, "unavailable", policies._careless_unavailable())
+
+
+def test_parameters_and_inputs_are_checked_with_a_sentence(monkeypatch, tmp_path):
+    without_the_careless_lora(monkeypatch, tmp_path)
     assert set(POLICIES.names()) == {"redecode", "local-agreement", "careless"}
     assert flat(stream_params({"policy": "local-agreement"}))["local-agreement.agree"] == 2
     with pytest.raises(ValueError, match="`chunk_s` must be in"):

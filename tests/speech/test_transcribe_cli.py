@@ -15,7 +15,10 @@ from decoding.__main__ import main
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_careless_and_bad_settings_fail_before_any_model_loads(capsys, tmp_path):
+def test_careless_and_bad_settings_fail_before_any_model_loads(capsys, tmp_path, monkeypatch):
+    from tests.speech.test_policies import without_the_careless_lora
+
+    without_the_careless_lora(monkeypatch, tmp_path)
     assert main(["transcribe", "--audio", str(tmp_path / "none.wav"), "--policy", "careless"]) == 2
     assert "has not trained yet" in capsys.readouterr().err
     assert main(["transcribe", "--say", "hello", "--chunk-s", "5"]) == 2
