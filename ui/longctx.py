@@ -21,7 +21,7 @@ from ui.exports import download, wire_download
 from ui.launch import serve, standalone
 from ui.longctx_views import (DEFAULT_MAX_NEW_TOKENS, DEFAULT_METHOD, DEFAULT_MODEL, OUTPUTS, QUESTION_CHOICES,
                               SIZE_CHOICES, SPECULATIVE, UI_MAX_NEW_TOKENS, field_rows, method_help, method_label,
-                              methods, shows, slider_end, slider_fits, views, widget_value)
+                              methods, shows, slider_end, views, widget_value)
 from ui.widgets import QUIET, explain_clamping, model_choices, seed_box, spec_widget
 from ui.wiring import lab_columns, named_inputs, on, on_any, session_state, wire_lab
 
@@ -87,12 +87,9 @@ def _controls(c: dict) -> None:
 def _knob(c: dict, name: str, owner: str, row: dict) -> None:
     """The widget of one method knob from its spec row (input name `name`), shown while its method is chosen."""
     label = row["name"].replace("_", " ").replace(".", ": ")
-    kw = dict(label=label, elem_id=f"lc-{name.replace('.', '-').replace('_', '-')}",
-              visible=owner == SPECULATIVE or shows(owner, DEFAULT_METHOD))
-    if slider_fits(row):
-        c[f"lc:{name}"] = spec_widget(row, value=widget_value(row), ui_max=slider_end(row), **kw)
-    else:  # a default below the slider's first step (a learning rate of 0.001 on (0, 1]): a number box
-        c[f"lc:{name}"] = gr.Number(widget_value(row), info=row["help"], **kw)
+    c[f"lc:{name}"] = spec_widget(row, label=label, elem_id=f"lc-{name.replace('.', '-').replace('_', '-')}",
+                                  visible=owner == SPECULATIVE or shows(owner, DEFAULT_METHOD), value=widget_value(row),
+                                  ui_max=slider_end(row))
 
 
 def _views(c: dict) -> None:

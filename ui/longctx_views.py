@@ -253,21 +253,3 @@ def slider_end(row: dict) -> float:
     number = isinstance(default, (int, float)) and not isinstance(default, bool) and math.isfinite(default)
     return max(100.0, 4.0 * default) if number else 100.0
 
-
-def slider_fits(row: dict) -> bool:
-    """Whether the slider `ui.widgets.spec_widget` makes for this knob (at `slider_end`) can show its default: a
-    default below the slider's first step (0.001 on (0, 1], whose first step is 0.01) is
-    refused by Gradio when the tab loads, so such a knob gets a number box."""
-    default = row["default"]
-    if row["type"] not in ("int", "float") or row.get("choices") or isinstance(default, bool):
-        return True
-    low, high = row["low"], row["high"]
-    if (not row["interval"] and not row.get("ui_high")) or low == float("-inf"):
-        return True  # spec_widget makes a number box
-    high = min(high, row.get("ui_high") or max(slider_end(row), low + 1))
-    step = row.get("step") or (1 if row["type"] == "int" else round((high - low) / 100, 6) or 0.01)
-    if row.get("step"):
-        low = math.ceil(low / step - 1e-9) * step
-    if not row.get("low_inclusive", True) and low == row["low"]:
-        low = low + step
-    return low <= default <= high

@@ -210,7 +210,9 @@ def test_a_replay_naming_a_model_outside_the_registry_loads_nothing(tmp_path, mo
     assert len(shown["strip"].data) > 0  # the strip from the trace alone: rag's chunks, without the facts
 
 
-def test_a_knob_whose_default_sits_below_the_sliders_first_step_gets_a_number_box():
+def test_a_knob_whose_default_sits_below_a_hundredth_of_its_range_gets_a_slider_that_reaches_it():
+    """A learning rate of 0.001 on (0, 1]: the slider's step (a hundredth, 0.01) would start it above its default,
+    which Gradio refuses; `spec_widget` makes the step fine enough for any tab. ttt's own lr declares its step."""
     @dataclass(frozen=True)
     class LearnParams(Params):
         lr: float = param(0.001, low=0.0, high=1.0, low_inclusive=False, help="A learning rate.")
@@ -222,7 +224,12 @@ def test_a_knob_whose_default_sits_below_the_sliders_first_step_gets_a_number_bo
     try:
         with gr.Blocks():
             c = build_longctx()
-        assert isinstance(c["lc:learn-test.lr"], gr.Number) and c["lc:learn-test.lr"].value == 0.001
+        knob = c["lc:learn-test.lr"]
+        assert isinstance(knob, gr.Slider) and knob.value == 0.001 and 0 < knob.minimum <= 0.001 <= knob.maximum
+        assert knob.step == 0.001
         assert isinstance(c["lc:rag.top_k"], gr.Slider)
+        lr = c["lc:ttt.lr"]
+        assert isinstance(lr, gr.Slider) and (lr.minimum, lr.value, lr.step, lr.maximum) == (1e-4, 0.001, 1e-4, 0.02)
+        assert knob.preprocess(0.001) == 0.001 and lr.preprocess(0.001) == 0.001  # the page's value is accepted
     finally:
         unregister_strategy("learn-test")
