@@ -102,9 +102,9 @@ def context_marks(tokenizer, context: str, question: dict | None) -> dict:
 
 
 def rapid_ranking(tokenizer, trace: Trace) -> list[int] | None:
-    """rapid's retrieved chunks in rank order (its record keeps them in document order, the scores in rank order):
-    BM25 over the recorded chunks for the text after them, kept only when it gives back exactly the recorded
-    chunks and scores."""
+    """rapid's retrieved chunks in rank order for a trace recorded before rapid kept them (`ranked`; its record then
+    had them in document order, the scores in rank order): BM25 over the recorded chunks for the text after them,
+    kept only when it gives back exactly the recorded chunks and scores."""
     rounds = trace.of_kind("spec_round") if trace.start is not None else []
     first = (rounds[0].extra or {}) if rounds else {}
     chunks, kept, scores = first.get("chunks"), first.get("retrieved"), first.get("scores")
@@ -307,8 +307,10 @@ def generate_run(model, source, doc_seed, own_text, question, own_question, refe
 
 
 def finished_marks(trace: Trace, marks: dict | None) -> dict | None:
-    """The marks with rapid's ranking added once its first round is in (needs the tokenizer: the model is loaded)."""
-    if marks is None or trace.start is None or not trace.of_kind("spec_round") or "ranked" in marks:
+    """The marks with rapid's ranking added once its first round is in, for a trace whose record lacks it (an older
+    one: the ranking is then recomputed with the tokenizer; the model is loaded)."""
+    rounds = trace.of_kind("spec_round")
+    if marks is None or trace.start is None or not rounds or "ranked" in marks or "ranked" in (rounds[0].extra or {}):
         return marks
     try:
         tokenizer = load_model(trace.start.model, progress=None).tokenizer

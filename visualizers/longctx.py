@@ -18,7 +18,8 @@ how fast it went and what it spent.
 
 `marks` is plain data the tab computes once with the model's tokenizer (`ui.longctx_callbacks.context_marks`):
 {"context_tokens", "needles": [{"name", "value", "start", "end"}], "evidence": [start, end] or None,
-"kv_bytes_per_position", "ranked": chunk indices in rank order for a rapid run}; no model here.
+"kv_bytes_per_position", "ranked": chunk indices in rank order for a rapid trace whose record lacks them (recorded
+before rapid kept `ranked`)}; no model here.
 
 Glossary: see `decoding/longctx/__init__.py` (context, chunk, needle, depth, retrieved).
 """
@@ -59,8 +60,9 @@ def chunk_rows(trace: Trace, marks: dict | None = None) -> list[dict]:
     if first.get("chunks"):
         offset = first["chunks"][0][0]  # rapid counts positions in the prompt ids (after the chat template's head)
         chunks = [[a - offset, b - offset] for a, b in first["chunks"]]
-        ranked = marks.get("ranked")
-        if not ranked or sorted(ranked) != sorted(first.get("retrieved", [])):
+        ranked = first.get("ranked") or marks.get("ranked")  # the record's rank order; an older trace: the tab's
+        if not ranked or sorted(ranked) != sorted(first.get("retrieved", [])) or \
+                len(first.get("scores", [])) != len(ranked):
             ranked = list(first.get("retrieved", []))  # document order: the scores then are not per chunk
             scores = []
         else:

@@ -112,7 +112,10 @@ def test_each_method_answers_with_a_verdict_and_draws_every_picture(method, tmp_
     if method.startswith("speculative"):
         assert "drafter reads" in rows and "target reads all" in rows
         assert {t.name for t in final["memory"].data} == {"target cache", "drafter's cache"}
-        assert sorted(marks["ranked"]) == sorted(trace.of_kind("spec_round")[0].extra["retrieved"])
+        first = trace.of_kind("spec_round")[0].extra  # the record's rank order: the strip needs no re-ranking
+        assert sorted(first["ranked"]) == first["retrieved"] and "ranked" not in marks
+        hover = [h for t in final["strip"].data if t.y[0] == "drafter reads" for h in (t.hovertext or ())]
+        assert f"chunk {first['ranked'][0]}:" in next(h for h in hover if "rank 1," in h)
     path = tmp_path / "run.json"  # the export replays into the same pictures and verdict
     trace.save(path)
     shown = cb.replay(str(path), None, None)
@@ -233,3 +236,17 @@ def test_a_knob_whose_default_sits_below_a_hundredth_of_its_range_gets_a_slider_
         assert knob.preprocess(0.001) == 0.001 and lr.preprocess(0.001) == 0.001  # the page's value is accepted
     finally:
         unregister_strategy("learn-test")
+
+
+def test_a_rapid_trace_recorded_before_its_rank_order_replays_with_ranks_from_bm25(tmp_path):
+    """Older traces kept the retrieved chunks in document order only: the tab ranks them again with BM25."""
+    final = run_tab("speculative:rapid", **{"speculative.rapid.chunk_tokens": 64})
+    data = json.loads(final["trace"].to_json())
+    first = next(e for e in data["events"] if e["kind"] == "spec_round")
+    ranked = first["extra"].pop("ranked")
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    shown = cb.replay(str(path), None, None)
+    assert shown["marks"]["ranked"] == ranked
+    hover = [h for t in shown["strip"].data if t.y[0] == "drafter reads" for h in (t.hovertext or ())]
+    assert f"chunk {ranked[0]}:" in next(h for h in hover if "rank 1," in h)
