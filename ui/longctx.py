@@ -20,7 +20,7 @@ from ui import longctx_callbacks as cb
 from ui.exports import download, wire_download
 from ui.launch import serve, standalone
 from ui.longctx_views import (DEFAULT_MAX_NEW_TOKENS, DEFAULT_METHOD, DEFAULT_MODEL, OUTPUTS, QUESTION_CHOICES,
-                              SIZE_CHOICES, SPECULATIVE, UI_MAX_NEW_TOKENS, field_rows, method_help, method_label,
+                              SIZE_CHOICES, SPECULATIVE, TRAINS, UI_MAX_NEW_TOKENS, field_rows, method_help, method_label,
                               methods, shows, slider_end, views, widget_value)
 from ui.widgets import QUIET, explain_clamping, model_choices, seed_box, spec_widget
 from ui.wiring import lab_columns, named_inputs, on, on_any, session_state, wire_lab
@@ -30,7 +30,7 @@ INTRO = ("A long prompt is expensive twice: every generated token attends over t
          "highest (BM25); **RAPID** lets a drafter read only those chunks while the target, reading it all, verifies "
          "its guesses (lossless by default). The strip shows where each reader looked and where the answer was.")
 CSS = """<style>
-#lc-strip, #lc-memory, #lc-speed, #lc-compute { padding-top: 2.1rem !important; }
+#lc-strip, #lc-memory, #lc-speed, #lc-compute, #lc-training { padding-top: 2.1rem !important; }
 #lc-css { display: none; }
 .lc-answer { font-size: 1.05rem; line-height: 1.6; }
 .lc-verdict { margin-right: 0.6em; }
@@ -102,7 +102,10 @@ def _views(c: dict) -> None:
     with gr.Row():
         c["memory"] = gr.Plot(first["memory"], label="Memory: KV cache", elem_id="lc-memory")
         c["speed"] = gr.Plot(first["speed"], label="Speed and acceptance", elem_id="lc-speed")
-    c["compute"] = gr.Plot(first["compute"], label="Compute spent", elem_id="lc-compute")
+    with gr.Row():
+        c["compute"] = gr.Plot(first["compute"], label="Compute spent", elem_id="lc-compute")
+        c["training"] = gr.Plot(first["training"], label="Test-time training", elem_id="lc-training",
+                                visible=DEFAULT_METHOD == TRAINS)
     gr.Markdown(INTRO, elem_classes="dl-help")
 
 
@@ -120,7 +123,7 @@ def _wire(c: dict) -> None:
     state = {k: c[k] for k in ("trace", "marks")}
     knobs = {name: c[f"lc:{name}"] for name in field_rows()}
     explain_clamping(c, {f"lc:{name}": row for name, (_, row) in field_rows().items()})
-    shown = {f"lc:{name}": c[f"lc:{name}"] for name in field_rows()} | {"method_help": c["method_help"]} | \
+    shown = {f"lc:{name}": c[f"lc:{name}"] for name in field_rows()} | {k: c[k] for k in ("method_help", "training")} | \
         ({"spec_settings": c["spec_settings"]} if "spec_settings" in c else {})
     on(c["method"].change, cb.method_changed, shown, {"method": c["method"]}, **QUIET)
     own = {k: c[k] for k in ("own_text", "own_file", "doc_seed", "question", "own_question", "reference")}

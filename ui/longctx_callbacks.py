@@ -26,7 +26,7 @@ from ui.plugin_fields import namespaced
 from ui.widgets import USER_ERRORS, md_esc, user_error
 from ui.wiring import RunControls, as_int
 from ui.worker import Status, check_model, finished_status, pump_views, wait_for_finish
-from ui.longctx_views import (OWN, PLAIN, QUESTION_CHOICES, SPECULATIVE, UI_MAX_NEW_TOKENS, collect, field_rows,
+from ui.longctx_views import (OWN, PLAIN, QUESTION_CHOICES, SPECULATIVE, TRAINS, UI_MAX_NEW_TOKENS, collect, field_rows,
                               answer_html, method_help, method_of, methods, shows, stats_line,
                               views)
 
@@ -185,7 +185,7 @@ def method_changed(method: str) -> dict:
              if owner != SPECULATIVE}  # the family's stay visible inside their accordion
     folded = {"spec_settings": gr.update(visible=shows(SPECULATIVE, method))} if any(
         owner == SPECULATIVE for owner, _ in rows.values()) else {}
-    return knobs | folded | {"method_help": method_help(method)}
+    return knobs | folded | {"method_help": method_help(method), "training": gr.update(visible=method == TRAINS)}
 
 
 def source_changed(source: str, question: str) -> dict:

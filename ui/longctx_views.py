@@ -24,7 +24,7 @@ from decoding.longctx.document import CHECKERS, SIZES
 from decoding.registry import get_strategy, param_specs, strategies_of
 from decoding.speculative.strategy import DRAFTERS
 from ui.widgets import fmt, run_stats_html
-from visualizers.longctx import context_strip_figure, kv_memory_figure, rag_compute_figure, speed_figure
+from visualizers.longctx import context_strip_figure, kv_memory_figure, rag_compute_figure, speed_figure, ttt_figure
 
 PLAIN = "plain"
 SPECULATIVE = "speculative"
@@ -37,7 +37,9 @@ OWN = "own"
 SIZE_CHOICES = [(f"{s // 1024}K tokens", str(s)) for s in SIZES] + [("your own text", OWN)]
 QUESTION_CHOICES = [("needle at depth 0.1", "0"), ("needle at depth 0.5", "1"), ("needle at depth 0.9", "2"),
                     ("continue the text (5 words)", "3"), ("which chapter", "4"), ("your own question", OWN)]
-OUTPUTS = ("status", "stats", "answer", "strip", "memory", "speed", "compute", "document", "trace", "marks")
+OUTPUTS = ("status", "stats", "answer", "strip", "memory", "speed", "compute", "training", "document", "trace",
+           "marks")
+TRAINS = "ttt"  # the method whose training (or thinking) picture the tab shows
 
 
 def long_drafters() -> list[str]:
@@ -237,7 +239,8 @@ def views(trace: Trace | None, marks: dict | None = None, *, live: bool = False)
     trace = trace or Trace()
     return {"stats": stats_html(trace), "answer": answer_html(trace, marks),
             "strip": context_strip_figure(trace, marks), "memory": kv_memory_figure(trace, marks),
-            "speed": speed_figure(trace), "compute": rag_compute_figure(trace), "document": document_md(marks)}
+            "speed": speed_figure(trace), "compute": rag_compute_figure(trace), "training": ttt_figure(trace),
+            "document": document_md(marks)}
 
 
 def widget_value(row: dict):

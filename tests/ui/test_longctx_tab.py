@@ -250,3 +250,41 @@ def test_a_rapid_trace_recorded_before_its_rank_order_replays_with_ranks_from_bm
     assert shown["marks"]["ranked"] == ranked
     hover = [h for t in shown["strip"].data if t.y[0] == "drafter reads" for h in (t.hovertext or ())]
     assert f"chunk {ranked[0]}:" in next(h for h in hover if "rank 1," in h)
+
+
+def test_ttt_shows_its_training_steps_as_they_run_and_its_flops(tmp_path):
+    """train: one point per gradient step (drawn from the train_step events, so a prefix of the run draws the steps
+    so far); the compute picture is the finish record's FLOPs; a replay draws the same."""
+    from decoding.events import Trace
+    from visualizers.longctx import ttt_figure
+
+    final = run_tab("ttt", **{"ttt.steps": 3, "ttt.span_tokens": 16})
+    trace = final["trace"]
+    steps = trace.of_kind("train_step")
+    assert len(steps) == 3
+    loss = next(t for t in final["training"].data if t.name == "loss on the step's span")
+    assert list(loss.y) == [s.loss for s in steps] and list(loss.x) == [1, 2, 3]
+    assert "3 steps, 48 tokens trained" in final["training"].layout.title.text.replace("<br>", " ")
+    flops = trace.finish.extra["flops"]
+    title = final["compute"].layout.title.text.replace("<br>", " ")
+    assert "GFLOPs" in title and "3 steps, 48 tokens trained" in title
+    assert [round(v * 1e9) for v in final["compute"].data[0].y] == [flops["prefill"], flops["train"],
+                                                                      flops["after_context"]]
+    first = trace.events.index(steps[0])  # live: the run up to its first step, not finished
+    live = ttt_figure(Trace(trace.events[:first + 1]))
+    assert "1 of 3 steps" in live.layout.title.text.replace("<br>", " ") and len(live.data[1].y) == 1
+    path = tmp_path / "ttt.json"
+    trace.save(path)
+    shown = cb.replay(str(path), None, None)
+    assert shown["method"] == "ttt" and list(shown["training"].data[1].y) == list(loss.y)
+    assert cb.method_changed("ttt")["training"]["visible"] is True
+    assert cb.method_changed("rag")["training"]["visible"] is False
+
+
+def test_ttt_think_shows_its_thinking_tokens_and_the_flops_they_spent():
+    final = run_tab("ttt", max_new_tokens=12, **{"ttt.mode": "think", "ttt.think_tokens": 5})
+    extra = final["trace"].finish.extra
+    think = next(t for t in final["training"].data if t.name == "thinking tokens")
+    assert len(think.y) == extra["think_tokens"] == 5
+    assert "Thinking: 5 tokens of 5 planned" in final["training"].layout.title.text.replace("<br>", " ")
+    assert "5 thinking tokens" in final["compute"].layout.title.text.replace("<br>", " ") and final["compute"].data[0].y[1] == 0
