@@ -23,7 +23,7 @@ from decoding.events import Trace, stats
 from decoding.longctx.document import CHECKERS, SIZES
 from decoding.registry import get_strategy, param_specs, strategies_of
 from decoding.speculative.strategy import DRAFTERS
-from ui.widgets import fmt, run_stats_html
+from ui.widgets import fmt, md_esc, run_stats_html
 from visualizers.longctx import context_strip_figure, kv_memory_figure, rag_compute_figure, speed_figure, ttt_figure
 
 PLAIN = "plain"
@@ -196,14 +196,14 @@ def document_md(marks: dict | None) -> str:
     if not marks:
         return ("The book: chapters of Ruth, Esther and Jonah (King James Version) cut to the window, with three "
                 "facts planted at depths 0.1, 0.5 and 0.9. Press **Generate** (or change the document) to see it.")
-    lines = [f"**Document**: {marks.get('source_line', '')} {marks['context_tokens']:,} tokens."]
+    lines = [f"**Document**: {md_esc(marks.get('source_line', ''))} {marks['context_tokens']:,} tokens."]
     if marks.get("needles"):
-        facts = "; ".join(f"{n['name']} = {n['value']} (token {n['start']:,})" for n in marks["needles"])
+        facts = "; ".join(f"{md_esc(n['name'])} = {n['value']} (token {n['start']:,})" for n in marks["needles"])
         lines.append(f"**Planted facts**: {facts}.")
     q = marks.get("question") or {}
-    if q.get("question"):
-        ref = f" Reference: **{q['answer']}**" if q.get("answer") else " (no reference: no checker)"
-        lines.append(f"**Question** ({q.get('kind', 'typed')}): {q['question']}{ref}")
+    if q.get("question"):  # text from a prompt (typed, or a replayed trace's): escaped
+        ref = f" Reference: **{md_esc(q['answer'])}**" if q.get("answer") else " (no reference: no checker)"
+        lines.append(f"**Question** ({md_esc(q.get('kind', 'typed'))}): {md_esc(q['question'])}{ref}")
     return "  \n".join(lines)
 
 

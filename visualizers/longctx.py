@@ -406,27 +406,32 @@ def _thinking_figure(trace: Trace) -> go.Figure:
     return fig
 
 
+def _count(record: dict, key: str) -> int | float:
+    """A number of a record (a replayed trace's extra is any JSON): the value, 0 for anything else."""
+    value = record.get(key)
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
 def _flops_figure(trace: Trace) -> go.Figure:
     """ttt's finish record: the FLOPs of the context's prefill, the training steps, and everything after the context
     (the question, thinking and answer tokens), with the total in decoded-token equivalents."""
     extra = trace.finish.extra
     flops = extra["flops"]
-    after = "question, thinking and answer" if extra.get("think_tokens") else "question and answer"
-    bars = [("the context's prefill", flops.get("prefill", 0), FULL), ("training", flops.get("train", 0), "#b279a2"),
-            (after, flops.get("after_context", 0), "#4c78a8")]
+    after = "question, thinking and answer" if _count(extra, "think_tokens") else "question and answer"
+    bars = [("the context's prefill", _count(flops, "prefill"), FULL), ("training", _count(flops, "train"), "#b279a2"),
+            (after, _count(flops, "after_context"), "#4c78a8")]
     fig = go.Figure(go.Bar(x=[b[0] for b in bars], y=[b[1] / 1e9 for b in bars], marker_color=[b[2] for b in bars],
                            text=[f"{b[1] / 1e9:.1f}" for b in bars], textposition="outside", cliponaxis=False,
                            hovertemplate="%{x}: %{y:.2f} GFLOPs<extra></extra>"))
-    units = extra.get("compute_tokens")
-    same = f" ≈ {units:,} decoded tokens" if isinstance(units, int) else ""
-    mode = extra.get("mode", "train")
-    spent = (f"{extra.get('steps_run', 0)} steps, {extra.get('tokens_trained', 0)} tokens trained" if mode == "train"
-             else f"{extra.get('think_tokens', 0)} thinking tokens")
-    title, top = title_block([f"Compute: {flops.get('total', 0) / 1e9:.1f} GFLOPs{same} ({spent})"],
+    units = _count(extra, "compute_tokens")
+    same = f" ≈ {units:,.0f} decoded tokens" if units else ""
+    spent = (f"{_count(extra, 'think_tokens'):.0f} thinking tokens" if extra.get("mode") == "think"
+             else f"{_count(extra, 'steps_run'):.0f} steps, {_count(extra, 'tokens_trained'):.0f} tokens trained")
+    title, top = title_block([f"Compute: {_count(flops, 'total') / 1e9:.1f} GFLOPs{same} ({spent})"],
                              small="FLOPs counted from what ran (2 per weight per token, attention per key, a training "
                                    "step's backward); the paper compares training and thinking at equal FLOPs "
                                    f"(think_tokens 0 = matched; the paper's rule 2 × steps × span = "
-                                   f"{extra.get('paper_think_tokens', 0)} tokens)", small_width=90)
+                                   f"{_count(extra, 'paper_think_tokens'):.0f} tokens)", small_width=90)
     fig.update_layout(template=TEMPLATE, title=title, height=300 + top - 64, margin=dict(l=60, r=20, t=top, b=40),
                       showlegend=False)
     fig.update_yaxes(title_text="GFLOPs", range=[0, max(b[1] for b in bars) / 1e9 * 1.2 or 1])
