@@ -17,6 +17,7 @@ import decoding  # noqa: F401  (switches telemetry off before gradio is imported
 import gradio as gr
 
 from ui import longctx_callbacks as cb
+from ui.classroom import lesson_row
 from ui.exports import download, wire_download
 from ui.launch import serve, standalone
 from ui.longctx_views import (DEFAULT_MAX_NEW_TOKENS, DEFAULT_METHOD, DEFAULT_MODEL, OUTPUTS, QUESTION_CHOICES,
@@ -35,11 +36,13 @@ CSS = """<style>
 .lc-answer { font-size: 1.05rem; line-height: 1.6; }
 .lc-verdict { margin-right: 0.6em; }
 </style>"""
-CONTROLS = ("model", "method", "source", "own_text", "question", "own_question", "max_new_tokens", "chat")
+CONTROLS = ("model", "method", "source", "doc_seed", "own_text", "question", "own_question", "max_new_tokens", "chat")
 
 
 def _controls(c: dict) -> None:
-    c["preset"] = gr.Dropdown([], value=None, label="Preset", visible=False, elem_id="lc-preset")
+    c["preset"] = gr.Dropdown(cb.preset_choices(), value=None, label="Preset", elem_id="lc-preset",
+                              info="A lesson: the method, its knobs and the shipped book by size, seed and question.")
+    lesson_row(c, "longctx", "lc")
     c["note"] = gr.Markdown("", elem_classes="dl-help", elem_id="lc-note")
     c["model"] = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model", allow_custom_value=True,
                              elem_id="lc-model", info="SmolLM2-135M's window is 8,192 tokens.")

@@ -354,20 +354,26 @@ def replay_marks(trace: Trace) -> dict | None:
 
 
 def run_controls(run) -> dict:
-    """The controls for a replayed run: its model, method and knobs; its text and question as your own."""
+    """The controls for a preset (its model, method, knobs, and the shipped book it names by size, seed and
+    question) or a replayed run (its model, method and knobs; its text and question as your own)."""
     start = run
-    method = method_of(start) if hasattr(start, "prompt_ids") else None
+    preset = getattr(start, "document", None) is not None
+    method = method_of(start) if preset or hasattr(start, "prompt_ids") else None
     out = {"model": start.model, "chat": start.chat,
            "max_new_tokens": min(max(1, start.max_new_tokens), UI_MAX_NEW_TOKENS)}
     if method is None:
         return out
-    context, question = split_prompt(start.prompt)
     params = namespaced(start.strategy, start.params) if method != PLAIN else {}
     knobs = {}
     for name, (owner, _) in field_rows().items():
         key = name.partition(".")[2]
         if shows(owner, method) and key in params:
             knobs[f"lc:{name}"] = params[key]
+    if preset:
+        doc = start.document
+        return out | {"method": method, "source": str(doc["size"]), "doc_seed": doc["seed"],
+                      "question": str(doc["question"]), "own_question": "", "own_text": ""} | knobs
+    context, question = split_prompt(start.prompt)
     return out | {"method": method, "source": OWN, "own_text": context, "question": OWN,
                   "own_question": question.removesuffix(ASK)} | knobs
 
@@ -392,6 +398,13 @@ def replay(path, trace, marks) -> dict:
     return shown | ({"marks": state.get("marks")} if shown else {})
 
 
+def preset_choices() -> list[tuple[str, str]]:
+    from decoding.presets import preset_menu
+
+    return preset_menu("longctx")
+
+
 def preset_chosen(name) -> dict:
-    """The tab has no presets yet (a preset would carry a whole book): nothing changes."""
-    return {"note": ""}
+    """Every control from the preset (the shipped book by size, seed and question; defaults for what it leaves out)
+    and its teaching note."""
+    return TAB.preset_chosen(name)

@@ -288,3 +288,36 @@ def test_ttt_think_shows_its_thinking_tokens_and_the_flops_they_spent():
     assert len(think.y) == extra["think_tokens"] == 5
     assert "Thinking: 5 tokens of 5 planned" in final["training"].layout.title.text.replace("<br>", " ")
     assert "5 thinking tokens" in final["compute"].layout.title.text.replace("<br>", " ") and final["compute"].data[0].y[1] == 0
+
+
+@pytest.mark.parametrize("name", ["80-longctx-rag-top4-2k-book", "81-longctx-iterdrag", "82-longctx-rapid-4k-book",
+                                  "83-longctx-ttt-train-1k", "84-longctx-ttt-think-1k"])
+def test_each_preset_sets_the_shipped_book_it_names_and_the_methods_knobs(name, tok):
+    """A preset names the book by size, seed and question: the tab's controls get those, and the prompt the tab then
+    builds is the one the CLI builds (`document_prompt`)."""
+    from decoding.presets import document_prompt, find_preset
+    from decoding.models import load_model
+
+    preset = find_preset("longctx", name)
+    shown = cb.preset_chosen(name)
+    doc = preset.document
+    assert (shown["source"], shown["doc_seed"], shown["question"]) == (str(doc["size"]), doc["seed"],
+                                                                         str(doc["question"]))
+    assert shown["method"] in methods() and preset.title in shown["note"]
+    assert shown["max_new_tokens"] == preset.max_new_tokens and shown["model"] == preset.model
+    strategy, params = collect(shown["method"], {k.removeprefix("lc:"): v for k, v in shown.items()
+                                                 if k.startswith("lc:")})
+    assert strategy == preset.strategy and params.items() >= {k: v for k, v in preset.params.items()
+                                                              if k != "drafter"}.items()
+    loaded = load_model(MODEL, progress=None)  # the same book under the tiny model's tokenizer
+    prepared = cb.prepare(loaded, shown["source"], shown["doc_seed"], "", shown["question"], "", "")
+    assert prepared.prompt == document_prompt(preset, tok)
+    assert cb.preset_choices()[0] == ("RAG top-4 on a 2K book: read four chunks, not the book",
+                                      "80-longctx-rag-top4-2k-book")
+
+
+def test_the_preset_menu_and_its_lesson_are_in_the_tab():
+    with gr.Blocks():
+        c = build_longctx()
+    assert c["preset"].visible and len(c["preset"].choices) == 5
+    assert "lesson_next" in c and "doc_seed" in c
