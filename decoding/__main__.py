@@ -101,6 +101,8 @@ def resolve_run(args) -> dict:
         p = presets[args.preset]
         settings.update(model=p.model, strategy=p.strategy, prompt=p.prompt, max_new_tokens=p.max_new_tokens,
                         seed=p.seed, chat=p.chat, params=dict(p.params))
+        if p.document is not None and args.prompt is None:  # the shipped book, built with the model's tokenizer
+            settings["document"] = p
     if args.strategy is not None and args.strategy != settings["strategy"]:
         settings["params"] = {}  # the preset's parameters belong to its own strategy
     for name in ("model", "strategy", "prompt", "max_new_tokens", "seed"):
@@ -125,10 +127,16 @@ def cmd_run(args) -> int:
     args.model, args.strategy, args.prompt = run["model"], run["strategy"], run["prompt"]
     args.max_new_tokens, args.seed, args.no_chat = run["max_new_tokens"], run["seed"], not run["chat"]
     params = run["params"]
-    validate_request(args.prompt, args.strategy, params, args.max_new_tokens, args.seed)
+    book = run.get("document")  # a Long context preset: its prompt is built from the shipped book
+    validate_request(args.prompt or ("the shipped book" if book else args.prompt), args.strategy, params,
+                     args.max_new_tokens, args.seed)
     say = (lambda message: None) if args.quiet else None
     loaded = load_model(args.model, device=args.device, dtype=args.dtype, quantization=args.quantization,
                         **({"progress": say} if say else {}))
+    if book is not None:
+        from decoding.presets import document_prompt
+
+        args.prompt = document_prompt(book, loaded.tokenizer)
     trace = Trace()
     stream = not args.json and sys.stdout.isatty() or args.stream
     for event in generate(loaded, args.prompt, strategy=args.strategy, params=params,

@@ -13,6 +13,12 @@ A preset file in `presets/` holds one mapping:
     note: >
       What to look for, in two or three sentences.
 
+A Long context preset names the shipped book instead of carrying it (a 4K-token book is 16 KB of text): it gives
+`document: {size: 2048, seed: 0, question: 1}` (the window in tokens, the book's seed, the index of its generated
+question: 0-2 the planted facts at depths 0.1, 0.5, 0.9, 3 the words after a quote, 4 a quote's chapter) and no
+`prompt`; `document_prompt(preset, tokenizer)` builds the prompt the run reads (the CLI and the tab), the same
+text for the same model's tokenizer every time (`decoding.longctx.document.build_document` is deterministic).
+
 A shipped preset's file name starts with its own two-digit number, unique across `presets/`, in
 its lab's range (`LAB_NUMBERS`): the number is the order a lab's lesson walks them, and code and
 tests pick a preset by its full name, never by the number alone.
@@ -38,9 +44,11 @@ from decoding.run import validate_request
 
 PRESETS_DIR = Path(__file__).resolve().parents[1] / "presets"
 REQUIRED = ("title", "model", "strategy", "prompt", "note")
-OPTIONAL = {"params": dict, "chat": bool, "max_new_tokens": int, "seed": int, "lab": str}
+OPTIONAL = {"params": dict, "chat": bool, "max_new_tokens": int, "seed": int, "lab": str, "document": dict}
 LAB_NUMBERS = {"playground": range(1, 20), "speculative": range(20, 30), "scaling": range(30, 50),
-               "diffusion": range(50, 100)}  # lab -> the file-name numbers its shipped presets use
+               "diffusion": range(50, 80), "longctx": range(80, 90)}  # lab -> the file-name numbers its presets use
+DOCUMENT_KEYS = ("size", "seed", "question")  # a Long context preset's `document`
+QUESTIONS = 5  # questions the shipped book's builder makes per document (decoding.longctx.document)
 
 
 class _AliasRefused(yaml.YAMLError):
@@ -72,6 +80,7 @@ class Preset:
     max_new_tokens: int = 64
     seed: int = 0
     lab: str = "playground"  # which tab shows it
+    document: dict | None = None  # the shipped book by {size, seed, question} instead of a prompt (Long context)
 
 
 def parse_preset(name: str, text: str) -> Preset:
@@ -84,6 +93,8 @@ def parse_preset(name: str, text: str) -> Preset:
         raise ValueError(f"{where}: not valid YAML ({str(err).splitlines()[0][:QUOTE_CHARS]})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{where}: expected a mapping of settings, got {type(data).__name__}")
+    if "document" in data and "prompt" not in data:
+        data["prompt"] = ""  # built from the book when the run starts (`document_prompt`)
     missing = [k for k in REQUIRED if k not in data]
     unknown = sorted(map(str, set(data) - set(REQUIRED) - set(OPTIONAL)))
     if missing or unknown:
@@ -98,7 +109,10 @@ def parse_preset(name: str, text: str) -> Preset:
     preset = Preset(name=name, **data)
     try:
         resolve_spec(preset.model)
-        validate_request(preset.prompt, preset.strategy, preset.params, preset.max_new_tokens, preset.seed)
+        if preset.document is not None:
+            check_document(preset)
+        prompt = preset.prompt if preset.document is None else "the shipped book"  # the book's built at run time
+        validate_request(prompt, preset.strategy, preset.params, preset.max_new_tokens, preset.seed)
     except ValueError as err:
         raise ValueError(f"{where}: {err}") from None
     return preset
@@ -136,3 +150,36 @@ def preset_menu(lab: str) -> list[tuple[str, str]]:
 def find_preset(lab: str, name) -> Preset | None:
     """The preset of `lab` called `name`, or None (unknown name, another lab's, or no choice)."""
     return next((p for p in load_presets(lab=lab) if p.name == name), None)
+
+
+def check_document(preset: Preset) -> None:
+    """ValueError unless a preset's `document` names the shipped book exactly ({size, seed, question}, no prompt)."""
+    from decoding.longctx.document import SIZES
+
+    doc = preset.document
+    if set(doc) != set(DOCUMENT_KEYS):
+        raise ValueError(f"`document` must have exactly the keys {', '.join(DOCUMENT_KEYS)}, got "
+                         f"{short_repr(sorted(map(str, doc)))}")
+    if doc["size"] not in SIZES or isinstance(doc["size"], bool):
+        raise ValueError(f"`document.size` must be one of {', '.join(map(str, SIZES))}, got {short_repr(doc['size'])}")
+    if isinstance(doc["seed"], bool) or not isinstance(doc["seed"], int) or not 0 <= doc["seed"] < 2**31:
+        raise ValueError(f"`document.seed` must be an integer in [0, 2**31), got {short_repr(doc['seed'])}")
+    if isinstance(doc["question"], bool) or doc["question"] not in range(QUESTIONS):
+        raise ValueError(f"`document.question` must be an integer in [0, {QUESTIONS - 1}], got "
+                         f"{short_repr(doc['question'])}")
+    if preset.prompt:
+        raise ValueError("give `document` or `prompt`, not both: the document's question is the prompt's end")
+    if preset.lab != "longctx":
+        raise ValueError(f"a preset with a `document` belongs to lab 'longctx', got {short_repr(preset.lab)}")
+
+
+def document_prompt(preset: Preset, tokenizer) -> str:
+    """The prompt a Long context preset's run reads: the shipped book its `document` names, cut for its window under
+    `tokenizer`, then its question."""
+    from decoding.longctx.document import build_document
+
+    doc = build_document(tokenizer, preset.document["size"], preset.document["seed"])
+    if preset.document["question"] >= len(doc.questions):
+        raise ValueError(f"preset {preset.name!r}: the book of seed {preset.document['seed']} has "
+                         f"{len(doc.questions)} questions, not {preset.document['question'] + 1}")
+    return doc.prompt(doc.questions[preset.document["question"]])

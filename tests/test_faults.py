@@ -323,7 +323,7 @@ def changed(data: dict, kind: str, change, index: int = 0) -> dict:
     return out
 
 
-@pytest.mark.parametrize("tab", ["playground", "speculative", "scaling", "diffusion"])
+@pytest.mark.parametrize("tab", ["playground", "speculative", "scaling", "diffusion", "longctx"])
 def test_a_deeply_nested_replay_gets_a_message(replay, tab):
     text = '{"format": "decoding-lab-trace", "version": 1, "events": ' + DEEP + "}"
     assert "nested too deeply" in replay(tab, text)

@@ -22,7 +22,10 @@ GOOD = "title: t\nmodel: smollm2-135m\nstrategy: sample\nprompt: hi\nnote: n\npa
 
 def strategy_lab(preset) -> str:
     """The lab whose tab runs the preset's strategy: its registry family, with the token-level and beam
-    families in the Playground (as `ui/playground_views.PLAYGROUND_FAMILIES` puts them)."""
+    families in the Playground (as `ui/playground_views.PLAYGROUND_FAMILIES` puts them), and a preset that names
+    the shipped book in the Long context lab."""
+    if preset.document is not None:  # the shipped book: the Long context lab (rag, ttt, speculative with rapid)
+        return "longctx"
     family = get_strategy(preset.strategy).family
     return "playground" if family in ("token", "beam") else family
 
@@ -63,7 +66,7 @@ def test_a_shared_number_or_a_number_out_of_range_is_named(tmp_path):
     (tmp_path / "unnumbered.yaml").write_text(GOOD.replace("strategy: sample", "strategy: greedy").replace(
         "params: {top_p: 0.9}", "lab: scaling"))
     assert numbering_problems(load_presets(tmp_path)) == [
-        "24-diffusion-here.yaml is a diffusion preset, so its number must be in 50-99",
+        "24-diffusion-here.yaml is a diffusion preset, so its number must be in 50-79",
         "unnumbered.yaml says lab 'scaling', but its strategy 'greedy' belongs to 'playground'",
         "unnumbered.yaml does not start with a two-digit number",
         "07-first.yaml and 07-second.yaml share the number 07; give each its own",
@@ -120,3 +123,39 @@ def test_the_cli_lists_presets_and_runs_one_with_overrides(capsys):
     assert "no preset named 'no-such-preset'" in capsys.readouterr().err
     assert cli(["run", "--model", "tiny-random"]) == 2
     assert "give --prompt TEXT, or --preset NAME" in capsys.readouterr().err
+
+
+BOOK = "title: t\nlab: longctx\nmodel: tiny-random\nstrategy: rag\nnote: n\ndocument: {size: 1024, seed: 0, question: 1}\n"
+
+
+@pytest.mark.parametrize("text, message", [
+    (BOOK.replace("question: 1", "question: 5"), r"`document.question` must be an integer in \[0, 4\], got 5"),
+    (BOOK.replace("size: 1024", "size: 1000"), "`document.size` must be one of 1024, 2048, 4096, 8192, got 1000"),
+    (BOOK.replace("seed: 0", "seed: -1"), r"`document.seed` must be an integer in \[0, 2\*\*31\), got -1"),
+    (BOOK.replace(", question: 1", ""), "`document` must have exactly the keys size, seed, question"),
+    (BOOK + "prompt: hi\n", "give `document` or `prompt`, not both"),
+    (BOOK.replace("lab: longctx", "lab: playground"), "a preset with a `document` belongs to lab 'longctx'"),
+    (BOOK.replace("document: {size: 1024, seed: 0, question: 1}", "document: [1024]"), "`document` must be dict"),
+])
+def test_a_long_context_preset_names_the_shipped_book_exactly(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_preset("book", text)
+
+
+def test_a_long_context_preset_runs_from_the_cli_on_the_book_it_names(capsys):
+    """No text in the preset: the CLI builds the book it names with the run's model's tokenizer."""
+    from decoding.__main__ import main as cli
+    from decoding.models import load_model
+    from decoding.presets import document_prompt, find_preset
+
+    preset = find_preset("longctx", "83-longctx-ttt-train-1k")
+    assert preset.prompt == "" and preset.document == {"size": 1024, "seed": 0, "question": 0}
+    assert cli(["run", "--preset", preset.name, "--model", "tiny-random", "--set", "steps=1", "--set", "span_tokens=8",
+                "--max-new-tokens", "2", "--json", "--quiet"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    expected = document_prompt(preset, load_model("tiny-random", progress=None).tokenizer)
+    assert out["prompt"] == expected and out["strategy"] == "ttt" and out["params"]["steps"] == 1
+    assert "What is the secret number of" in expected and len(expected) > 800
+    assert cli(["run", "--preset", preset.name, "--model", "tiny-random", "--prompt", "Hi", "--max-new-tokens", "1",
+                "--set", "steps=0", "--json", "--quiet"]) == 0  # a prompt given on the command line wins
+    assert json.loads(capsys.readouterr().out)["prompt"] == "Hi"

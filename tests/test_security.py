@@ -35,7 +35,7 @@ from visualizers._common import esc, plotly_safe
 
 PAYLOAD = "\"'><img src=x onerror=\"window.__pwned=1\">"  # breaks out of either quote, then a tag with a handler
 HTML_OUTPUTS = {"text", "stats", "summary", "particles", "choice", "canvas", "compare_html", "branch_text", "status",
-                "inspect", "branch_summary"}  # the outputs a tab renders as HTML or Markdown
+                "inspect", "branch_summary", "answer", "document"}  # the outputs a tab renders as HTML or Markdown
 JSON_FIELDS = {"params", "extra"}  # fields whose values are any JSON (their strings may be accepted)
 
 
@@ -146,7 +146,7 @@ def replay(tmp_path):
 
 
 TABS = {"sample": "playground", "beam": "playground", "speculative": "speculative", "particle-filter": "scaling",
-        "diffusion": "diffusion"}
+        "diffusion": "diffusion", "ttt": "longctx"}
 
 
 # ---------------------------------------------------------------- hostile traces

@@ -17,11 +17,12 @@ import decoding  # noqa: F401  (switches telemetry off before gradio is imported
 import gradio as gr
 
 from ui import longctx_callbacks as cb
+from ui.classroom import lesson_row
 from ui.exports import download, wire_download
 from ui.launch import serve, standalone
 from ui.longctx_views import (DEFAULT_MAX_NEW_TOKENS, DEFAULT_METHOD, DEFAULT_MODEL, OUTPUTS, QUESTION_CHOICES,
-                              SIZE_CHOICES, SPECULATIVE, UI_MAX_NEW_TOKENS, field_rows, method_help, method_label,
-                              methods, shows, slider_end, slider_fits, views, widget_value)
+                              SIZE_CHOICES, SPECULATIVE, TRAINS, UI_MAX_NEW_TOKENS, field_rows, method_help, method_label,
+                              methods, shows, slider_end, views, widget_value)
 from ui.widgets import QUIET, explain_clamping, model_choices, seed_box, spec_widget
 from ui.wiring import lab_columns, named_inputs, on, on_any, session_state, wire_lab
 
@@ -30,16 +31,18 @@ INTRO = ("A long prompt is expensive twice: every generated token attends over t
          "highest (BM25); **RAPID** lets a drafter read only those chunks while the target, reading it all, verifies "
          "its guesses (lossless by default). The strip shows where each reader looked and where the answer was.")
 CSS = """<style>
-#lc-strip, #lc-memory, #lc-speed, #lc-compute { padding-top: 2.1rem !important; }
+#lc-strip, #lc-memory, #lc-speed, #lc-compute, #lc-training { padding-top: 2.1rem !important; }
 #lc-css { display: none; }
 .lc-answer { font-size: 1.05rem; line-height: 1.6; }
 .lc-verdict { margin-right: 0.6em; }
 </style>"""
-CONTROLS = ("model", "method", "source", "own_text", "question", "own_question", "max_new_tokens", "chat")
+CONTROLS = ("model", "method", "source", "doc_seed", "own_text", "question", "own_question", "max_new_tokens", "chat")
 
 
 def _controls(c: dict) -> None:
-    c["preset"] = gr.Dropdown([], value=None, label="Preset", visible=False, elem_id="lc-preset")
+    c["preset"] = gr.Dropdown(cb.preset_choices(), value=None, label="Preset", elem_id="lc-preset",
+                              info="A lesson: the method, its knobs and the shipped book by size, seed and question.")
+    lesson_row(c, "longctx", "lc")
     c["note"] = gr.Markdown("", elem_classes="dl-help", elem_id="lc-note")
     c["model"] = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model", allow_custom_value=True,
                              elem_id="lc-model", info="SmolLM2-135M's window is 8,192 tokens.")
@@ -87,12 +90,9 @@ def _controls(c: dict) -> None:
 def _knob(c: dict, name: str, owner: str, row: dict) -> None:
     """The widget of one method knob from its spec row (input name `name`), shown while its method is chosen."""
     label = row["name"].replace("_", " ").replace(".", ": ")
-    kw = dict(label=label, elem_id=f"lc-{name.replace('.', '-').replace('_', '-')}",
-              visible=owner == SPECULATIVE or shows(owner, DEFAULT_METHOD))
-    if slider_fits(row):
-        c[f"lc:{name}"] = spec_widget(row, value=widget_value(row), ui_max=slider_end(row), **kw)
-    else:  # a default below the slider's first step (a learning rate of 0.001 on (0, 1]): a number box
-        c[f"lc:{name}"] = gr.Number(widget_value(row), info=row["help"], **kw)
+    c[f"lc:{name}"] = spec_widget(row, label=label, elem_id=f"lc-{name.replace('.', '-').replace('_', '-')}",
+                                  visible=owner == SPECULATIVE or shows(owner, DEFAULT_METHOD), value=widget_value(row),
+                                  ui_max=slider_end(row))
 
 
 def _views(c: dict) -> None:
@@ -105,7 +105,10 @@ def _views(c: dict) -> None:
     with gr.Row():
         c["memory"] = gr.Plot(first["memory"], label="Memory: KV cache", elem_id="lc-memory")
         c["speed"] = gr.Plot(first["speed"], label="Speed and acceptance", elem_id="lc-speed")
-    c["compute"] = gr.Plot(first["compute"], label="Compute spent", elem_id="lc-compute")
+    with gr.Row():
+        c["compute"] = gr.Plot(first["compute"], label="Compute spent", elem_id="lc-compute")
+        c["training"] = gr.Plot(first["training"], label="Test-time training", elem_id="lc-training",
+                                visible=DEFAULT_METHOD == TRAINS)
     gr.Markdown(INTRO, elem_classes="dl-help")
 
 
@@ -123,7 +126,7 @@ def _wire(c: dict) -> None:
     state = {k: c[k] for k in ("trace", "marks")}
     knobs = {name: c[f"lc:{name}"] for name in field_rows()}
     explain_clamping(c, {f"lc:{name}": row for name, (_, row) in field_rows().items()})
-    shown = {f"lc:{name}": c[f"lc:{name}"] for name in field_rows()} | {"method_help": c["method_help"]} | \
+    shown = {f"lc:{name}": c[f"lc:{name}"] for name in field_rows()} | {k: c[k] for k in ("method_help", "training")} | \
         ({"spec_settings": c["spec_settings"]} if "spec_settings" in c else {})
     on(c["method"].change, cb.method_changed, shown, {"method": c["method"]}, **QUIET)
     own = {k: c[k] for k in ("own_text", "own_file", "doc_seed", "question", "own_question", "reference")}

@@ -26,7 +26,7 @@ from ui.plugin_fields import namespaced
 from ui.widgets import USER_ERRORS, md_esc, user_error
 from ui.wiring import RunControls, as_int
 from ui.worker import Status, check_model, finished_status, pump_views, wait_for_finish
-from ui.longctx_views import (OWN, PLAIN, QUESTION_CHOICES, SPECULATIVE, UI_MAX_NEW_TOKENS, collect, field_rows,
+from ui.longctx_views import (OWN, PLAIN, QUESTION_CHOICES, SPECULATIVE, TRAINS, UI_MAX_NEW_TOKENS, collect, field_rows,
                               answer_html, method_help, method_of, methods, shows, stats_line,
                               views)
 
@@ -102,9 +102,9 @@ def context_marks(tokenizer, context: str, question: dict | None) -> dict:
 
 
 def rapid_ranking(tokenizer, trace: Trace) -> list[int] | None:
-    """rapid's retrieved chunks in rank order (its record keeps them in document order, the scores in rank order):
-    BM25 over the recorded chunks for the text after them, kept only when it gives back exactly the recorded
-    chunks and scores."""
+    """rapid's retrieved chunks in rank order for a trace recorded before rapid kept them (`ranked`; its record then
+    had them in document order, the scores in rank order): BM25 over the recorded chunks for the text after them,
+    kept only when it gives back exactly the recorded chunks and scores."""
     rounds = trace.of_kind("spec_round") if trace.start is not None else []
     first = (rounds[0].extra or {}) if rounds else {}
     chunks, kept, scores = first.get("chunks"), first.get("retrieved"), first.get("scores")
@@ -185,7 +185,7 @@ def method_changed(method: str) -> dict:
              if owner != SPECULATIVE}  # the family's stay visible inside their accordion
     folded = {"spec_settings": gr.update(visible=shows(SPECULATIVE, method))} if any(
         owner == SPECULATIVE for owner, _ in rows.values()) else {}
-    return knobs | folded | {"method_help": method_help(method)}
+    return knobs | folded | {"method_help": method_help(method), "training": gr.update(visible=method == TRAINS)}
 
 
 def source_changed(source: str, question: str) -> dict:
@@ -307,8 +307,10 @@ def generate_run(model, source, doc_seed, own_text, question, own_question, refe
 
 
 def finished_marks(trace: Trace, marks: dict | None) -> dict | None:
-    """The marks with rapid's ranking added once its first round is in (needs the tokenizer: the model is loaded)."""
-    if marks is None or trace.start is None or not trace.of_kind("spec_round") or "ranked" in marks:
+    """The marks with rapid's ranking added once its first round is in, for a trace whose record lacks it (an older
+    one: the ranking is then recomputed with the tokenizer; the model is loaded)."""
+    rounds = trace.of_kind("spec_round")
+    if marks is None or trace.start is None or not rounds or "ranked" in marks or "ranked" in (rounds[0].extra or {}):
         return marks
     try:
         tokenizer = load_model(trace.start.model, progress=None).tokenizer
@@ -352,20 +354,26 @@ def replay_marks(trace: Trace) -> dict | None:
 
 
 def run_controls(run) -> dict:
-    """The controls for a replayed run: its model, method and knobs; its text and question as your own."""
+    """The controls for a preset (its model, method, knobs, and the shipped book it names by size, seed and
+    question) or a replayed run (its model, method and knobs; its text and question as your own)."""
     start = run
-    method = method_of(start) if hasattr(start, "prompt_ids") else None
+    preset = getattr(start, "document", None) is not None
+    method = method_of(start) if preset or hasattr(start, "prompt_ids") else None
     out = {"model": start.model, "chat": start.chat,
            "max_new_tokens": min(max(1, start.max_new_tokens), UI_MAX_NEW_TOKENS)}
     if method is None:
         return out
-    context, question = split_prompt(start.prompt)
     params = namespaced(start.strategy, start.params) if method != PLAIN else {}
     knobs = {}
     for name, (owner, _) in field_rows().items():
         key = name.partition(".")[2]
         if shows(owner, method) and key in params:
             knobs[f"lc:{name}"] = params[key]
+    if preset:
+        doc = start.document
+        return out | {"method": method, "source": str(doc["size"]), "doc_seed": doc["seed"],
+                      "question": str(doc["question"]), "own_question": "", "own_text": ""} | knobs
+    context, question = split_prompt(start.prompt)
     return out | {"method": method, "source": OWN, "own_text": context, "question": OWN,
                   "own_question": question.removesuffix(ASK)} | knobs
 
@@ -390,6 +398,13 @@ def replay(path, trace, marks) -> dict:
     return shown | ({"marks": state.get("marks")} if shown else {})
 
 
+def preset_choices() -> list[tuple[str, str]]:
+    from decoding.presets import preset_menu
+
+    return preset_menu("longctx")
+
+
 def preset_chosen(name) -> dict:
-    """The tab has no presets yet (a preset would carry a whole book): nothing changes."""
-    return {"note": ""}
+    """Every control from the preset (the shipped book by size, seed and question; defaults for what it leaves out)
+    and its teaching note."""
+    return TAB.preset_chosen(name)

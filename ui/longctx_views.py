@@ -23,8 +23,8 @@ from decoding.events import Trace, stats
 from decoding.longctx.document import CHECKERS, SIZES
 from decoding.registry import get_strategy, param_specs, strategies_of
 from decoding.speculative.strategy import DRAFTERS
-from ui.widgets import fmt, run_stats_html
-from visualizers.longctx import context_strip_figure, kv_memory_figure, rag_compute_figure, speed_figure
+from ui.widgets import fmt, md_esc, run_stats_html
+from visualizers.longctx import context_strip_figure, kv_memory_figure, rag_compute_figure, speed_figure, ttt_figure
 
 PLAIN = "plain"
 SPECULATIVE = "speculative"
@@ -32,12 +32,14 @@ LONG_PACKAGE = "decoding.longctx"
 DEFAULT_MODEL = "smollm2-135m"
 DEFAULT_METHOD = "rag"
 DEFAULT_MAX_NEW_TOKENS = 24
-UI_MAX_NEW_TOKENS = 128
+UI_MAX_NEW_TOKENS = 1024  # room for ttt think's matched thinking tokens (about 900 on the 1K book)
 OWN = "own"
 SIZE_CHOICES = [(f"{s // 1024}K tokens", str(s)) for s in SIZES] + [("your own text", OWN)]
 QUESTION_CHOICES = [("needle at depth 0.1", "0"), ("needle at depth 0.5", "1"), ("needle at depth 0.9", "2"),
                     ("continue the text (5 words)", "3"), ("which chapter", "4"), ("your own question", OWN)]
-OUTPUTS = ("status", "stats", "answer", "strip", "memory", "speed", "compute", "document", "trace", "marks")
+OUTPUTS = ("status", "stats", "answer", "strip", "memory", "speed", "compute", "training", "document", "trace",
+           "marks")
+TRAINS = "ttt"  # the method whose training (or thinking) picture the tab shows
 
 
 def long_drafters() -> list[str]:
@@ -194,14 +196,14 @@ def document_md(marks: dict | None) -> str:
     if not marks:
         return ("The book: chapters of Ruth, Esther and Jonah (King James Version) cut to the window, with three "
                 "facts planted at depths 0.1, 0.5 and 0.9. Press **Generate** (or change the document) to see it.")
-    lines = [f"**Document**: {marks.get('source_line', '')} {marks['context_tokens']:,} tokens."]
+    lines = [f"**Document**: {md_esc(marks.get('source_line', ''))} {marks['context_tokens']:,} tokens."]
     if marks.get("needles"):
-        facts = "; ".join(f"{n['name']} = {n['value']} (token {n['start']:,})" for n in marks["needles"])
+        facts = "; ".join(f"{md_esc(n['name'])} = {n['value']} (token {n['start']:,})" for n in marks["needles"])
         lines.append(f"**Planted facts**: {facts}.")
     q = marks.get("question") or {}
-    if q.get("question"):
-        ref = f" Reference: **{q['answer']}**" if q.get("answer") else " (no reference: no checker)"
-        lines.append(f"**Question** ({q.get('kind', 'typed')}): {q['question']}{ref}")
+    if q.get("question"):  # text from a prompt (typed, or a replayed trace's): escaped
+        ref = f" Reference: **{md_esc(q['answer'])}**" if q.get("answer") else " (no reference: no checker)"
+        lines.append(f"**Question** ({md_esc(q.get('kind', 'typed'))}): {md_esc(q['question'])}{ref}")
     return "  \n".join(lines)
 
 
@@ -237,7 +239,8 @@ def views(trace: Trace | None, marks: dict | None = None, *, live: bool = False)
     trace = trace or Trace()
     return {"stats": stats_html(trace), "answer": answer_html(trace, marks),
             "strip": context_strip_figure(trace, marks), "memory": kv_memory_figure(trace, marks),
-            "speed": speed_figure(trace), "compute": rag_compute_figure(trace), "document": document_md(marks)}
+            "speed": speed_figure(trace), "compute": rag_compute_figure(trace), "training": ttt_figure(trace),
+            "document": document_md(marks)}
 
 
 def widget_value(row: dict):
@@ -253,21 +256,3 @@ def slider_end(row: dict) -> float:
     number = isinstance(default, (int, float)) and not isinstance(default, bool) and math.isfinite(default)
     return max(100.0, 4.0 * default) if number else 100.0
 
-
-def slider_fits(row: dict) -> bool:
-    """Whether the slider `ui.widgets.spec_widget` makes for this knob (at `slider_end`) can show its default: a
-    default below the slider's first step (0.001 on (0, 1], whose first step is 0.01) is
-    refused by Gradio when the tab loads, so such a knob gets a number box."""
-    default = row["default"]
-    if row["type"] not in ("int", "float") or row.get("choices") or isinstance(default, bool):
-        return True
-    low, high = row["low"], row["high"]
-    if (not row["interval"] and not row.get("ui_high")) or low == float("-inf"):
-        return True  # spec_widget makes a number box
-    high = min(high, row.get("ui_high") or max(slider_end(row), low + 1))
-    step = row.get("step") or (1 if row["type"] == "int" else round((high - low) / 100, 6) or 0.01)
-    if row.get("step"):
-        low = math.ceil(low / step - 1e-9) * step
-    if not row.get("low_inclusive", True) and low == row["low"]:
-        low = low + step
-    return low <= default <= high

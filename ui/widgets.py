@@ -189,6 +189,18 @@ def stat_cards_html(cards: list[tuple[str, object]], caption: str) -> str:
     return f'<div class="dl-stats"><div class="dl-caption">{esc(caption)}</div><div class="dl-cards">{body}</div></div>'
 
 
+def fine_step(step: float, value, low: float) -> float:
+    """A float slider's step, made fine enough to land on `value`: a default closer to the slider's low end than one
+    step (a learning rate of 0.001 on (0, 1], whose hundredth is 0.01) gets the power of ten below its distance from
+    that end, so the slider starts at or below it; Gradio refuses a value under the slider's minimum."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return step
+    gap = value - low
+    if 0 < gap < step:
+        return min(step, 10.0 ** math.floor(math.log10(gap)))
+    return step
+
+
 def spec_widget(spec: dict, *, label: str | None = None, elem_id: str | None = None, visible: bool = True,
                 value=None, ui_max: float = 100.0):
     """A widget for one parameter from its spec row (`decoding.params.describe`): a checkbox for a
@@ -211,6 +223,8 @@ def spec_widget(spec: dict, *, label: str | None = None, elem_id: str | None = N
             return gr.Number(value, precision=0 if spec["type"] == "int" else None, **kw)
         high = min(high, spec.get("ui_high") or max(ui_max, low + 1))
         step = spec.get("step") or (1 if spec["type"] == "int" else round((high - low) / 100, 6) or 0.01)
+        if not spec.get("step") and spec["type"] == "float":
+            step = fine_step(step, value, low)
         if spec.get("step"):  # the slider's marks are multiples of the step: start at the first allowed one
             low = math.ceil(low / step - 1e-9) * step
         if not spec.get("low_inclusive", True) and low == spec["low"]:  # (0, 1]: the slider starts one step in

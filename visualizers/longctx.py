@@ -11,14 +11,19 @@ how fast it went and what it spent.
     speed_figure(trace)                  speculative: drafted and accepted tokens per round, tokens/s so far;
                                          otherwise tokens/s so far, token by token
     rag_compute_figure(trace)            rag: tokens fed and written per iteration, the totals (effective context
-                                         tokens, tokens processed) in the title; otherwise prompt read and tokens
+                                         tokens, tokens processed) in the title; ttt: its finish record's FLOPs
+                                         (prefill, training, after the context); otherwise prompt read and tokens
                                          written
+    ttt_figure(trace)                    ttt, live from its events: each training step's loss on its span and the
+                                         tokens trained (train), or the thinking and answer tokens against time
+                                         (think)
     chunk_rows(trace)                    the strip's rows: {"name", "chunks": [[start, end]], "ranked": [...],
                                          "scores": [...]} in context positions
 
 `marks` is plain data the tab computes once with the model's tokenizer (`ui.longctx_callbacks.context_marks`):
 {"context_tokens", "needles": [{"name", "value", "start", "end"}], "evidence": [start, end] or None,
-"kv_bytes_per_position", "ranked": chunk indices in rank order for a rapid run}; no model here.
+"kv_bytes_per_position", "ranked": chunk indices in rank order for a rapid trace whose record lacks them (recorded
+before rapid kept `ranked`)}; no model here.
 
 Glossary: see `decoding/longctx/__init__.py` (context, chunk, needle, depth, retrieved).
 """
@@ -29,7 +34,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from decoding.events import Trace, stats
-from visualizers._common import MARKS, TEMPLATE, cap, empty_figure, plotly_safe, title_block
+from visualizers._common import MARKS, NODES, TEMPLATE, cap, empty_figure, plotly_safe, title_block
 
 MB = 1 << 20
 HALF, HALF_SMALL = 44, 62  # title widths (characters) of a half-page picture
@@ -59,8 +64,9 @@ def chunk_rows(trace: Trace, marks: dict | None = None) -> list[dict]:
     if first.get("chunks"):
         offset = first["chunks"][0][0]  # rapid counts positions in the prompt ids (after the chat template's head)
         chunks = [[a - offset, b - offset] for a, b in first["chunks"]]
-        ranked = marks.get("ranked")
-        if not ranked or sorted(ranked) != sorted(first.get("retrieved", [])):
+        ranked = first.get("ranked") or marks.get("ranked")  # the record's rank order; an older trace: the tab's
+        if not ranked or sorted(ranked) != sorted(first.get("retrieved", [])) or \
+                len(first.get("scores", [])) != len(ranked):
             ranked = list(first.get("retrieved", []))  # document order: the scores then are not per chunk
             scores = []
         else:
@@ -278,6 +284,8 @@ def rag_compute_figure(trace: Trace | None) -> go.Figure:
     tokens = trace.of_kind("token")
     finish = trace.finish
     extra = finish.extra if finish is not None else {}
+    if trace.start.strategy == "ttt" and isinstance(extra.get("flops"), dict):
+        return _flops_figure(trace)
     if trace.start.strategy != "rag":
         written = stats(trace)["num_tokens"]
         read = len(trace.start.prompt_ids)
@@ -320,4 +328,111 @@ def rag_compute_figure(trace: Trace | None) -> go.Figure:
     fig.update_layout(template=TEMPLATE, barmode="stack", title=title, height=300 + top - 64,
                       margin=dict(l=60, r=20, t=top, b=40), legend=dict(orientation="h", y=-0.25))
     fig.update_yaxes(title_text="tokens", rangemode="tozero")
+    return fig
+
+
+def ttt_figure(trace: Trace | None) -> go.Figure:
+    """Test-time training as it runs (strategy ttt). train: each gradient step's next-token loss on its span (before
+    the step's update) and the tokens trained so far, the span, gradient norm and time on hover; think: the thinking
+    tokens and the answer's against the time they took. Drawn from the `train_step` and `token` events alone."""
+    trace = trace or Trace()
+    if trace.start is None or trace.start.strategy != "ttt":
+        return empty_figure("Choose ttt and Generate: its training steps (or thinking tokens) appear here", height=300,
+                            title="Test-time training")
+    if trace.start.params.get("mode", "train") == "think":
+        return _thinking_figure(trace)
+    steps = trace.of_kind("train_step")
+    if not steps:
+        return empty_figure("The context's prefill runs first; each training step then adds a point", height=300,
+                            title="Test-time training")
+    limit = cap(NODES)
+    shown = steps[::max(1, -(-len(steps) // limit))]
+    x = [s.step + 1 for s in shown]
+    hover = [plotly_safe(f"step {s.step + 1}: loss {s.loss:.3f} on positions {s.span_start}–"
+                         f"{s.span_start + s.span_tokens - 1}<br>{s.tokens_trained} tokens trained, gradient norm "
+                         f"{s.grad_norm:.3g}, at {s.elapsed_s:.2f} s") for s in shown]
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_trace(go.Bar(x=x, y=[s.tokens_trained for s in shown], name="tokens trained so far",
+                         marker_color="#dadaeb", hoverinfo="skip"), secondary_y=True)
+    fig.add_trace(go.Scatter(x=x, y=[s.loss for s in shown], mode="lines+markers", name="loss on the step's span",
+                             line=dict(color="#b279a2"), hovertext=hover, hoverinfo="text"), secondary_y=False)
+    last = steps[-1]
+    per_step = last.elapsed_s - steps[0].elapsed_s
+    pace = f", {per_step / (len(steps) - 1):.2f} s a step" if len(steps) > 1 else ""
+    planned = trace.start.params.get("steps")
+    count = f"{len(steps)} of {planned}" if isinstance(planned, int) and trace.finish is None else f"{len(steps)}"
+    title, top = title_block([f"Training: {count} steps, {last.tokens_trained} tokens trained by {last.elapsed_s:.1f} s"
+                              f"{pace}; loss {steps[0].loss:.2f} → {last.loss:.2f}"],
+                             width=HALF, small="line: next-token loss on each step's span, before its update (spans "
+                                               "are drawn at random, so it moves with the span); bars: tokens trained",
+                             small_width=HALF_SMALL)
+    fig.update_layout(template=TEMPLATE, title=title, height=300 + top - 64, margin=dict(l=50, r=50, t=top, b=40),
+                      legend=dict(orientation="h", y=-0.25), bargap=0.3)
+    capped = f" (every {x[1] - x[0]}th drawn)" if len(shown) < len(steps) else ""
+    fig.update_xaxes(title_text=f"gradient step{capped}", title_standoff=4, dtick=1 if len(x) <= 16 else None)
+    fig.update_yaxes(title_text="loss (nats)", secondary_y=False, rangemode="tozero")
+    fig.update_yaxes(title_text="tokens", secondary_y=True, rangemode="tozero", showgrid=False)
+    return fig
+
+
+def _thinking_figure(trace: Trace) -> go.Figure:
+    tokens = trace.of_kind("token")
+    if not tokens:
+        return empty_figure("The whole prompt is read first; each thinking token then adds a point", height=300,
+                            title="Thinking")
+    fig = go.Figure()
+    limit = cap(NODES)
+    counts = {}
+    for part, color in (("think", "#b279a2"), ("answer", "#4c78a8")):
+        mine = [(k, t) for k, t in enumerate(tokens, 1) if (t.extra or {}).get("part", "answer") == part]
+        counts[part] = len(mine)
+        mine = mine[::max(1, -(-len(mine) // limit))]
+        if mine:
+            fig.add_trace(go.Scatter(x=[t.elapsed_s for _, t in mine], y=[k for k, _ in mine], mode="lines",
+                                     name="thinking tokens" if part == "think" else "answer tokens",
+                                     line=dict(color=color, width=3), hoverinfo="text",
+                                     hovertext=[plotly_safe(f"token {k} ({part}) at {t.elapsed_s:.2f} s: "
+                                                            f"{t.token_text!r}") for k, t in mine]))
+    extra = trace.finish.extra if trace.finish is not None else {}
+    planned = extra.get("planned_think_tokens")
+    plan = f" of {planned} planned" if isinstance(planned, int) else ""
+    title, top = title_block([f"Thinking: {counts['think']} tokens{plan}, then {counts['answer']} of answer"],
+                             width=HALF, small="the in-context baseline at the compute training would spend (0 = "
+                                               "matched FLOPs): tokens generated against time", small_width=HALF_SMALL)
+    fig.update_layout(template=TEMPLATE, title=title, height=300 + top - 64, margin=dict(l=50, r=20, t=top, b=40),
+                      legend=dict(orientation="h", y=-0.25))
+    fig.update_xaxes(title_text="seconds", title_standoff=4)
+    fig.update_yaxes(title_text="tokens generated", rangemode="tozero")
+    return fig
+
+
+def _count(record: dict, key: str) -> int | float:
+    """A number of a record (a replayed trace's extra is any JSON): the value, 0 for anything else."""
+    value = record.get(key)
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
+def _flops_figure(trace: Trace) -> go.Figure:
+    """ttt's finish record: the FLOPs of the context's prefill, the training steps, and everything after the context
+    (the question, thinking and answer tokens), with the total in decoded-token equivalents."""
+    extra = trace.finish.extra
+    flops = extra["flops"]
+    after = "question, thinking and answer" if _count(extra, "think_tokens") else "question and answer"
+    bars = [("the context's prefill", _count(flops, "prefill"), FULL), ("training", _count(flops, "train"), "#b279a2"),
+            (after, _count(flops, "after_context"), "#4c78a8")]
+    fig = go.Figure(go.Bar(x=[b[0] for b in bars], y=[b[1] / 1e9 for b in bars], marker_color=[b[2] for b in bars],
+                           text=[f"{b[1] / 1e9:.1f}" for b in bars], textposition="outside", cliponaxis=False,
+                           hovertemplate="%{x}: %{y:.2f} GFLOPs<extra></extra>"))
+    units = _count(extra, "compute_tokens")
+    same = f" ≈ {units:,.0f} decoded tokens" if units else ""
+    spent = (f"{_count(extra, 'think_tokens'):.0f} thinking tokens" if extra.get("mode") == "think"
+             else f"{_count(extra, 'steps_run'):.0f} steps, {_count(extra, 'tokens_trained'):.0f} tokens trained")
+    title, top = title_block([f"Compute: {_count(flops, 'total') / 1e9:.1f} GFLOPs{same} ({spent})"],
+                             small="FLOPs counted from what ran (2 per weight per token, attention per key, a training "
+                                   "step's backward); the paper compares training and thinking at equal FLOPs "
+                                   f"(think_tokens 0 = matched; the paper's rule 2 × steps × span = "
+                                   f"{_count(extra, 'paper_think_tokens'):.0f} tokens)", small_width=90)
+    fig.update_layout(template=TEMPLATE, title=title, height=300 + top - 64, margin=dict(l=60, r=20, t=top, b=40),
+                      showlegend=False)
+    fig.update_yaxes(title_text="GFLOPs", range=[0, max(b[1] for b in bars) / 1e9 * 1.2 or 1])
     return fig

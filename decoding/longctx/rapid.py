@@ -13,8 +13,10 @@ The draft prompt. The prompt is the chat template's head, the context, and the q
 blank line, with the template's tail). The context's tokens are cut into line-aligned chunks of
 `rapid.chunk_tokens` (`retriever.make_chunks`), BM25 ranks them for the question's text, and the drafter's prompt
 is the head, the `rapid.top_k` best chunks in document order (their own token ids, nothing re-tokenised) and the
-question's tokens. After that the drafter's context follows the target's: every token the run produces is appended
-to both. A prompt without a blank line has nothing to retrieve: the drafter reads the whole prompt.
+question's tokens. The first round's record keeps the chunks, the retrieved ones in document order (`retrieved`)
+and in rank order (`ranked`), with their BM25 scores in rank order (`scores`). After that the drafter's context
+follows the target's: every token the run produces is appended to both. A prompt without a blank line has nothing
+to retrieve: the drafter reads the whole prompt.
 
 Verification (`rapid.target`):
     exact      the target's own distribution p: lossless, as for every drafter (greedy output = the target's greedy
@@ -126,7 +128,7 @@ class RapidDrafter(Drafter):
         self.draft_prompt = prompt[:start] + body + prompt[end:] if chunks else list(prompt)
         self.retrieved = {"context_tokens": end - start, "draft_prompt_tokens": len(self.draft_prompt),
                           "chunks": [[c.start, c.end] for c in chunks], "retrieved": kept,
-                          "scores": [round(h.score, 4) for h in hits]}
+                          "ranked": [h.index for h in hits], "scores": [round(h.score, 4) for h in hits]}
 
     def propose(self, context: list[int], plan: TreePlan, temperature: float, generator: torch.Generator) -> Draft:
         first = self.prompt_len is None

@@ -68,7 +68,8 @@ class TttParams(Params):
     steps: int = param(16, low=0, high=256, help="Gradient steps (N_TTT), one span each; 0 answers untrained.")
     span_tokens: int = param(128, low=4, high=2048,
                              help="Tokens per span (k): one span drawn at random from the context per step.")
-    lr: float = param(1e-3, low=0.0, high=1.0, low_inclusive=False, help="Adam's learning rate.")
+    lr: float = param(1e-3, low=0.0, high=1.0, low_inclusive=False, step=1e-4, ui_high=0.02,
+                      help="Adam's learning rate (the slider stops at 0.02; up to 1 from the CLI or API).")
     modules: str = param("query", choices=tuple(MODULES),
                          help="query: the attention query projections W_Q (the paper's qTTT); mlp-down: the MLP down "
                               "projections (not the paper's choice).")

@@ -62,12 +62,14 @@ def test_the_drafter_reads_the_retrieved_chunks_and_the_question_with_a_short_ca
     ids = trace.start.prompt_ids
     start, end = R.prompt_parts(tiny_lm, ids)
     chunks = make_chunks(tiny_lm.tokenizer, ids[start:end], 64, offset=start)
-    best = sorted(h.index for h in BM25([c.text for c in chunks]).rank(tiny_lm.decode(ids[end:]), 3))
+    hits = BM25([c.text for c in chunks]).rank(tiny_lm.decode(ids[end:]), 3)
+    best = sorted(h.index for h in hits)
     expected = ids[:start] + [t for i in best for t in ids[chunks[i].start:chunks[i].end]] + ids[end:]
     assert seen[0] == expected and len(expected) < len(ids) / 4
     rounds = trace.of_kind("spec_round")
     info = rounds[0].extra
     assert info["retrieved"] == best and info["draft_prompt_tokens"] == len(expected)
+    assert info["ranked"] == [h.index for h in hits] and info["scores"] == [round(h.score, 4) for h in hits]
     assert info["context_tokens"] == end - start and info["chunks"] == [[c.start, c.end] for c in chunks]
     produced = []
     for r, context in zip(rounds, seen):  # each round: the short prompt, then the tokens produced so far

@@ -1,7 +1,8 @@
 """The Long context tab in a real headless Chromium against the real app over HTTP: each method the tab lists runs on
 the shipped book cut to 1K tokens (its needle at depth 0.5, 16 new tokens), and the answer, the checker's verdict and
-every picture appear; no figure label is cut; a screenshot per method goes to a temporary folder, and the RAPID one is
-the README's (assets/screenshot-longctx.png with DECODING_LAB_SCREENSHOTS=1)."""
+every picture appear (ttt's training steps too); no figure label is cut; a preset sets the book it names; a screenshot
+per method goes to a temporary folder, and the RAPID one is the README's (assets/screenshot-longctx.png with
+DECODING_LAB_SCREENSHOTS=1)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,11 @@ def test_each_method_answers_with_a_verdict_and_its_pictures(app_url):
             for picture in PICTURES:  # each picture drawn with data, not the placeholder before a run
                 assert page.locator(f"#{picture} .js-plotly-plot").count() == 1, picture
                 page.wait_for_selector(f"#{picture} .scatterlayer .trace, #{picture} .barlayer .trace", timeout=20_000)
+            if method == "ttt":  # its training steps, drawn as they ran
+                assert page.locator("#lc-training").is_visible()
+                page.wait_for_selector("#lc-training .scatterlayer .trace", timeout=20_000)
+                title = page.locator("#lc-training .gtitle").text_content() or ""
+                assert "Training:" in title and "tokens trained" in title, title  # (it ran 16 steps, not the 2 set)
             strip = page.locator("#lc-strip .ytick text").all_text_contents()
             assert "facts & answer" in strip, strip
             if method == "rag" or method.startswith("speculative"):  # the methods that retrieve
@@ -61,4 +67,10 @@ def test_each_method_answers_with_a_verdict_and_its_pictures(app_url):
                                                                              "height": height})
             done = ""
         check_labels_at_both_sizes(page, "#dl-longctx")
+        page.locator("#lc-preset input").click()  # a preset sets the book by size, seed and question
+        page.get_by_role("option", name="RAG top-4 on a 2K book: read four chunks, not the book").click()
+        page.wait_for_function("() => document.querySelector('#lc-note').innerText.includes('DRAG')")
+        assert page.locator("#lc-source input[value='2048']").is_checked()
+        assert not page.locator("#lc-training").is_visible()
+        assert error_toasts(page) == []
     assert SCREENSHOT.stat().st_size > 20_000

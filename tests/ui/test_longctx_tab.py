@@ -112,7 +112,10 @@ def test_each_method_answers_with_a_verdict_and_draws_every_picture(method, tmp_
     if method.startswith("speculative"):
         assert "drafter reads" in rows and "target reads all" in rows
         assert {t.name for t in final["memory"].data} == {"target cache", "drafter's cache"}
-        assert sorted(marks["ranked"]) == sorted(trace.of_kind("spec_round")[0].extra["retrieved"])
+        first = trace.of_kind("spec_round")[0].extra  # the record's rank order: the strip needs no re-ranking
+        assert sorted(first["ranked"]) == first["retrieved"] and "ranked" not in marks
+        hover = [h for t in final["strip"].data if t.y[0] == "drafter reads" for h in (t.hovertext or ())]
+        assert f"chunk {first['ranked'][0]}:" in next(h for h in hover if "rank 1," in h)
     path = tmp_path / "run.json"  # the export replays into the same pictures and verdict
     trace.save(path)
     shown = cb.replay(str(path), None, None)
@@ -210,7 +213,9 @@ def test_a_replay_naming_a_model_outside_the_registry_loads_nothing(tmp_path, mo
     assert len(shown["strip"].data) > 0  # the strip from the trace alone: rag's chunks, without the facts
 
 
-def test_a_knob_whose_default_sits_below_the_sliders_first_step_gets_a_number_box():
+def test_a_knob_whose_default_sits_below_a_hundredth_of_its_range_gets_a_slider_that_reaches_it():
+    """A learning rate of 0.001 on (0, 1]: the slider's step (a hundredth, 0.01) would start it above its default,
+    which Gradio refuses; `spec_widget` makes the step fine enough for any tab. ttt's own lr declares its step."""
     @dataclass(frozen=True)
     class LearnParams(Params):
         lr: float = param(0.001, low=0.0, high=1.0, low_inclusive=False, help="A learning rate.")
@@ -222,7 +227,97 @@ def test_a_knob_whose_default_sits_below_the_sliders_first_step_gets_a_number_bo
     try:
         with gr.Blocks():
             c = build_longctx()
-        assert isinstance(c["lc:learn-test.lr"], gr.Number) and c["lc:learn-test.lr"].value == 0.001
+        knob = c["lc:learn-test.lr"]
+        assert isinstance(knob, gr.Slider) and knob.value == 0.001 and 0 < knob.minimum <= 0.001 <= knob.maximum
+        assert knob.step == 0.001
         assert isinstance(c["lc:rag.top_k"], gr.Slider)
+        lr = c["lc:ttt.lr"]
+        assert isinstance(lr, gr.Slider) and (lr.minimum, lr.value, lr.step, lr.maximum) == (1e-4, 0.001, 1e-4, 0.02)
+        assert knob.preprocess(0.001) == 0.001 and lr.preprocess(0.001) == 0.001  # the page's value is accepted
     finally:
         unregister_strategy("learn-test")
+
+
+def test_a_rapid_trace_recorded_before_its_rank_order_replays_with_ranks_from_bm25(tmp_path):
+    """Older traces kept the retrieved chunks in document order only: the tab ranks them again with BM25."""
+    final = run_tab("speculative:rapid", **{"speculative.rapid.chunk_tokens": 64})
+    data = json.loads(final["trace"].to_json())
+    first = next(e for e in data["events"] if e["kind"] == "spec_round")
+    ranked = first["extra"].pop("ranked")
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    shown = cb.replay(str(path), None, None)
+    assert shown["marks"]["ranked"] == ranked
+    hover = [h for t in shown["strip"].data if t.y[0] == "drafter reads" for h in (t.hovertext or ())]
+    assert f"chunk {ranked[0]}:" in next(h for h in hover if "rank 1," in h)
+
+
+def test_ttt_shows_its_training_steps_as_they_run_and_its_flops(tmp_path):
+    """train: one point per gradient step (drawn from the train_step events, so a prefix of the run draws the steps
+    so far); the compute picture is the finish record's FLOPs; a replay draws the same."""
+    from decoding.events import Trace
+    from visualizers.longctx import ttt_figure
+
+    final = run_tab("ttt", **{"ttt.steps": 3, "ttt.span_tokens": 16})
+    trace = final["trace"]
+    steps = trace.of_kind("train_step")
+    assert len(steps) == 3
+    loss = next(t for t in final["training"].data if t.name == "loss on the step's span")
+    assert list(loss.y) == [s.loss for s in steps] and list(loss.x) == [1, 2, 3]
+    assert "3 steps, 48 tokens trained" in final["training"].layout.title.text.replace("<br>", " ")
+    flops = trace.finish.extra["flops"]
+    title = final["compute"].layout.title.text.replace("<br>", " ")
+    assert "GFLOPs" in title and "3 steps, 48 tokens trained" in title
+    assert [round(v * 1e9) for v in final["compute"].data[0].y] == [flops["prefill"], flops["train"],
+                                                                      flops["after_context"]]
+    first = trace.events.index(steps[0])  # live: the run up to its first step, not finished
+    live = ttt_figure(Trace(trace.events[:first + 1]))
+    assert "1 of 3 steps" in live.layout.title.text.replace("<br>", " ") and len(live.data[1].y) == 1
+    path = tmp_path / "ttt.json"
+    trace.save(path)
+    shown = cb.replay(str(path), None, None)
+    assert shown["method"] == "ttt" and list(shown["training"].data[1].y) == list(loss.y)
+    assert cb.method_changed("ttt")["training"]["visible"] is True
+    assert cb.method_changed("rag")["training"]["visible"] is False
+
+
+def test_ttt_think_shows_its_thinking_tokens_and_the_flops_they_spent():
+    final = run_tab("ttt", max_new_tokens=12, **{"ttt.mode": "think", "ttt.think_tokens": 5})
+    extra = final["trace"].finish.extra
+    think = next(t for t in final["training"].data if t.name == "thinking tokens")
+    assert len(think.y) == extra["think_tokens"] == 5
+    assert "Thinking: 5 tokens of 5 planned" in final["training"].layout.title.text.replace("<br>", " ")
+    assert "5 thinking tokens" in final["compute"].layout.title.text.replace("<br>", " ") and final["compute"].data[0].y[1] == 0
+
+
+@pytest.mark.parametrize("name", ["80-longctx-rag-top4-2k-book", "81-longctx-iterdrag", "82-longctx-rapid-4k-book",
+                                  "83-longctx-ttt-train-1k", "84-longctx-ttt-think-1k"])
+def test_each_preset_sets_the_shipped_book_it_names_and_the_methods_knobs(name, tok):
+    """A preset names the book by size, seed and question: the tab's controls get those, and the prompt the tab then
+    builds is the one the CLI builds (`document_prompt`)."""
+    from decoding.presets import document_prompt, find_preset
+    from decoding.models import load_model
+
+    preset = find_preset("longctx", name)
+    shown = cb.preset_chosen(name)
+    doc = preset.document
+    assert (shown["source"], shown["doc_seed"], shown["question"]) == (str(doc["size"]), doc["seed"],
+                                                                         str(doc["question"]))
+    assert shown["method"] in methods() and preset.title in shown["note"]
+    assert shown["max_new_tokens"] == preset.max_new_tokens and shown["model"] == preset.model
+    strategy, params = collect(shown["method"], {k.removeprefix("lc:"): v for k, v in shown.items()
+                                                 if k.startswith("lc:")})
+    assert strategy == preset.strategy and params.items() >= {k: v for k, v in preset.params.items()
+                                                              if k != "drafter"}.items()
+    loaded = load_model(MODEL, progress=None)  # the same book under the tiny model's tokenizer
+    prepared = cb.prepare(loaded, shown["source"], shown["doc_seed"], "", shown["question"], "", "")
+    assert prepared.prompt == document_prompt(preset, tok)
+    assert cb.preset_choices()[0] == ("RAG top-4 on a 2K book: read four chunks, not the book",
+                                      "80-longctx-rag-top4-2k-book")
+
+
+def test_the_preset_menu_and_its_lesson_are_in_the_tab():
+    with gr.Blocks():
+        c = build_longctx()
+    assert c["preset"].visible and len(c["preset"].choices) == 5
+    assert "lesson_next" in c and "doc_seed" in c
