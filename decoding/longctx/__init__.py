@@ -7,6 +7,9 @@
                   (follow-up queries, each retrieving and answering, then the final answer) (Yue et al. 2024)
     rapid.py      drafter `rapid` of the speculative strategy: a draft path over the retrieved chunks only (its own
                   short cache) for a target that verifies on the whole context (RAPID, Chen et al. 2025)
+    longspec.py   drafter `longspec`: a one-layer draft whose own cache is a sliding window plus sinks and which reads
+                  the context through the target's last-layer cache (LongSpec, Yang et al. 2025); trained by
+                  `decoding.training.longspec`
 
 Glossary
     context      the long text the prompt carries (the document); the question follows it after a blank line.
