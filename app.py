@@ -35,6 +35,7 @@ from ui.launch import queued, serve, startup_progress
 from ui.diffusion import build_diffusion
 from ui.classroom import present_button
 from ui.exports import gradio_cache_policy
+from ui.longctx import build_longctx
 from ui.playground import build_playground
 from ui.scaling import build_scaling
 from ui.serving import build_serving
@@ -48,7 +49,8 @@ HEADER = """
   <b>entropy</b>, and clicking a token shows the alternatives it weighed &mdash; pick one and <b>branch</b>.
   <b>Speculative</b>: a drafter's token tree and what the target accepts. <b>Scaling</b>: N partial solutions
   reweighted, resampled and pruned by a reward. <b>Diffusion</b>: a canvas of masks filled in, many
-  positions per step, in any order. <b>Serving</b>: many users at once, one at a time, in batches or fused.</p>
+  positions per step, in any order. <b>Serving</b>: many users at once, one at a time, in batches or fused.
+  <b>Long context</b>: a book as the prompt, read whole, by retrieval, or by a drafter that reads only what it retrieved.</p>
 </div>
 """
 
@@ -70,6 +72,8 @@ def build_app() -> gr.Blocks:
                 build_diffusion()
             with gr.Tab("Serving", id="serving"):
                 build_serving()
+            with gr.Tab("Long context", id="longctx"):
+                build_longctx()
         register_api()
     return queued(demo)
 

@@ -21,7 +21,7 @@ import sys
 
 from decoding.embedded import EmbeddedModelError
 from decoding.errors import short_repr
-from decoding.events import ParticleStep, RunFinished, TokenStep, Trace, stats
+from decoding.events import ParticleStep, RunFinished, TokenStep, Trace, TrainStep, stats
 from decoding.models import DEFAULT_MODEL, QUANTIZATIONS, REGISTRY, SUGGESTED_HUB_IDS, ModelLoadError, load_model
 from decoding.run import MAX_NEW_TOKENS_CAP, generate, validate_request
 from decoding.papers import collect, render
@@ -139,6 +139,9 @@ def cmd_run(args) -> int:
         elif stream and isinstance(event, ParticleStep):
             print(f"step {event.step}: ESS {event.ess:.2f}/{len(event.particles)}"
                   f"{', resampled' if event.resampled else ''}, {event.tokens_spent} tokens spent", file=sys.stderr)
+        elif stream and isinstance(event, TrainStep):
+            print(f"train step {event.step}: loss {event.loss:.3f} on positions {event.span_start}-"
+                  f"{event.span_start + event.span_tokens - 1}, {event.tokens_trained} tokens trained", file=sys.stderr)
     finish: RunFinished = trace.finish
     if args.trace:
         trace.save(args.trace)

@@ -255,8 +255,10 @@ XIAO_2024_SINKS = Paper("Efficient Streaming Language Models with Attention Sink
                         2024, arxiv="2309.17453", venue="ICLR 2024",
                         note="the first positions kept beside a sliding window (the longspec draft's own cache)")
 BANSAL_2025 = Paper("Let's (not) just put things in Context: Test-Time Training for Long-Context LLMs", "Bansal et al.",
-                    2025, arxiv="2512.13898", venue="ICLR 2026", note="query-only test-time training (qTTT); not "
-                                                                      "implemented yet (issue 28)")
+                    2025, arxiv="2512.13898", venue="ICLR 2026",
+                    note="query-only test-time training (qTTT): strategy ttt (mode train), and its FLOP-matched "
+                         "thinking baseline (mode think); the paper's learning rate and optimizer were not in what "
+                         "could be read offline (Adam, lr 1e-3 here)")
 ROBERTSON_2009 = Paper("The Probabilistic Relevance Framework: BM25 and Beyond", "Robertson and Zaragoza", 2009,
                        venue="Foundations and Trends in Information Retrieval 3(4)",
                        note="Okapi BM25, the shipped retriever (Lucene's idf)")

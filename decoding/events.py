@@ -276,6 +276,23 @@ class DiffusionStep(Event):
 
 
 @dataclass(frozen=True)
+class TrainStep(Event):
+    """One gradient step of test-time training on the prompt's context (strategy `ttt`): the next-token loss on a
+    span of the context, measured before the step's update, and what the run has trained on so far."""
+
+    kind: ClassVar[str] = "train_step"
+    step: Count  # 0-based index of the gradient step
+    loss: Nats  # mean next-token cross-entropy on the span, before this step's update
+    span_start: Count  # the span's first position in the prompt
+    span_tokens: Count  # tokens whose next token the span predicts
+    tokens_trained: Count  # span tokens over all steps so far
+    grad_norm: Annotated[float, Range(0)]  # of the trained parameters' gradient, before clipping
+    elapsed_s: Seconds
+    forward_passes: Count = 1  # one forward and one backward pass through the model
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class RunFinished(Event):
     kind: ClassVar[str] = "finish"
     text: str  # the generated text (prompt excluded)
@@ -289,7 +306,7 @@ class RunFinished(Event):
 
 
 EVENT_TYPES: dict[str, type[Event]] = {cls.kind: cls for cls in (RunStarted, TokenStep, BeamStep, SpecRound, ParticleStep,
-                                                                 DiffusionStep, RunFinished)}
+                                                                 DiffusionStep, TrainStep, RunFinished)}
 
 
 def event_from_dict(data: dict) -> Event:

@@ -31,6 +31,7 @@ SMOKE = [
     ("bench_hyperfit.py", ["--tokens", "4", "--json"], None),
     ("bench_long_context.py", ["--model", "tiny-random", "--sizes", "1024", "--tokens", "4", "--rounds", "1", "--json"],
      {"rows", "model"}),
+    ("bench_needle.py", ["--model", "tiny-random", "--quick", "--json"], {"rows", "questions", "settings"}),
     ("bench_particles.py", ["--n", "2", "--tokens", "4", "--rounds", "1", "--json"], None),
     ("bench_remote.py", ["--tokens", "4", "--rounds", "1", "--json"], None),
     ("bench_scaling.py", ["--tasks", "1", "--budgets", "1,2", "--json"], {"accuracy", "tokens", "rows"}),

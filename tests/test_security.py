@@ -127,6 +127,8 @@ def traces() -> dict[str, Trace]:
                                         max_new_tokens=3, chat=False),
         "diffusion": run_to_trace("tiny-random-diffusion", "Hi", strategy="diffusion", params={"steps": 2},
                                   max_new_tokens=4, chat=False),
+        "ttt": run_to_trace("tiny-random", "A context of a few words.\n\nWhat?", strategy="ttt",
+                            params={"steps": 1, "span_tokens": 4}, max_new_tokens=2, chat=False),  # train_step
     }
 
 

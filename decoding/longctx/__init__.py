@@ -10,6 +10,10 @@
     longspec.py   drafter `longspec`: a one-layer draft whose own cache is a sliding window plus sinks and which reads
                   the context through the target's last-layer cache (LongSpec, Yang et al. 2025); trained by
                   `decoding.training.longspec`
+    ttt.py        strategy `ttt`: gradient steps of next-token loss on spans of the context updating the query
+                  projections (qTTT, Bansal et al. 2025), then the answer; or the same FLOPs as thinking tokens
+    adapt.py      what ttt needs of a shared model without writing it: a per-run view with the run's own trained
+                  projections, the cache that hands the steps the prefill's frozen keys and values, a FLOP count
 
 Glossary
     context      the long text the prompt carries (the document); the question follows it after a blank line.
