@@ -124,3 +124,20 @@ def test_a_drafter_without_a_trained_head_says_so(tiny_lm, monkeypatch):
     monkeypatch.setattr(longspec, "HEADS", {})
     with pytest.raises(ValueError, match="drafter=longspec needs a draft trained"):
         run_to_trace(tiny_lm, PROMPT, strategy="speculative", max_new_tokens=4, params={"drafter": "longspec"})
+
+
+@pytest.mark.slow
+def test_the_shipped_draft_is_lossless_on_a_book_and_drafts_from_the_targets_cache(smol_lm):
+    from decoding.longctx.document import build_document
+
+    doc = build_document(smol_lm.tokenizer, 1024, seed=0)
+    prompt = doc.prompt(doc.questions[0])
+    plain = run_to_trace(smol_lm, prompt, max_new_tokens=24)
+    spec = run_to_trace(smol_lm, prompt, strategy="speculative", max_new_tokens=24, params={"drafter": "longspec"})
+    assert spec.finish.token_ids == plain.finish.token_ids
+    rounds = [e for e in spec.events if e.kind == "spec_round"]
+    accepted = sum(len(r.accepted_path) for r in rounds)
+    assert accepted >= 3  # a trained draft: some of its tokens are the target's (0.36 of them on this book)
+    info = [r.extra for r in rounds if "draft_cache_positions" in r.extra]
+    assert max(i["draft_cache_positions"] for i in info) == 4 + 256  # sinks + window, with ~900 context positions
+    assert min(i["target_cache_positions"] for i in info) > 800
