@@ -249,7 +249,14 @@ CHEN_2025_RAPID = Paper("Long-Context Inference with Retrieval-Augmented Specula
 YANG_2025_LONGSPEC = Paper("LongSpec: Long-Context Lossless Speculative Decoding with Efficient Drafting and "
                            "Verification", "Yang et al.", 2025, arxiv="2502.17421",
                            note="the authors' repository titles it \"LongSpec: Long-Context Speculative Decoding with "
-                                "Efficient Drafting and Verification\"; not implemented yet (issue 28)")
+                                "Efficient Drafting and Verification\"; drafter longspec (its hybrid tree attention "
+                                "kernel is not built)")
+DU_2024_GLIDE = Paper("GliDe with a CaPE: A Low-Hassle Method to Accelerate Speculative Decoding", "Du et al.", 2024,
+                      venue="ICML 2024 (PMLR 235)", note="the draft layer's cross-attention on the target's cached keys "
+                                                          "and values, which LongSpec builds on")
+XIAO_2024_SINKS = Paper("Efficient Streaming Language Models with Attention Sinks", "Xiao, Tian, Chen, Han and Lewis",
+                        2024, arxiv="2309.17453", venue="ICLR 2024",
+                        note="the first positions kept beside a sliding window (the longspec draft's own cache)")
 BANSAL_2025 = Paper("Let's (not) just put things in Context: Test-Time Training for Long-Context LLMs", "Bansal et al.",
                     2025, arxiv="2512.13898", venue="ICLR 2026",
                     note="query-only test-time training (qTTT): strategy ttt (mode train), and its FLOP-matched "

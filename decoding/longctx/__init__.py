@@ -7,6 +7,9 @@
                   (follow-up queries, each retrieving and answering, then the final answer) (Yue et al. 2024)
     rapid.py      drafter `rapid` of the speculative strategy: a draft path over the retrieved chunks only (its own
                   short cache) for a target that verifies on the whole context (RAPID, Chen et al. 2025)
+    longspec.py   drafter `longspec`: a one-layer draft whose own cache is a sliding window plus sinks and which reads
+                  the context through the target's last-layer cache (LongSpec, Yang et al. 2025); trained by
+                  `decoding.training.longspec`
     ttt.py        strategy `ttt`: gradient steps of next-token loss on spans of the context updating the query
                   projections (qTTT, Bansal et al. 2025), then the answer; or the same FLOPs as thinking tokens
     adapt.py      what ttt needs of a shared model without writing it: a per-run view with the run's own trained

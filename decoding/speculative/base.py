@@ -36,6 +36,8 @@ class Feedback:
     greedy: bool  # temperature 0 verification
     rows: list[int]  # positions of the judged rows in the pass (hidden_states index)
     hidden_states: tuple | None = None  # all layers of the pass, when the drafter asked for them
+    cache: object | None = None  # the target's cache after the pass (committed positions only; the tree dropped):
+    # a drafter may read it (LongSpec's cross-attention on the last layer's keys) but must not keep it alive
 
 
 class Drafter:

@@ -339,7 +339,7 @@ def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) ->
         first = num_pending - 1 if not fused else 0  # the root's row in out.logits
         drafter.observe(Feedback(row_tokens=pending[num_pending - 1 - first:] + tree.tokens, row_logits=out.logits[0],
                                  target_probs=probs[rows], greedy=greedy, rows=[first + r for r in rows],
-                                 hidden_states=out.hidden_states))
+                                 hidden_states=out.hidden_states, cache=cache))
         yield _round_event(ctx, lm, round_index, step, drafter, draft, verdict, probs, produced,
                            target_passes=1 + (prefill_passes if round_index == 0 else 0), verify_s=verify_s,
                            memory=memory)
@@ -372,7 +372,8 @@ def _prefill(lm: LM, drafter, ids: list[int], cache, greedy: bool, temperature: 
         kept = out.logits.shape[1]
         probs = torch.softmax(out.logits[0] if greedy else tempered(out.logits[0], temperature), -1)
         drafter.observe(Feedback(row_tokens=ids[-kept:], row_logits=out.logits[0], target_probs=probs, greedy=greedy,
-                                 rows=list(range(len(ids) - kept, len(ids))), hidden_states=out.hidden_states))
+                                 rows=list(range(len(ids) - kept, len(ids))), hidden_states=out.hidden_states,
+                                 cache=cache))
     return out
 
 

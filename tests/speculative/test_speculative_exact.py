@@ -261,3 +261,22 @@ def test_the_engine_test_catches_a_wrong_spectr_residual(markov_pair, monkeypatc
     counts, expected = engine_counts(lm, {"drafter": "model", "draft_model": "markov-draft", "tree": "static",
                                           "draft_length": 2, "width": 3, "node_budget": 12, "rule": "spectr"})
     assert chi2_pvalue(counts, expected) < 1e-3, (counts, total_variation(counts, expected))
+
+
+@pytest.mark.parametrize("tree", ["chain", "dynamic"])
+def test_longspec_follows_the_target(markov_pair, monkeypatch, tmp_path, tree):
+    """LongSpec's draft (a random one: its window, sinks and cross-attention on the target's cache) is verified
+    like every drafter: the output follows the target's law."""
+    from decoding.longctx import longspec
+
+    lm, _ = markov_pair
+    torch.manual_seed(0)
+    head = longspec.LongSpecHead(longspec.LongSpecConfig.like(lm.config, lm.vocab_size, lm.name, window=1, sinks=1))
+    with torch.no_grad():
+        for p in head.parameters():
+            p.normal_(0, 0.5)
+    longspec.save_head(head, tmp_path)
+    monkeypatch.setitem(longspec.HEADS, lm.name, tmp_path)
+    counts, expected = engine_counts(lm, {"drafter": "longspec", "tree": tree, "draft_length": 3, "width": 2,
+                                          "node_budget": 8})
+    assert chi2_pvalue(counts, expected) > 1e-3, (counts, total_variation(counts, expected))
