@@ -19,7 +19,25 @@ later is retracted, and counted.
                      Streaming Model", arXiv 2508.12301): a causal encoder fine-tuned with LoRA and its commit
                      rule. Not trained yet: choosing it says so.
 
-The audio must fit Whisper's 30-second window (no buffer trimming yet).
+Audio longer than Whisper's 30-second window streams through a buffer (Whisper-Streaming's buffer trimming,
+adapted): the model sees only the audio since the buffer's start, and the text committed before it goes to the
+decoder as its previous-text prompt (`Whisper.decode(context_ids=...)`). The buffer is cut at the end of a
+chunk in one of two ways (the chunk's event says which, `SpeechChunk.trimmed`):
+
+    trim   once the buffer holds `trim_s` seconds or more, at the end of an earlier chunk whose whole hypothesis
+           has now been committed (`Policy.settled`): the audio up to that moment is exactly the committed text,
+           and what the model wrote after it belongs to the audio after it, so no word is cut in two.
+           Whisper-Streaming cuts at the end of a committed segment, which it finds with Whisper's timestamps; this
+           project's decoding writes no timestamps, so a chunk end whose hypothesis was confirmed word for word
+           stands for that end;
+    flush  when the next chunk would overflow the 30-second window and no such moment came: the policy commits
+           its whole hypothesis, as at the end of a stream, and a new buffer starts (a word spoken across
+           the cut may be written twice or lost; the retraction-free promise holds).
+
+`redecode` has nothing it could trim at (it never settles: every word may still change), so on audio over
+30 s it re-decodes a window that grows to 30 s, then flushes: its hypothesis becomes final and it starts over
+on the next window with that text as context. It stays exactly offline decoding only for a clip within one
+window.
 """
 
 from __future__ import annotations
@@ -49,6 +67,8 @@ class StreamParams(Params):
     chunk_s: float = param(1.0, low=0.5, high=2.0, help="Seconds of audio that arrive at once (simulated real time).")
     max_new_tokens: int = param(128, low=1, high=224, help="Most text tokens decoded after each chunk.")
     top_k: int = param(5, low=1, high=20, help="Alternatives recorded for every token (shown on hover).")
+    trim_s: float = param(15.0, low=5.0, high=28.0, help="Audio over 30 s: once the buffer holds this many seconds, "
+                                                          "cut it where everything heard is committed.")
     own: Params | None = own_params()  # the chosen policy's own knobs (`local-agreement.agree`)
 
 
@@ -61,6 +81,7 @@ class Step:
     encoder_passes: int
     decoder_passes: int
     extra: dict = field(default_factory=dict)
+    settled: int | None = None  # samples into the buffer up to which the audio is exactly the committed text
 
 
 class Policy:
@@ -68,14 +89,32 @@ class Policy:
 
     def __init__(self, asr: Whisper, params: StreamParams):
         self.asr, self.params = asr, params
+        self.context: list[TokenChoice] = []  # committed tokens whose audio was cut off the buffer
 
     def decode(self, heard: np.ndarray, prefix: list[TokenChoice] = ()):
+        """Whisper on the buffer's audio, after the forced `prefix`, with the text before the buffer as context."""
+        context = {"context_ids": [t.token_id for t in self.context]} if self.context else {}
         decoded = self.asr.decode(self.asr.encode(heard), [t.token_id for t in prefix],
-                                  max_new_tokens=self.params.max_new_tokens, top_k=self.params.top_k)
+                                  max_new_tokens=self.params.max_new_tokens, top_k=self.params.top_k, **context)
         return decoded
 
     def step(self, heard: np.ndarray, final: bool) -> Step:
+        """`heard`: the buffer's audio (all of it heard so far until a cut; see the module's docstring)."""
         raise NotImplementedError
+
+    def settled(self, step: Step) -> int | None:
+        """Samples into the buffer before which the audio is exactly the committed text, so the buffer may be cut
+        there (`step.settled`; never, by default: None)."""
+        return step.settled
+
+    def flushed(self, step: Step) -> Step:
+        """`step` with its whole hypothesis committed (the window is full: as at the end of a stream)."""
+        return Step(step.hypothesis, list(step.hypothesis), step.encoder_passes, step.decoder_passes,
+                    step.extra | {"unconfirmed": []} if "unconfirmed" in step.extra else step.extra)
+
+    def restart(self, step: Step) -> None:
+        """The buffer was cut after `step`: what is committed becomes the context of the next buffer."""
+        self.context = list(step.committed)
 
 
 def common_prefix(*sequences: list) -> int:
@@ -91,7 +130,8 @@ def common_prefix(*sequences: list) -> int:
 class Redecode(Policy):
     def step(self, heard, final):
         decoded = self.decode(heard)
-        return Step(decoded.tokens, list(decoded.tokens), 1, decoded.forward_passes)
+        hypothesis = self.context + decoded.tokens  # the context: earlier windows' final text (audio over 30 s)
+        return Step(hypothesis, list(hypothesis), 1, decoded.forward_passes)
 
 
 @POLICIES.register("redecode", help="decode everything heard so far at every chunk and show it all (the naive "
@@ -112,9 +152,10 @@ class LocalAgreement(Policy):
         super().__init__(asr, params)
         self.committed: list[TokenChoice] = []
         self.recent: list[list[TokenChoice]] = []  # the last n-1 hypotheses' uncommitted tails
+        self.last: tuple[list[int], int] | None = None  # the buffer's previous hypothesis (ids) and its length
 
     def step(self, heard, final):
-        decoded = self.decode(heard, self.committed)
+        decoded = self.decode(heard, self.committed[len(self.context):])  # forced: what was committed in the buffer
         tail = decoded.tokens
         n = self.params.own.agree
         if final:
@@ -127,8 +168,19 @@ class LocalAgreement(Policy):
         self.committed = self.committed + tail[:agreed]
         self.recent = [r[agreed:] for r in self.recent[-(n - 2):]] if n > 2 else []
         self.recent.append(tail[agreed:])
+        in_buffer = [t.token_id for t in self.committed[len(self.context):]]
+        settled = self.last[1] if self.last is not None and self.last[0] == in_buffer else None
+        self.last = ([t.token_id for t in hypothesis[len(self.context):]], len(heard))
         return Step(hypothesis, list(self.committed), 1, decoded.forward_passes,
-                    {"unconfirmed": [t.token_id for t in tail[agreed:]]})
+                    {"unconfirmed": [t.token_id for t in tail[agreed:]]}, settled=settled)
+
+    def restart(self, step):
+        """The audio of everything committed is gone from the buffer: it becomes context, and nothing is forced.
+        After a flush the unconfirmed tails are committed too; after a trim they stand for the audio kept."""
+        super().restart(step)
+        self.committed, self.last = list(step.committed), None
+        if step.extra.get("unconfirmed") == [] or len(step.committed) == len(step.hypothesis):
+            self.recent = []
 
 
 @POLICIES.register("local-agreement", help="commit the longest prefix the last n hypotheses agree on "
@@ -164,20 +216,23 @@ def chunk_ends(num_samples: int, chunk_s: float) -> list[int]:
 
 
 def transcribe(asr: Whisper, audio: np.ndarray, *, params: dict | StreamParams | None = None,
-               words: list[dict] | None = None, reference: str = "",
+               words: list[dict] | None = None, reference: str = "", source: str = "",
                should_stop: Callable[[], bool] = never) -> Iterator[Event]:
-    """Stream `audio` (16 kHz mono float32, at most 30 s) through a policy: a SpeechStarted, a SpeechChunk after each
-    chunk, a SpeechFinished with the final transcript and every committed word's latency. `words` are the
-    reference word times ({"word", "start", "end"}, e.g. `audio.speak`'s); without them latencies are None."""
+    """Stream `audio` (16 kHz mono float32; over 30 s through a trimmed buffer, see the module's docstring) through
+    a policy: a SpeechStarted, a SpeechChunk after each chunk, a SpeechFinished with the final transcript and
+    every committed word's latency. `words` are the reference word times ({"word", "start", "end"}, e.g.
+    `audio.speak`'s); without them latencies are None. `source` says where the audio came from (the trace keeps it)."""
     config = stream_params(params)
     audio = np.asarray(audio, dtype=np.float32)
-    if audio.ndim != 1 or not 0 < len(audio) <= WINDOW_S * SAMPLE_RATE:
-        raise ValueError(f"`audio` must be 16 kHz mono samples, more than none and at most {WINDOW_S:g} s, got "
-                         f"{len(audio) / SAMPLE_RATE:.2f} s of shape {audio.shape}")
+    if audio.ndim != 1 or not len(audio):
+        raise ValueError(f"`audio` must be 16 kHz mono samples, more than none, got {len(audio) / SAMPLE_RATE:.2f} s "
+                         f"of shape {audio.shape}")
     policy = POLICIES.get(config.policy)(asr, config)
     ends = chunk_ends(len(audio), config.chunk_s)
     yield SpeechStarted(model=asr.name, policy=config.policy, params=flat(config), audio_s=len(audio) / SAMPLE_RATE,
-                        num_chunks=len(ends), words=list(words or []), reference=reference)
+                        num_chunks=len(ends), words=list(words or []), reference=reference, source=source)
+    window, trim = round(WINDOW_S * SAMPLE_RATE), round(config.trim_s * SAMPLE_RATE)
+    start = 0  # the sample where the buffer the policy sees begins
     committed: list[TokenChoice] = []
     times: list[float] = []  # the audio time each committed token was committed at
     retracted = retraction_events = encoder_passes = decoder_passes = 0
@@ -187,7 +242,13 @@ def transcribe(asr: Whisper, audio: np.ndarray, *, params: dict | StreamParams |
             stop_reason = "cancelled"
             break
         started = time.process_time()
-        step = policy.step(audio[:end], final=k == len(ends) - 1)
+        final = k == len(ends) - 1
+        step = policy.step(audio[start:end], final=final)
+        cut, settled = "", policy.settled(step)
+        if not final and ends[k + 1] - start > window:  # the next chunk would overflow Whisper's window
+            cut, settled, step = "flush", end - start, policy.flushed(step)
+        elif not final and end - start >= trim and settled is not None:
+            cut = "trim"
         spent = time.process_time() - started
         keep = common_prefix(committed, step.committed)
         withdrawn = committed[keep:]
@@ -206,7 +267,10 @@ def transcribe(asr: Whisper, audio: np.ndarray, *, params: dict | StreamParams |
                           committed_text=asr.text(ids), newly_committed=len(committed) - keep,
                           retracted=[{"id": t.token_id, "text": t.text} for t in withdrawn],
                           encoder_passes=step.encoder_passes, decoder_passes=step.decoder_passes, cpu_s=spent,
-                          extra=step.extra)
+                          extra=step.extra, buffer_start_s=start / SAMPLE_RATE, trimmed=cut)
+        if cut:
+            policy.restart(step)
+            start += settled
     text = asr.text([t.token_id for t in committed]).strip()
     heard = ends[k] / SAMPLE_RATE if stop_reason == "end" else (ends[k - 1] / SAMPLE_RATE if k else 0.0)
     done = committed_words([t.text for t in committed], times, words)

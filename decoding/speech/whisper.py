@@ -48,6 +48,7 @@ from decoding.speech import ct2
 SAMPLE_RATE = 16_000  # Hz: what Whisper's front end expects
 WINDOW_S = 30.0  # seconds of audio the encoder sees at once
 N_FFT, HOP_LENGTH = 400, 160  # 25 ms window, 10 ms hop at 16 kHz: Whisper's STFT
+CONTEXT_TOKENS = 223  # the most previous-text tokens before the prompt (openai-whisper: n_text_ctx // 2 - 1)
 
 
 @dataclass(frozen=True)
@@ -210,13 +211,17 @@ class Whisper:
 
     @torch.inference_mode()
     def decode(self, encoded: torch.Tensor, prefix_ids: list[int] = (), *, max_new_tokens: int = 128,
-               top_k: int = 5) -> Decoded:
-        """Greedy decoding after the task prompt and the forced `prefix_ids`, recording each choice."""
+               top_k: int = 5, context_ids: list[int] = ()) -> Decoded:
+        """Greedy decoding after the task prompt and the forced `prefix_ids`, recording each choice.
+        `context_ids`: text said before this audio (its last CONTEXT_TOKENS), given as Whisper's previous-text
+        prompt (<|startofprev|> ... before the task prompt, as openai-whisper conditions on the previous window)."""
         from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
         decoder = self.model.model.decoder
         cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
-        ids = torch.tensor([self.prompt_ids + list(prefix_ids)])  # (1, T)
+        previous = [self.tokenizer.token_to_id("<|startofprev|>"), *list(context_ids)[-CONTEXT_TOKENS:]] \
+            if len(context_ids) else []
+        ids = torch.tensor([previous + self.prompt_ids + list(prefix_ids)])  # (1, T)
         room = self.max_target_positions - ids.shape[1]
         tokens: list[TokenChoice] = []
         passes, ended = 0, False

@@ -120,8 +120,8 @@ def test_parameters_and_inputs_are_checked_with_a_sentence():
         stream_params({"policy": "careless"})  # said before any model loads
     with pytest.raises(ValueError, match="has not trained yet"):
         list(transcribe(Scripted(SCRIPT), np.zeros(SAMPLE_RATE, np.float32), params={"policy": "careless"}))
-    with pytest.raises(ValueError, match="at most 30 s"):
-        list(transcribe(Scripted(SCRIPT), np.zeros(31 * SAMPLE_RATE, np.float32)))
+    with pytest.raises(ValueError, match="more than none"):  # over 30 s streams through a buffer (test_trim.py)
+        list(transcribe(Scripted(SCRIPT), np.zeros(0, np.float32)))
     assert chunk_ends(int(2.5 * SAMPLE_RATE), 1.0) == [SAMPLE_RATE, 2 * SAMPLE_RATE, int(2.5 * SAMPLE_RATE)]
 
 
