@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -227,25 +227,54 @@ def transcribe(asr: Whisper, audio: np.ndarray, *, params: dict | StreamParams |
     if audio.ndim != 1 or not len(audio):
         raise ValueError(f"`audio` must be 16 kHz mono samples, more than none, got {len(audio) / SAMPLE_RATE:.2f} s "
                          f"of shape {audio.shape}")
+    yield from _stream(asr, config, iter([audio]), len(audio), words, reference, source, should_stop)
+
+
+def transcribe_live(asr: Whisper, pieces: Iterable[np.ndarray], *, params: dict | StreamParams | None = None,
+                    words: list[dict] | None = None, reference: str = "", source: str = "",
+                    should_stop: Callable[[], bool] = never) -> Iterator[Event]:
+    """`transcribe` for audio that is still arriving (a microphone): `pieces` yields 16 kHz mono float32 arrays as
+    they arrive, of any length; a chunk is decoded once `chunk_s` more seconds have arrived, and the end of `pieces`
+    is the end of the stream (its rest is the final chunk). The length is unknown at the start: the start event
+    says 0 s and 0 chunks. Latencies are on the timeline of what had arrived."""
+    config = stream_params(params)
+    yield from _stream(asr, config, iter(pieces), None, words, reference, source, should_stop)
+
+
+def _stream(asr, config: StreamParams, pieces: Iterator[np.ndarray], total: int | None, words, reference: str,
+            source: str, should_stop: Callable[[], bool]) -> Iterator[Event]:
+    """The chunk loop of `transcribe` (`total` samples known) and `transcribe_live` (`total` None)."""
     policy = POLICIES.get(config.policy)(asr, config)
-    ends = chunk_ends(len(audio), config.chunk_s)
-    yield SpeechStarted(model=asr.name, policy=config.policy, params=flat(config), audio_s=len(audio) / SAMPLE_RATE,
-                        num_chunks=len(ends), words=list(words or []), reference=reference, source=source)
+    size = round(config.chunk_s * SAMPLE_RATE)
+    yield SpeechStarted(model=asr.name, policy=config.policy, params=flat(config),
+                        audio_s=(total or 0) / SAMPLE_RATE, num_chunks=len(chunk_ends(total, config.chunk_s)) if total
+                        else 0, words=list(words or []), reference=reference, source=source)
     window, trim = round(WINDOW_S * SAMPLE_RATE), round(config.trim_s * SAMPLE_RATE)
-    start = 0  # the sample where the buffer the policy sees begins
+    audio, ended = np.zeros(0, np.float32), False  # every sample that has arrived; whether the source has ended
+    start = heard = 0  # the sample where the buffer the policy sees begins; the end of the last chunk decoded
     committed: list[TokenChoice] = []
     times: list[float] = []  # the audio time each committed token was committed at
     retracted = retraction_events = encoder_passes = decoder_passes = 0
-    cpu, stop_reason = 0.0, "end"
-    for k, end in enumerate(ends):
-        if should_stop():
+    cpu, stop_reason, k = 0.0, "end", 0
+    while True:
+        if should_stop():  # asked once before each chunk's model calls
             stop_reason = "cancelled"
             break
+        while not ended and len(audio) < heard + size:  # wait for the next chunk's audio (a live source blocks)
+            piece = next(pieces, None)
+            if piece is None:
+                ended = True
+            else:
+                audio = np.concatenate([audio, np.asarray(piece, dtype=np.float32).reshape(-1)])
+        end = min(heard + size, len(audio))
+        final = ended and end == len(audio) or (total is not None and end == total)
+        if end == heard and not final or (end == heard == 0):
+            break  # nothing arrived at all
         started = time.process_time()
-        final = k == len(ends) - 1
         step = policy.step(audio[start:end], final=final)
         cut, settled = "", policy.settled(step)
-        if not final and ends[k + 1] - start > window:  # the next chunk would overflow Whisper's window
+        following = end + size if total is None else min(end + size, total)  # where the next chunk will end
+        if not final and following - start > window:  # the next chunk would overflow Whisper's window
             cut, settled, step = "flush", end - start, policy.flushed(step)
         elif not final and end - start >= trim and settled is not None:
             cut = "trim"
@@ -261,20 +290,22 @@ def transcribe(asr: Whisper, audio: np.ndarray, *, params: dict | StreamParams |
         encoder_passes += step.encoder_passes
         decoder_passes += step.decoder_passes
         ids = [t.token_id for t in committed]
-        yield SpeechChunk(chunk=k, audio_end_s=now, final=k == len(ends) - 1,
+        yield SpeechChunk(chunk=k, audio_end_s=now, final=final,
                           hypothesis=[t.to_dict() for t in step.hypothesis],
                           hypothesis_text=asr.text([t.token_id for t in step.hypothesis]), committed_ids=ids,
                           committed_text=asr.text(ids), newly_committed=len(committed) - keep,
                           retracted=[{"id": t.token_id, "text": t.text} for t in withdrawn],
                           encoder_passes=step.encoder_passes, decoder_passes=step.decoder_passes, cpu_s=spent,
                           extra=step.extra, buffer_start_s=start / SAMPLE_RATE, trimmed=cut)
+        heard, k = end, k + 1
         if cut:
             policy.restart(step)
             start += settled
+        if final:
+            break
     text = asr.text([t.token_id for t in committed]).strip()
-    heard = ends[k] / SAMPLE_RATE if stop_reason == "end" else (ends[k - 1] / SAMPLE_RATE if k else 0.0)
     done = committed_words([t.text for t in committed], times, words)
     yield SpeechFinished(text=text, committed=done, stop_reason=stop_reason,
-                         stats=summary(done, reference=reference, final_text=text, audio_s=heard, retracted=retracted,
-                                       retraction_events=retraction_events, cpu_s=cpu, encoder_passes=encoder_passes,
-                                       decoder_passes=decoder_passes))
+                         stats=summary(done, reference=reference, final_text=text, audio_s=heard / SAMPLE_RATE,
+                                       retracted=retracted, retraction_events=retraction_events, cpu_s=cpu,
+                                       encoder_passes=encoder_passes, decoder_passes=decoder_passes))

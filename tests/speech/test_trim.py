@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from decoding.speech.policies import transcribe
+from decoding.speech.policies import transcribe, transcribe_live
 from decoding.speech.whisper import SAMPLE_RATE, WINDOW_S, Decoded, TokenChoice
 
 PARTIAL = 1000  # a word cut off at the end of the buffer: its id + PARTIAL
@@ -109,6 +109,22 @@ def test_a_policy_that_never_settles_flushes_mid_word_and_says_so():
     assert asr.longest_s <= 30.0 and events[-1].stats["wer"] == 0.0
 
 
+def test_a_live_source_in_pieces_of_any_length_streams_as_the_whole_clip_does():
+    audio, words = spoken(12)
+    audio = np.concatenate([audio, np.zeros(SAMPLE_RATE // 5, np.float32)])  # 12.2 s: the last chunk is shorter
+    whole = list(transcribe(SampleReader(), audio, params={"policy": "local-agreement", "chunk_s": 0.5}, words=words))
+    cuts = np.cumsum(np.random.default_rng(0).integers(100, 9000, size=200))
+    pieces = [audio[a:b] for a, b in zip([0, *cuts], [*cuts, len(audio)]) if a < len(audio)]
+    live = list(transcribe_live(SampleReader(), iter(pieces), params={"policy": "local-agreement", "chunk_s": 0.5},
+                                words=words))
+    assert live[0].audio_s == 0.0 and live[0].num_chunks == 0  # the length is not known at the start
+    strip = lambda e: {k: v for k, v in e.to_dict().items() if k != "cpu_s" and k != "stats"}  # noqa: E731
+    assert [strip(e) for e in live[1:]] == [strip(e) for e in whole[1:]]
+    exact = list(transcribe_live(SampleReader(), iter([audio[:12 * SAMPLE_RATE]]), params={"chunk_s": 0.5}))
+    # a live source that ends exactly at a chunk's end: the end is known only after it, so one more final chunk
+    assert [c.audio_end_s for c in exact[-3:-1]] == [12.0, 12.0] and exact[-2].final and not exact[-3].final
+
+
 @pytest.mark.slow  # Whisper base over ~35 s of audio in 2-second chunks (a minute or two on one thread)
 def test_whisper_transcribes_a_clip_over_30_seconds_through_the_trimmed_buffer():
     from decoding.speech.audio import speak
@@ -119,7 +135,11 @@ def test_whisper_transcribes_a_clip_over_30_seconds_through_the_trimmed_buffer()
                  "The weather in the mountains changes quickly in the spring.",
                  "My brother works at the hospital near the river.",
                  "We will meet again next week to talk about the garden.",
-                 "The children played in the park until the sun went down."]
+                 "The children played in the park until the sun went down.",
+                 "Our teacher reads a short story to the class every Friday.",
+                 "The baker opens his shop before the first bus arrives.",
+                 "Turn left at the church and walk past the old bridge.",
+                 "She keeps her books on a shelf beside the window."]
     clips = [speak(s) for s in sentences]
     gap = np.zeros(int(0.6 * SAMPLE_RATE), np.float32)
     audio, words, offset = [], [], 0.0
