@@ -32,14 +32,14 @@ from decoding.trace_checks import Bound
 from ui.exports import NO_OTHER_RUN, download
 from ui.widgets import USER_ERRORS, md_esc, user_error
 from ui.wiring import as_int, load_replay
-from ui.worker import Status, pump_views, wait_for_finish
+from ui.worker import Status, pump_views
 from ui.speech_views import (NO_SECOND, OPENING_SECOND, collect_params, quick_views, stats_line, unavailable_policies,
                              views)
 from visualizers.speech import chunks_of, finish_of, start_of
 
 # A few sentences espeak-ng speaks on demand (the first is the opening clip); the last runs over Whisper's window
 PRESETS = {
-    "Market (one sentence, 4 s)": "She sells fresh bread at the market every morning.",
+    "Market (one sentence, 3 s)": "She sells fresh bread at the market every morning.",
     "Directions (two sentences, 7 s)": "Turn left at the old church. The station is next to the bridge.",
     "Numbers and names (6 s)": "Doctor Patel will call you back at half past four on Tuesday.",
     "A paragraph over 30 s (the buffer is trimmed)": (
@@ -100,11 +100,20 @@ def clip_of(source, preset, upload, reference) -> tuple[np.ndarray, list[dict] |
                      f"you speak), got {source!r}")
 
 
-def validate(policy, policy2, fields: dict, own: dict) -> list[dict]:
+def split_fields(fields: dict) -> tuple[dict, dict, dict]:
+    """(shared fields, the first column's policy knobs, the second's) from the tab's values by name: the second
+    column's own knobs come as "2:<policy>.<field>"."""
+    shared = {k: as_int(v) for k, v in fields.items() if "." not in k}
+    own = {k: v for k, v in fields.items() if "." in k and not k.startswith("2:")}
+    return shared, own, {k[2:]: v for k, v in fields.items() if k.startswith("2:")}
+
+
+def validate(policy, policy2, fields: dict) -> list[dict]:
     """Each column's parameters (one or two), checked before any model loads (ValueError naming the bad one)."""
-    configs = [collect_params(policy, fields, own)]
+    shared, own, own2 = split_fields(fields)
+    configs = [collect_params(policy, shared, own)]
     if policy2 not in (None, "", NO_SECOND):
-        configs.append(collect_params(policy2, fields, own))
+        configs.append(collect_params(policy2, shared, own2 or own))
     for config in configs:
         stream_params(config)
     return configs
@@ -152,11 +161,10 @@ def _status(traces: list[Trace], status: str | None) -> str:
 def generate_run(source, preset, upload, reference, realtime, policy, policy2, **fields) -> Iterator[dict]:
     """Stream the clip through the policy (and the second one beside it) and show each chunk as it is decoded.
 
-    `fields`: the shared parameters by name (`SHARED`) and every policy's own knobs ("<policy>.<field>")."""
-    own = {k: v for k, v in fields.items() if "." in k}
-    shared = {k: as_int(v) for k, v in fields.items() if "." not in k}
+    `fields`: the shared parameters by name (`SHARED`) and every policy's own knobs ("<policy>.<field>", the
+    second column's "2:<policy>.<field>")."""
     try:
-        configs = validate(policy, policy2, shared, own)
+        configs = validate(policy, policy2, fields)
         audio, words, ref, where = clip_of(source, preset, upload, reference)
     except USER_ERRORS as err:
         raise user_error(err) from None
@@ -325,11 +333,11 @@ def _drain(feed: queue.SimpleQueue):
 def to_16k_mono(rate: int, samples: np.ndarray) -> np.ndarray:
     """Gradio's (rate, int16 or float samples, maybe stereo) as 16 kHz mono float32 (linear interpolation)."""
     samples = np.asarray(samples)
+    if samples.dtype.kind == "i":  # before mixing the channels down, which would make them floats
+        samples = samples.astype(np.float32) / float(-np.iinfo(samples.dtype).min)
+    samples = samples.astype(np.float32)
     if samples.ndim == 2:
         samples = samples.mean(axis=1)
-    if samples.dtype.kind == "i":
-        samples = samples.astype(np.float32) / 32768.0
-    samples = samples.astype(np.float32)
     if rate != SAMPLE_RATE and len(samples):
         n = max(1, round(len(samples) * SAMPLE_RATE / rate))
         samples = np.interp(np.linspace(0, len(samples) - 1, n), np.arange(len(samples)), samples).astype(np.float32)
@@ -338,10 +346,8 @@ def to_16k_mono(rate: int, samples: np.ndarray) -> np.ndarray:
 
 def mic_started(reference, policy, policy2, **fields) -> dict:
     """Recording started: a live run that waits for the microphone's pieces."""
-    own = {k: v for k, v in fields.items() if "." in k}
-    shared = {k: as_int(v) for k, v in fields.items() if "." not in k}
     try:
-        configs = validate(policy, policy2, shared, own)
+        configs = validate(policy, policy2, fields)
     except USER_ERRORS as err:
         raise user_error(err) from None
     live = LiveRun(configs, (reference or "").strip())
@@ -379,5 +385,3 @@ def opening() -> dict:
     return {"source": SOURCES[0], "preset": OPENING_PRESET, "policy2": OPENING_SECOND}
 
 
-def wait_finished(trace, wait_s: float) -> bool:  # pragma: no cover - kept for symmetry with the other tabs
-    return wait_for_finish(trace, wait_s)

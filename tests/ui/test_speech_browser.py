@@ -1,0 +1,75 @@
+"""The Streaming speech tab in a real headless Chromium against the real app over HTTP: a preset sentence streams
+in 0.5-second chunks through local agreement beside redecode; the live transcript goes through several states
+before the final one, both pictures are drawn, the stats say the word error rate; then Stop on the long preset
+ends the run early. Saves the screenshot the README shows (assets/screenshot-speech.png with
+DECODING_LAB_SCREENSHOTS=1; a temp folder otherwise)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import screenshot_path
+from test_browser import TIMEOUT_MS, choose, error_toasts, open_page, set_number
+
+pytestmark = pytest.mark.slow  # Chromium driving the app server, Whisper base on the CPU
+
+SCREENSHOT = screenshot_path("screenshot-speech.png")
+WIDTH = 1400
+
+
+def open_tab(page) -> None:
+    page.get_by_role("tab", name="Streaming speech").click()
+    page.wait_for_selector("#sp-generate")
+
+
+def status(page) -> str:
+    return page.locator("#sp-status").inner_text()
+
+
+def test_a_preset_streams_live_side_by_side_and_stop_ends_a_run(app_url):
+    with open_page(app_url, "#dl-generate", timeout_ms=TIMEOUT_MS) as page:
+        page.set_viewport_size({"width": WIDTH, "height": 1000})
+        open_tab(page)
+        assert page.locator("#sp-column2").is_visible()  # opens side by side: local agreement beside redecode
+        page.locator("#sp-realtime input").uncheck()
+        set_number(page, "sp-chunk-s", 0.5)
+        page.locator("#sp-generate").click()
+        seen = set()
+        for _ in range(600):  # collect the transcript's states while it streams
+            text = page.locator("#sp-transcript .dl-text").all_inner_texts()
+            if text:
+                seen.add(text[0])
+            if "Finished" in status(page):
+                break
+            page.wait_for_timeout(100)
+        assert "Finished" in status(page), (status(page), page.locator(".toast-body").all_inner_texts())
+        final = page.locator("#sp-transcript .dl-text").inner_text()
+        assert len(seen) >= 3, seen  # more than one intermediate state reached the page
+        assert "bread" in final.lower() and "market" in final.lower(), final
+        assert page.locator("#sp-transcript .tok.committed").count() >= 8
+        assert page.locator("#sp-transcript .tok.tail").count() == 0  # the last chunk commits the rest
+        assert "WER" in page.locator("#sp-stats").inner_text()
+        title = page.locator("#sp-transcript .tok.committed").first.get_attribute("title")
+        assert "p=" in title and "H=" in title and "◀ chosen" in title  # entropy and alternatives on hover
+        for plot in ("#sp-timeline", "#sp-lengths", "#sp-timeline2", "#sp-lengths2"):
+            page.wait_for_function("s => document.querySelectorAll(s + ' .scatterlayer .trace').length >= 2",
+                                   arg=plot)
+        assert page.locator("#sp-lengths2 .scatterlayer .trace").count() >= 3  # redecode's retractions are marked
+        assert error_toasts(page) == []
+        page.evaluate("document.activeElement && document.activeElement.blur()")
+        page.wait_for_timeout(600)
+        page.evaluate("window.scrollTo(0, 0)")
+        box = page.locator("#sp-lengths").bounding_box()
+        height = min(int(box["y"] + box["height"]) + 10, page.evaluate("document.documentElement.scrollHeight"))
+        page.screenshot(path=str(SCREENSHOT), full_page=True, clip={"x": 0, "y": 0, "width": WIDTH, "height": height})
+
+        choose(page, "sp-preset", "A paragraph over 30 s (the buffer is trimmed)")
+        choose_none = page.locator("#sp2-policy input[value='none']")
+        choose_none.check()
+        page.wait_for_selector("#sp-column2", state="hidden")
+        page.locator("#sp-generate").click()
+        page.wait_for_function("() => (document.querySelector('#sp-status') || {}).innerText?.includes('chunk 3 of')")
+        page.locator("#sp-stop").click()
+        page.wait_for_function("() => (document.querySelector('#sp-status') || {}).innerText?.includes('Stopped')")
+        assert "stopped" in page.locator("#sp-stats").inner_text()
+    assert SCREENSHOT.stat().st_size > 20_000

@@ -1,0 +1,98 @@
+"""The Streaming speech tab's callbacks and views without a browser or Whisper: audio inputs refused with a
+sentence, parameters from the tab's knobs, the views of a scripted run, its export and replay (and another tab
+refusing it by name)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import gradio as gr
+import numpy as np
+import pytest
+
+from decoding.events import Trace
+from decoding.speech.audio import write_wav
+from decoding.speech.policies import transcribe
+from decoding.speech.whisper import SAMPLE_RATE
+from ui import diffusion_callbacks
+from ui import speech_callbacks as cb
+from ui.speech_views import collect_params, views
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "speech"))
+from test_policies import SCRIPT, WORDS, Scripted
+
+FIELDS = {"chunk_s": 1.0, "max_new_tokens": 128.0, "top_k": 5.0, "trim_s": 15.0, "local-agreement.agree": 2.0,
+          "2:local-agreement.agree": 3.0}
+
+
+def scripted(policy: str) -> Trace:
+    return Trace(list(transcribe(Scripted(SCRIPT), np.zeros(4 * SAMPLE_RATE, np.float32), params={"policy": policy},
+                                 words=WORDS, reference="one two three four five")))
+
+
+def test_each_column_gets_its_policy_and_its_own_knobs():
+    first, second = cb.validate("local-agreement", "local-agreement", FIELDS)
+    assert first["local-agreement.agree"] == 2 and second["local-agreement.agree"] == 3
+    assert isinstance(first["max_new_tokens"], int)
+    assert [c["policy"] for c in cb.validate("redecode", "none", FIELDS)] == ["redecode"]
+    assert "local-agreement.agree" not in collect_params("redecode", {k: v for k, v in FIELDS.items() if "." not in k}, {})
+    with pytest.raises(ValueError, match="`chunk_s` must be in"):
+        cb.validate("redecode", "none", FIELDS | {"chunk_s": 5.0})
+    with pytest.raises(ValueError, match="has not trained yet"):
+        cb.validate("local-agreement", "careless", FIELDS)
+
+
+def test_uploads_are_converted_and_bad_ones_refused_with_a_sentence(tmp_path, monkeypatch):
+    stereo = tmp_path / "stereo.wav"
+    write_wav(tmp_path / "mono44.wav", np.zeros(44100, np.float32), 44100)
+    subprocess.run(["sox", str(tmp_path / "mono44.wav"), "-c", "2", str(stereo)], check=True)
+    audio = cb.read_audio_file(stereo)
+    assert audio.dtype == np.float32 and len(audio) == SAMPLE_RATE
+    junk = tmp_path / "junk.wav"
+    junk.write_bytes(b"not audio at all")
+    with pytest.raises(ValueError, match="`audio` junk.wav cannot be read"):
+        cb.read_audio_file(junk)
+    monkeypatch.setenv("DECODING_LAB_MAX_AUDIO_S", "1")
+    write_wav(tmp_path / "long.wav", np.zeros(3 * SAMPLE_RATE, np.float32), SAMPLE_RATE)
+    with pytest.raises(ValueError, match=r"`audio` long.wav lasts 3.0 seconds, more than the limit of 1 seconds "
+                                         r"\(set by DECODING_LAB_MAX_AUDIO_S\)"):
+        cb.read_audio_file(tmp_path / "long.wav")
+    with pytest.raises(ValueError, match="no file uploaded"):
+        cb.clip_of(cb.SOURCES[1], None, None, "")
+
+
+def test_microphone_pieces_become_16k_mono():
+    piece = (np.ones((4800, 2), np.int16) * 16384)  # 0.1 s of 48 kHz stereo int16
+    out = cb.to_16k_mono(48000, piece)
+    assert out.dtype == np.float32 and len(out) == 1600 and np.allclose(out, 0.5)
+
+
+def test_views_of_a_run_show_committed_tail_retracted_and_both_pictures():
+    trace, other = scripted("local-agreement"), scripted("redecode")
+    shown = views(trace, other)
+    assert 'class="tok committed' in shown["transcript"] and 'class="tok tail"' not in shown["transcript"]
+    assert "WER" in shown["stats"] and "0.000" in shown["stats"]
+    at_chunk_3 = views(trace, other, 2)["transcript2"]  # redecode withdrew " for" after chunk 4, " free" after 3
+    assert 'class="tok gone"' in at_chunk_3 and "free" in at_chunk_3
+    assert 'class="tok tail"' in views(trace, other, 1)["transcript"]  # "two free" waits for agreement
+    timeline = shown["timeline"]
+    assert [t.name for t in timeline.data] == ["spoken (reference times)", "latency", "committed"]
+    assert list(timeline.data[2].x) == [2.0, 3.0, 4.0, 4.0, 4.0]
+    assert "retracted" in [t.name for t in shown["lengths2"].data]
+
+
+def test_a_speech_trace_exports_and_replays_here_and_is_refused_by_another_tab(tmp_path, monkeypatch):
+    monkeypatch.setenv("DECODING_LAB_EXPORT_DIR", str(tmp_path / "exports"))
+    path = cb.download_first(scripted("redecode"))
+    assert Path(path).name == "scripted-redecode-trace.json"
+    replayed = cb.replay(path, None, None)
+    assert replayed["trace"].events[-1].text == "one two three four five" and "Replaying" in replayed["status"]
+    with pytest.raises(gr.Error, match="it is a streaming speech run"):
+        diffusion_callbacks.replay(path, None, None)
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"format": "decoding-lab-trace", "version": 1, "events": [{"kind": "token"}]}))
+    with pytest.raises(gr.Error, match="Cannot replay other.json"):
+        cb.replay(str(other), None, None)
