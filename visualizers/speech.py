@@ -122,7 +122,7 @@ def word_timeline_figure(trace: Trace | None) -> go.Figure:
     limit = cap(NODES)
     shown = words[:limit]
     refs = {round(w["end"], 3): w for w in (start.words if start else [])}
-    ys = [f"{i + 1}. {w['word']}" for i, w in enumerate(shown)]
+    ys = [plotly_safe(f"{i + 1}. {w['word']}") for i, w in enumerate(shown)]
     fig = go.Figure()
     spoken_x, spoken_y = [], []
     for y, w in zip(ys, shown):
@@ -149,11 +149,12 @@ def word_timeline_figure(trace: Trace | None) -> go.Figure:
                              marker=dict(size=9, color=["#2a9d8f" if w["matches"] in (None, True) else "#e4572e"
                                                         for w in shown], line=dict(width=1, color="#333")),
                              hovertext=hover, hoverinfo="text"))
-    fig.update_layout(template=TEMPLATE, height=max(320, min(900, 60 + 18 * len(shown))),
+    fig.update_layout(template=TEMPLATE, height=max(320, min(1200, 110 + 22 * len(shown))),
                       title=dict(text="When each word was spoken, and committed", font=dict(size=14)),
-                      xaxis_title="audio time (s)", margin=dict(l=10, r=10, t=40, b=40),
-                      legend=dict(orientation="h", y=-0.18), hovermode="closest")
-    fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=ys, automargin=True)
+                      xaxis_title="audio time (s)", margin=dict(l=10, r=10, t=70, b=40),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0), hovermode="closest")
+    fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=ys, automargin=True,
+                     tickmode="array", tickvals=ys)
     if start is not None and start.audio_s:
         fig.update_xaxes(range=[0, max(start.audio_s, max(w["committed_at_s"] for w in shown)) + 0.3])
     return note_capped(fig, [f"showing the first {limit} of {len(words)} words"] if len(words) > limit else [])
@@ -194,5 +195,5 @@ def lengths_figure(trace: Trace | None) -> go.Figure:
                                  line=dict(color="#6c5ce7", dash="dot", width=1)))
     fig.update_layout(template=TEMPLATE, height=320, xaxis_title="audio heard (s)", yaxis_title="tokens",
                       title=dict(text="Hypothesis and committed tokens per chunk", font=dict(size=14)),
-                      margin=dict(l=10, r=10, t=40, b=40), legend=dict(orientation="h", y=-0.22))
+                      margin=dict(l=10, r=10, t=70, b=40), legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
     return note_capped(fig, [f"showing the last {limit} of {len(chunks)} chunks"] if len(chunks) > limit else [])

@@ -14,10 +14,10 @@ probabilities, the committed tokens a prefix of the hypothesis, chunks in order 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar, TypedDict
+from typing import Annotated, ClassVar, TypedDict
 
 from decoding.events import Count, Event, Nats, Prob, Seconds, Trace, register_events
-from decoding.schema import SchemaError
+from decoding.schema import Range, SchemaError
 
 
 class SpeechToken(TypedDict):
@@ -44,6 +44,23 @@ class CommittedWord(TypedDict):
     spoken_end_s: Seconds | None
     latency_s: float | None  # may be negative: committed before the reference word's end (Whisper guessed it)
     matches: bool | None
+
+
+class SpeechStats(TypedDict, total=False):
+    """A run's statistics (`decoding.speech.latency.summary`)."""
+
+    wer: Annotated[float, Range(0)] | None
+    mean_latency_s: float | None
+    p95_latency_s: float | None
+    committed_words: Count
+    retracted_tokens: Count
+    retraction_events: Count
+    retractions_per_minute: Annotated[float, Range(0)] | None
+    audio_s: Seconds
+    cpu_s: Seconds
+    cpu_s_per_audio_s: Annotated[float, Range(0)] | None
+    encoder_passes: Count
+    decoder_passes: Count
 
 
 class Retracted(TypedDict):
@@ -97,7 +114,7 @@ class SpeechFinished(Event):
     text: str  # the final transcript: what was committed by the end
     committed: list[CommittedWord]  # each committed word with its latency
     stop_reason: str  # "end" (all audio heard) or "cancelled"
-    stats: dict  # `decoding.speech.latency.summary`
+    stats: SpeechStats  # `decoding.speech.latency.summary`
 
 
 def _chunk(checker, e: SpeechChunk, previous: SpeechChunk | None) -> None:

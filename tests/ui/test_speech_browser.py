@@ -45,11 +45,12 @@ def test_a_preset_streams_live_side_by_side_and_stop_ends_a_run(app_url):
         assert "Finished" in status(page), (status(page), page.locator(".toast-body").all_inner_texts())
         final = page.locator("#sp-transcript .dl-text").inner_text()
         assert len(seen) >= 3, seen  # more than one intermediate state reached the page
-        assert "bread" in final.lower() and "market" in final.lower(), final
-        assert page.locator("#sp-transcript .tok.committed").count() >= 8
-        assert page.locator("#sp-transcript .tok.tail").count() == 0  # the last chunk commits the rest
+        assert "market every morning" in final.lower(), final  # local agreement may keep an early guess ("red")
+        assert "bread" in page.locator("#sp-transcript2 .dl-text").inner_text().lower()  # redecode ends as offline
+        assert page.locator("#sp-transcript .dl-text .tok.committed").count() >= 8
+        assert page.locator("#sp-transcript .dl-text .tok.tail").count() == 0  # the last chunk commits the rest
         assert "WER" in page.locator("#sp-stats").inner_text()
-        title = page.locator("#sp-transcript .tok.committed").first.get_attribute("title")
+        title = page.locator("#sp-transcript .dl-text .tok.committed").first.get_attribute("title")
         assert "p=" in title and "H=" in title and "◀ chosen" in title  # entropy and alternatives on hover
         for plot in ("#sp-timeline", "#sp-lengths", "#sp-timeline2", "#sp-lengths2"):
             page.wait_for_function("s => document.querySelectorAll(s + ' .scatterlayer .trace').length >= 2",
