@@ -132,7 +132,7 @@ def word_timeline_figure(trace: Trace | None) -> go.Figure:
             spoken_y += [y, y, None]
     if spoken_x:
         fig.add_trace(go.Scatter(x=spoken_x, y=spoken_y, mode="lines", line=dict(width=9, color="#9ecae1"),
-                                 name="spoken (reference times)", hoverinfo="skip"))
+                                 name="spoken", hoverinfo="skip"))
     gap_x, gap_y = [], []
     for y, w in zip(ys, shown):
         if w["spoken_end_s"] is not None:
@@ -150,9 +150,9 @@ def word_timeline_figure(trace: Trace | None) -> go.Figure:
                                                         for w in shown], line=dict(width=1, color="#333")),
                              hovertext=hover, hoverinfo="text"))
     fig.update_layout(template=TEMPLATE, height=max(320, min(1200, 110 + 22 * len(shown))),
-                      title=dict(text="When each word was spoken, and committed", font=dict(size=14)),
-                      xaxis_title="audio time (s)", margin=dict(l=10, r=10, t=70, b=40),
-                      legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0), hovermode="closest")
+                      xaxis_title="audio time (s)", margin=dict(l=10, r=10, t=80, b=40),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1),
+                      hovermode="closest")
     fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=ys, automargin=True,
                      tickmode="array", tickvals=ys)
     if start is not None and start.audio_s:
@@ -194,6 +194,6 @@ def lengths_figure(trace: Trace | None) -> go.Figure:
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name="buffer cut (over 30 s)", hoverinfo="skip",
                                  line=dict(color="#6c5ce7", dash="dot", width=1)))
     fig.update_layout(template=TEMPLATE, height=320, xaxis_title="audio heard (s)", yaxis_title="tokens",
-                      title=dict(text="Hypothesis and committed tokens per chunk", font=dict(size=14)),
-                      margin=dict(l=10, r=10, t=70, b=40), legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
+                      margin=dict(l=10, r=10, t=80, b=40),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1))
     return note_capped(fig, [f"showing the last {limit} of {len(chunks)} chunks"] if len(chunks) > limit else [])

@@ -71,6 +71,10 @@ def test_a_preset_streams_live_side_by_side_and_stop_ends_a_run(app_url):
         page.locator("#sp-generate").click()
         page.wait_for_function("() => (document.querySelector('#sp-status') || {}).innerText?.includes('chunk 3 of')")
         page.locator("#sp-stop").click()
-        page.wait_for_function("() => (document.querySelector('#sp-status') || {}).innerText?.includes('Stopped')")
+        for _ in range(600):
+            if "Stopped" in status(page):
+                break
+            page.wait_for_timeout(100)
+        assert "Stopped" in status(page), (status(page), page.locator(".toast-body").all_inner_texts())
         assert "stopped" in page.locator("#sp-stats").inner_text()
     assert SCREENSHOT.stat().st_size > 20_000

@@ -79,7 +79,7 @@ def test_views_of_a_run_show_committed_tail_retracted_and_both_pictures():
     assert 'class="tok gone"' in at_chunk_3 and "free" in at_chunk_3
     assert 'class="tok tail"' in views(trace, other, 1)["transcript"]  # "two free" waits for agreement
     timeline = shown["timeline"]
-    assert [t.name for t in timeline.data] == ["spoken (reference times)", "latency", "committed"]
+    assert [t.name for t in timeline.data] == ["spoken", "latency", "committed"]
     assert list(timeline.data[2].x) == [2.0, 3.0, 4.0, 4.0, 4.0]
     assert "retracted" in [t.name for t in shown["lengths2"].data]
 
