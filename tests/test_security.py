@@ -142,7 +142,7 @@ def speech_trace() -> Trace:
     class OneWordASecond:
         name = "one-word-a-second"
 
-        def encode(self, audio):
+        def encode(self, audio, **_):
             return len(audio) // SAMPLE_RATE
 
         def decode(self, seconds, prefix_ids=(), **_):

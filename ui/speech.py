@@ -138,21 +138,24 @@ def _wire(c: dict) -> None:
                               {"policy": c["sp:policy"], "policy2": c["sp2:policy"]}, knobs)
     bound = dict(concurrency_id=MODEL_CONCURRENCY_ID, concurrency_limit=runs_at_once(), show_progress="minimal",
                  show_progress_on=[c["status"]], api_visibility="undocumented")
-    run = c["generate"].click(model_event(bind(cb.generate_run, outputs, run_inputs)), list(run_inputs.values()),
-                              list(outputs.values()), **bound)
-    on(c["stop"].click(None, cancels=[run], api_visibility="undocumented").then, cb.stop_run, outputs, state, **QUIET)
+    run = c["generate"].click(model_event(bind(cb.generate_run, outputs | {"live": c["live"]}, run_inputs)),
+                              list(run_inputs.values()), list(outputs.values()) + [c["live"]], **bound)
+    # the microphone: a recording's pieces go to a feed; its run is a model-bound event as Transcribe's is
+    mic_inputs = named_inputs({"reference": c["reference"], "policy": c["sp:policy"], "policy2": c["sp2:policy"]},
+                              knobs)
+    mic_outputs = outputs | {"live": c["live"]}
+    mic_run = on(c["mic"].start_recording, cb.mic_started, mic_outputs, mic_inputs, **QUIET).success(
+        model_event(bind(cb.mic_run, mic_outputs, {"live": c["live"]})), [c["live"]], list(mic_outputs.values()),
+        **bound)
+    on(c["mic"].stream, cb.mic_piece, {"status": c["status"]}, {"piece": c["mic"], "live": c["live"]},
+       stream_every=0.5, time_limit=cb.max_audio_s() + 30, concurrency_limit=None, **QUIET)
+    on(c["mic"].stop_recording, cb.mic_stopped, {"status": c["status"]}, {"live": c["live"]}, **QUIET)
+    on(c["stop"].click(None, cancels=[run, mic_run], api_visibility="undocumented").then, cb.stop_run, outputs,
+       {"live": c["live"]}, **QUIET)
     on(c["replay"].upload, cb.replay, outputs | {"column2": c["column2"]}, {"path": c["replay"]} | state, **QUIET)
     on(c["chunk"].input, cb.choose_chunk, outputs, {"chunk": c["chunk"]} | state, trigger_mode="always_last", **QUIET)
     wire_download(c["dl_json"], cb.download_first, [c["trace"]])
     wire_download(c["dl_other"], cb.download_second, [c["other"]])
-    # the microphone: a live run per recording, fed piece by piece
-    mic_inputs = named_inputs({"reference": c["reference"], "policy": c["sp:policy"], "policy2": c["sp2:policy"]},
-                              knobs)
-    mic_outputs = outputs | {"live": c["live"]}
-    on(c["mic"].start_recording, cb.mic_started, mic_outputs, mic_inputs, **QUIET)
-    on(c["mic"].stream, cb.mic_piece, mic_outputs, {"piece": c["mic"], "live": c["live"]}, stream_every=0.5,
-       time_limit=cb.max_audio_s() + 30, concurrency_limit=None, **QUIET)
-    on(c["mic"].stop_recording, cb.mic_stopped, mic_outputs, {"live": c["live"]}, **QUIET)
 
 
 def demo() -> gr.Blocks:

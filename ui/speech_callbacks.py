@@ -13,13 +13,14 @@ when "real time" is ticked, at once otherwise. Closing it (Stop) stops the compu
 from __future__ import annotations
 
 import contextlib
+import itertools
 import queue
 import subprocess
 import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -32,7 +33,7 @@ from decoding.trace_checks import Bound
 from ui.exports import NO_OTHER_RUN, download
 from ui.widgets import USER_ERRORS, md_esc, user_error
 from ui.wiring import as_int, load_replay
-from ui.worker import Status, pump_views
+from ui.worker import STOP_WAIT_S, Status, pump_views
 from ui.speech_views import (NO_SECOND, OPENING_SECOND, collect_params, quick_views, stats_line, unavailable_policies,
                              views)
 from visualizers.speech import chunks_of, finish_of, start_of
@@ -126,35 +127,43 @@ def speech_work(audio, words, reference, source, configs: list[dict], realtime: 
     def work(emit, should_stop):
         emit(Status(f"Loading {DEFAULT_WHISPER}…"))
         asr = load_whisper()
-        if should_stop():
-            return
         runs = [transcribe(asr, audio, params=c, words=words, reference=reference, source=source,
                            should_stop=should_stop) for c in configs]
         ends = chunk_ends(len(audio), stream_params(configs[0]).chunk_s)
         emit(Status("Streaming the audio" + (" in real time" if realtime else "") + "…"))
         clock = time.monotonic()
-        for i, run in enumerate(runs):
-            emit((i, next(run)))  # the starts
-        live = dict(enumerate(runs))
-        for k in range(len(ends) + 1):  # each chunk (and then the finish) of every run
-            if realtime and k < len(ends):  # chunk k has arrived once the audio clock reaches its end
-                while not should_stop() and time.monotonic() - clock < ends[k] / SAMPLE_RATE:
-                    time.sleep(0.02)
-            for i, run in list(live.items()):
-                event = next(run)
-                emit((i, event))
-                if isinstance(event, SpeechFinished):
-                    del live[i]
-            if not live:
-                return
+
+        def arrived(k: int) -> None:  # chunk k has arrived once the audio clock reaches its end
+            while realtime and k < len(ends) and not should_stop() and time.monotonic() - clock < ends[k] / SAMPLE_RATE:
+                time.sleep(0.02)
+
+        interleave(runs, emit, arrived)
 
     return work
 
 
+def interleave(runs: list[Iterator], emit: Callable, before_chunk: Callable[[int], None] = lambda k: None) -> None:
+    """Step the runs (one per column, on the same audio) chunk by chunk, emitting (column, event) until each has
+    finished. Stopped before it started (during the model load), a run still emits its start and its finish
+    ("cancelled"): `transcribe` asks `should_stop` before any model call, so nothing more is computed."""
+    for i, run in enumerate(runs):
+        emit((i, next(run)))  # the starts
+    live = dict(enumerate(runs))
+    k = 0
+    while live:  # each chunk (and then the finish) of every run
+        before_chunk(k)
+        for i, run in list(live.items()):
+            event = next(run)
+            emit((i, event))
+            if isinstance(event, SpeechFinished):
+                del live[i]
+        k += 1
+
+
 def _status(traces: list[Trace], status: str | None) -> str:
-    chunks = chunks_of(traces[0])
-    heard = f" {chunks[-1].audio_end_s:.1f} s heard, chunk {len(chunks)} of {start_of(traces[0]).num_chunks}." \
-        if chunks else ""
+    chunks, start = chunks_of(traces[0]), start_of(traces[0])
+    of = f" of {start.num_chunks}" if start is not None and start.num_chunks else ""  # a recording's count is open
+    heard = f" {chunks[-1].audio_end_s:.1f} s heard, chunk {len(chunks)}{of}." if chunks else ""
     return md_esc(status or "Working…") + heard
 
 
@@ -168,45 +177,33 @@ def generate_run(source, preset, upload, reference, realtime, policy, policy2, *
         audio, words, ref, where = clip_of(source, preset, upload, reference)
     except USER_ERRORS as err:
         raise user_error(err) from None
-    traces = [Trace() for _ in configs]
-    other = traces[1] if len(traces) > 1 else None
-    yield views(traces[0], other) | {"trace": traces[0], "other": other, "status": "Starting…"}
-
-    def take(item) -> bool:
-        if isinstance(item, tuple):
-            traces[item[0]].append(item[1])
-            return True
-        return False
-
-    work = speech_work(audio, words, ref, where, configs, bool(realtime))
-    try:
-        with contextlib.closing(pump_views(work, take, lambda: views(traces[0], other, live=True),
-                                           lambda status, _: _status(traces, status),
-                                           quick=lambda _: quick_views(traces[0], other), on_late=take)) as updates:
-            for update in updates:
-                yield update
-    except USER_ERRORS as err:
-        raise user_error(err) from None
-    yield views(traces[0], other) | {"status": finished_status(traces)}
+    run = Run(len(configs))
+    yield from run.stream(speech_work(audio, words, ref, where, configs, bool(realtime)), "Starting…")
 
 
 def finished_status(traces: list[Trace]) -> str:
     lines = [md_esc(stats_line(t)) for t in traces if t.events]
-    stopped = any(f is not None and f.stop_reason == "cancelled" for f in map(finish_of, traces))
+    stopped = any(f is None or f.stop_reason == "cancelled" for f in map(finish_of, traces))
     return f"**{'Stopped' if stopped else 'Finished'}**: " + " · ".join(lines) + "."
 
 
-def stop_run(trace, other, wait_s: float = 3.0) -> dict:
-    """After Stop cancelled the running event: show what was transcribed (the export buttons offer it)."""
-    if trace is None:
+def stop_run(live, wait_s: float = STOP_WAIT_S + 5) -> dict:
+    """After Stop cancelled the running event (a Transcribe run or a recording's): wait until that event has
+    ended (its worker stops within one model call, and the pump waits for it), then show what was transcribed
+    (the export buttons offer it). Stop's own event is not sequenced after the cancel, so it waits for the run."""
+    if live is None:
         return {"status": "Nothing is running."}
-    deadline = time.monotonic() + wait_s
-    while finish_of(trace) is None and time.monotonic() < deadline:
-        time.sleep(0.02)
-    if finish_of(trace) is not None and finish_of(trace).stop_reason != "cancelled" and (
-            other is None or finish_of(other) is not None):
-        return {"status": "Nothing is running."}
-    return views(trace, other) | {"status": finished_status([t for t in (trace, other) if t is not None])}
+    if isinstance(live, LiveFeed):
+        live.close()  # the browser may still be recording: what it sends now goes nowhere
+    if not live.done.wait(wait_s):
+        return {"status": f"Stopping: the run has not ended after {wait_s:g} s (a model call is still under way)."}
+    finishes = [finish_of(t) for t in live.traces]
+    if all(f is not None and f.stop_reason != "cancelled" for f in finishes):
+        return {"status": "Nothing is running."}  # it had finished on its own: its views are shown already
+    if not any(t.events for t in live.traces):
+        return {"status": "**Stopped** before the run started (it was waiting for the model)."}
+    trace, other = live.traces[0], live.traces[1] if len(live.traces) > 1 else None
+    return views(trace, other) | {"status": finished_status(live.traces)}
 
 
 def choose_chunk(chunk, trace, other) -> dict:
@@ -268,52 +265,55 @@ def unavailable_note() -> str:
     return " ".join(f"`{name}`: {reason}." for name, reason in reasons.items())
 
 
-# The microphone ---------------------------------------------------------------------------------------
-class LiveRun:
-    """A microphone run: the pieces Gradio streams go into a queue that `transcribe_live` reads in a worker thread
-    (which holds the model slot); each stream event shows what the trace holds by then."""
+# Runs, and the microphone -----------------------------------------------------------------------------
+class Run:
+    """One Transcribe or microphone run as Stop sees it (the tab's `live` state): the traces its worker fills
+    (one per column), and `done` once its event has ended, however it ended (finished, stopped, failed)."""
 
-    def __init__(self, configs: list[dict], reference: str):
-        self.pieces: queue.SimpleQueue = queue.SimpleQueue()
-        self.traces = [Trace() for _ in configs]
-        self.stop, self.error = threading.Event(), None
-        self.received_s = 0.0
-        self.thread = threading.Thread(target=self._run, args=(configs, reference), daemon=True,
-                                       name="decoding-run")
-        self.thread.start()
+    def __init__(self, columns: int):
+        self.traces = [Trace() for _ in range(columns)]
+        self.done = threading.Event()
 
-    def _run(self, configs, reference):
-        from ui.worker import model_slot
+    def stream(self, work, opening: str, line: Callable[[list[Trace], str | None], str] | None = None
+               ) -> Iterator[dict]:
+        """`work` through `pump_views` into the traces: every view and status update as it streams, then the
+        final views. Stop closes this generator (and so the pump, which waits for the worker)."""
+        traces, line = self.traces, line or _status
+        other = traces[1] if len(traces) > 1 else None
+
+        def take(item) -> bool:  # while the run streams, and what arrives after Stop
+            if isinstance(item, tuple):
+                traces[item[0]].append(item[1])
+                return True
+            return False
 
         try:
-            with model_slot(self.stop.is_set) as held:
-                if not held:
-                    return
-                asr = load_whisper()
-                feeds = [queue.SimpleQueue() for _ in configs]
-                runs = [transcribe_live(asr, _drain(f), params=c, reference=reference, source="microphone",
-                                        should_stop=self.stop.is_set) for f, c in zip(feeds, configs)]
-                threads = [threading.Thread(target=self._consume, args=(run, t), daemon=True)
-                           for run, t in zip(runs, self.traces)]
-                for t in threads:
-                    t.start()
-                while True:
-                    piece = self.pieces.get()
-                    for f in feeds:
-                        f.put(piece)
-                    if piece is None:
-                        break
-                for t in threads:
-                    t.join()
-        except Exception as err:  # noqa: BLE001 - shown by the next stream event
-            self.error = err
+            yield views(traces[0], other) | {"trace": traces[0], "other": other, "live": self, "status": opening}
+            with contextlib.closing(pump_views(work, take, lambda: views(traces[0], other, live=True),
+                                               lambda status, _: line(traces, status),
+                                               quick=lambda _: quick_views(traces[0], other), on_late=take)) as ups:
+                for update in ups:
+                    yield update
+            yield views(traces[0], other) | {"status": finished_status(traces)}
+        except USER_ERRORS as err:
+            raise user_error(err) from None
+        finally:
+            self.done.set()
 
-    @staticmethod
-    def _consume(run, trace):
-        for event in run:
-            trace.append(event)
+
+class LiveFeed(Run):
+    """A recording: the pieces Gradio streams from the microphone (as 16 kHz mono) wait in a queue for the run's
+    worker (`mic_run`, a model-bound event like Transcribe, so Stop and the model slot work the same way)."""
+
+    def __init__(self, configs: list[dict], reference: str):
+        super().__init__(len(configs))
+        self.configs, self.reference = configs, reference
+        self.pieces: queue.SimpleQueue = queue.SimpleQueue()
+        self.received_s, self.closed = 0.0, False
 
     def feed(self, rate: int, samples: np.ndarray) -> None:
+        if self.closed:
+            return
         audio = to_16k_mono(rate, samples)
         self.received_s += len(audio) / SAMPLE_RATE
         if self.received_s > max_audio_s():
@@ -322,12 +322,33 @@ class LiveRun:
         self.pieces.put(audio)
 
     def close(self) -> None:
-        self.pieces.put(None)
+        """The recording ended (or was stopped): the worker takes what came so far as the end of the stream."""
+        if not self.closed:
+            self.closed = True
+            self.pieces.put(None)
 
+    def source(self, should_stop: Callable[[], bool]) -> Iterator[np.ndarray]:
+        """The pieces as they arrive, until the recording ends or the run is asked to stop."""
+        while True:
+            try:
+                piece = self.pieces.get(timeout=0.1)
+            except queue.Empty:
+                if should_stop():
+                    return
+                continue
+            if piece is None:
+                return
+            yield piece
 
-def _drain(feed: queue.SimpleQueue):
-    while (piece := feed.get()) is not None:
-        yield piece
+    def work(self, emit, should_stop) -> None:
+        """`work` for `pump_views`: load Whisper, then each column's `transcribe_live` on the same pieces."""
+        emit(Status(f"Loading {DEFAULT_WHISPER}…"))
+        asr = load_whisper()
+        sources = itertools.tee(self.source(should_stop), len(self.configs))
+        runs = [transcribe_live(asr, feed, params=c, reference=self.reference, source="microphone",
+                                should_stop=should_stop) for feed, c in zip(sources, self.configs)]
+        emit(Status("Listening: speak, the transcript follows each chunk…"))
+        interleave(runs, emit)
 
 
 def to_16k_mono(rate: int, samples: np.ndarray) -> np.ndarray:
@@ -345,40 +366,42 @@ def to_16k_mono(rate: int, samples: np.ndarray) -> np.ndarray:
 
 
 def mic_started(reference, policy, policy2, **fields) -> dict:
-    """Recording started: a live run that waits for the microphone's pieces."""
+    """Recording started: a feed for its pieces (the run itself is `mic_run`, which follows)."""
     try:
         configs = validate(policy, policy2, fields)
     except USER_ERRORS as err:
         raise user_error(err) from None
-    live = LiveRun(configs, (reference or "").strip())
+    live = LiveFeed(configs, (reference or "").strip())
     other = live.traces[1] if len(live.traces) > 1 else None
     return views(live.traces[0], other) | {"live": live, "trace": live.traces[0], "other": other,
                                            "status": "Listening: speak, the transcript follows each chunk…"}
 
 
+def mic_run(live) -> Iterator[dict]:
+    """The recording's run: the policies decode each chunk as its audio arrives, and the views follow; it ends
+    with the final chunk after the recording stops (or at Stop)."""
+    if not isinstance(live, LiveFeed) or live.done.is_set():
+        return
+    yield from live.stream(live.work, "Listening: speak, the transcript follows each chunk…",
+                           lambda traces, status: _status(traces, status) + f" {live.received_s:.1f} s received.")
+
+
 def mic_piece(piece, live) -> dict:
-    """A piece of the recording arrived: feed it, show the transcripts so far."""
-    if live is None or piece is None:
-        return {}
-    rate, samples = piece
-    try:
-        live.feed(rate, samples)
-    except USER_ERRORS as err:
-        raise user_error(err) from None
-    other = live.traces[1] if len(live.traces) > 1 else None
-    return quick_views(live.traces[0], other) | {"status": f"Listening: {live.received_s:.1f} s received."}
+    """A piece of the recording arrived: it goes to the run (which shows the transcripts as it decodes)."""
+    if isinstance(live, LiveFeed) and piece is not None:
+        rate, samples = piece
+        try:
+            live.feed(rate, samples)
+        except USER_ERRORS as err:
+            raise user_error(err) from None
+    return {}
 
 
-def mic_stopped(live, wait_s: float = 60.0) -> dict:
-    """Recording stopped: the rest is the final chunk; wait for the runs to finish and draw everything."""
-    if live is None:
-        return {}
-    live.close()
-    live.thread.join(wait_s)
-    if live.error is not None:
-        raise user_error(live.error) if isinstance(live.error, USER_ERRORS) else live.error
-    other = live.traces[1] if len(live.traces) > 1 else None
-    return views(live.traces[0], other) | {"live": None, "status": finished_status(live.traces)}
+def mic_stopped(live) -> dict:
+    """Recording stopped: what came is the whole stream; the run decodes its last chunk and draws everything."""
+    if isinstance(live, LiveFeed):
+        live.close()
+    return {}
 
 
 def opening() -> dict:

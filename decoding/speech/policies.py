@@ -56,7 +56,7 @@ from decoding.params import Params, flat, from_values, own_params, param
 from decoding.registry import Registry
 from decoding.speech.events import SpeechChunk, SpeechFinished, SpeechStarted
 from decoding.speech.latency import committed_words, summary
-from decoding.speech.whisper import SAMPLE_RATE, WINDOW_S, TokenChoice, Whisper
+from decoding.speech.whisper import SAMPLE_RATE, WINDOW_S, Stopped, TokenChoice, Whisper
 
 POLICIES: Registry = Registry("policy", capabilities={"unavailable": ""})  # unavailable: why it cannot run yet
 
@@ -90,12 +90,14 @@ class Policy:
     def __init__(self, asr: Whisper, params: StreamParams):
         self.asr, self.params = asr, params
         self.context: list[TokenChoice] = []  # committed tokens whose audio was cut off the buffer
+        self.should_stop: Callable[[], bool] = never  # asked before every model call (`_stream` sets the run's)
 
     def decode(self, heard: np.ndarray, prefix: list[TokenChoice] = ()):
         """Whisper on the buffer's audio, after the forced `prefix`, with the text before the buffer as context."""
         context = {"context_ids": [t.token_id for t in self.context]} if self.context else {}
-        decoded = self.asr.decode(self.asr.encode(heard), [t.token_id for t in prefix],
-                                  max_new_tokens=self.params.max_new_tokens, top_k=self.params.top_k, **context)
+        decoded = self.asr.decode(self.asr.encode(heard, should_stop=self.should_stop), [t.token_id for t in prefix],
+                                  max_new_tokens=self.params.max_new_tokens, top_k=self.params.top_k,
+                                  should_stop=self.should_stop, **context)
         return decoded
 
     def step(self, heard: np.ndarray, final: bool) -> Step:
@@ -245,6 +247,7 @@ def _stream(asr, config: StreamParams, pieces: Iterator[np.ndarray], total: int 
             source: str, should_stop: Callable[[], bool]) -> Iterator[Event]:
     """The chunk loop of `transcribe` (`total` samples known) and `transcribe_live` (`total` None)."""
     policy = POLICIES.get(config.policy)(asr, config)
+    policy.should_stop = should_stop
     size = round(config.chunk_s * SAMPLE_RATE)
     yield SpeechStarted(model=asr.name, policy=config.policy, params=flat(config),
                         audio_s=(total or 0) / SAMPLE_RATE, num_chunks=len(chunk_ends(total, config.chunk_s)) if total
@@ -271,7 +274,12 @@ def _stream(asr, config: StreamParams, pieces: Iterator[np.ndarray], total: int 
         if end == heard and not final or (end == heard == 0):
             break  # nothing arrived at all
         started = time.process_time()
-        step = policy.step(audio[start:end], final=final)
+        try:
+            step = policy.step(audio[start:end], final=final)
+        except Stopped:  # Stop came between the chunk's model calls: the chunk is dropped, its time counted
+            cpu += time.process_time() - started
+            stop_reason = "cancelled"
+            break
         cut, settled = "", policy.settled(step)
         following = end + size if total is None else min(end + size, total)  # where the next chunk will end
         if not final and following - start > window:  # the next chunk would overflow Whisper's window

@@ -42,12 +42,12 @@ class SampleReader:
         text = f" w{token_id}" if token_id < PARTIAL else f" w{token_id - PARTIAL}-"
         return TokenChoice(token_id, text, 0.9, 0.1, [token_id], [text], [0.9])
 
-    def encode(self, heard: np.ndarray) -> np.ndarray:
+    def encode(self, heard: np.ndarray, **_) -> np.ndarray:
         self.longest_s = max(self.longest_s, len(heard) / SAMPLE_RATE)
         assert len(heard) <= WINDOW_S * SAMPLE_RATE, "the buffer never exceeds Whisper's window"
         return heard
 
-    def decode(self, heard: np.ndarray, prefix_ids=(), *, max_new_tokens=128, top_k=5, context_ids=()) -> Decoded:
+    def decode(self, heard: np.ndarray, prefix_ids=(), *, max_new_tokens=128, top_k=5, context_ids=(), **_) -> Decoded:
         values = np.round(heard * 1000).astype(int)
         ids = [int(v) for i, v in enumerate(values) if v and (i == 0 or values[i - 1] != v)]
         if ids and values[-1]:  # the buffer ends inside a word: Whisper writes a guess of it

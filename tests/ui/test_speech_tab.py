@@ -96,3 +96,45 @@ def test_a_speech_trace_exports_and_replays_here_and_is_refused_by_another_tab(t
     other.write_text(json.dumps({"format": "decoding-lab-trace", "version": 1, "events": [{"kind": "token"}]}))
     with pytest.raises(gr.Error, match="Cannot replay other.json"):
         cb.replay(str(other), None, None)
+
+
+def mic_feed(monkeypatch, policy2="none") -> cb.LiveFeed:
+    monkeypatch.setattr(cb, "load_whisper", lambda: Scripted(SCRIPT))
+    return cb.LiveFeed(cb.validate("local-agreement", policy2, FIELDS), "one two three four five")
+
+
+def test_a_recording_streams_through_the_run_machinery_and_ends_when_the_recording_stops(monkeypatch):
+    live = mic_feed(monkeypatch, "redecode")
+    for _ in range(8):  # 4 s of 48 kHz stereo int16 in half-second pieces, as the browser sends them
+        live.feed(48000, np.zeros((24000, 2), np.int16))
+    live.close()
+    updates = list(cb.mic_run(live))
+    assert live.done.is_set() and updates[0]["live"] is live
+    assert [e.kind for e in live.traces[0].events][-1] == "speech_finish"
+    assert live.traces[0].events[-1].text == "one two three four five"  # both columns heard the same pieces
+    assert live.traces[1].events[-1].text == "one two three four five"
+    assert updates[-1]["status"].startswith("**Finished**") and "received" in updates[-2]["status"]
+    assert cb.stop_run(live)["status"] == "Nothing is running."  # Stop after it ended changes nothing
+
+
+def test_stop_ends_a_recording_run_while_it_waits_for_audio(monkeypatch):
+    live = mic_feed(monkeypatch)
+    live.feed(16000, np.zeros(16000, np.float32))  # one chunk, then the speaker pauses
+    updates = cb.mic_run(live)
+    while not live.traces[0].events or live.traces[0].events[-1].kind != "speech_chunk":
+        next(updates)
+    updates.close()  # what Stop does to the running event (`model_event` closes it): the worker stops waiting
+    assert live.done.is_set()
+    assert live.traces[0].events[-1].kind == "speech_finish" and live.traces[0].events[-1].stop_reason == "cancelled"
+    shown = cb.stop_run(live, wait_s=5)
+    assert shown["status"].startswith("**Stopped**") and live.closed
+    live.feed(16000, np.zeros(16000, np.float32))  # the browser still recording: ignored
+    assert live.received_s == 1.0
+
+
+def test_stop_before_a_run_started_says_so():
+    run = cb.Run(1)
+    run.done.set()
+    assert "before the run started" in cb.stop_run(run)["status"]
+    assert cb.stop_run(None)["status"] == "Nothing is running."
+    assert "has not ended" in cb.stop_run(cb.Run(1), wait_s=0.01)["status"]
