@@ -174,10 +174,17 @@ def generate_run(source, preset, upload, reference, realtime, policy, policy2, *
     second column's "2:<policy>.<field>")."""
     try:
         configs = validate(policy, policy2, fields)
-        audio, words, ref, where = clip_of(source, preset, upload, reference)
     except USER_ERRORS as err:
         raise user_error(err) from None
     run = Run(len(configs))
+    try:
+        yield {"live": run, "status": "Preparing the audio…"}  # Stop finds this run from now on
+        audio, words, ref, where = clip_of(source, preset, upload, reference)
+    except BaseException as err:  # refused, or cancelled right away: the run has ended
+        run.done.set()
+        if isinstance(err, USER_ERRORS):
+            raise user_error(err) from None
+        raise
     yield from run.stream(speech_work(audio, words, ref, where, configs, bool(realtime)), "Starting…")
 
 
@@ -195,6 +202,8 @@ def stop_run(live, wait_s: float = STOP_WAIT_S + 5) -> dict:
         return {"status": "Nothing is running."}
     if isinstance(live, LiveFeed):
         live.close()  # the browser may still be recording: what it sends now goes nowhere
+        if not live.stop():  # its run had not started (waiting for the model): it never will
+            live.done.set()
     if not live.done.wait(wait_s):
         return {"status": f"Stopping: the run has not ended after {wait_s:g} s (a model call is still under way)."}
     finishes = [finish_of(t) for t in live.traces]
@@ -310,6 +319,20 @@ class LiveFeed(Run):
         self.configs, self.reference = configs, reference
         self.pieces: queue.SimpleQueue = queue.SimpleQueue()
         self.received_s, self.closed = 0.0, False
+        self.started = self.stopped = False  # whether `mic_run` began; whether Stop came (`begin`, `stop`)
+        self.lock = threading.Lock()
+
+    def begin(self) -> bool:
+        """`mic_run` starts: False when Stop came first (the run then never starts)."""
+        with self.lock:
+            self.started = not self.stopped
+            return self.started
+
+    def stop(self) -> bool:
+        """Stop came: True when the run had started (wait for it to end)."""
+        with self.lock:
+            self.stopped = True
+            return self.started
 
     def feed(self, rate: int, samples: np.ndarray) -> None:
         if self.closed:
@@ -381,6 +404,9 @@ def mic_run(live) -> Iterator[dict]:
     """The recording's run: the policies decode each chunk as its audio arrives, and the views follow; it ends
     with the final chunk after the recording stops (or at Stop)."""
     if not isinstance(live, LiveFeed) or live.done.is_set():
+        return
+    if not live.begin():
+        live.done.set()
         return
     yield from live.stream(live.work, "Listening: speak, the transcript follows each chunk…",
                            lambda traces, status: _status(traces, status) + f" {live.received_s:.1f} s received.")

@@ -2,9 +2,9 @@
 in 0.5-second chunks through local agreement beside redecode; the live transcript goes through several states
 before the final one, both pictures are drawn, the stats say the word error rate; then Stop on the long preset
 ends the run early. A second test records from a fake microphone (Chromium plays an espeak-ng clip as its
-capture device): the live transcript follows while recording, the final one is close to what was said, and Stop
-ends a recording's run too. Saves the screenshot the README shows (assets/screenshot-speech.png with
-DECODING_LAB_SCREENSHOTS=1; a temp folder otherwise)."""
+capture device): the live transcript follows while recording, the final one (redecode's: its last chunk decodes
+everything heard) is close to what was said, and Stop ends a recording's run too. Saves the screenshot the
+README shows (assets/screenshot-speech.png with DECODING_LAB_SCREENSHOTS=1; a temp folder otherwise)."""
 
 from __future__ import annotations
 
@@ -95,14 +95,25 @@ SAID = "She sells fresh bread at the market every morning."
 def fake_microphone(tmp_path) -> tuple[list[str], float]:
     """Chromium's switches that make an espeak-ng clip its microphone (played once, then silence), and the clip's
     length in seconds. Chromium reads 16-bit PCM WAV and converts the rate itself; the clip is 48 kHz (a capture
-    device's usual rate), 12 dB under full scale (the capture's automatic gain control clips a full-scale clip),
-    with half a second of silence before and after."""
+    device's usual rate) at espeak-ng's level (Whisper base mishears it 12 dB quieter), with half a second of
+    silence before and after."""
     clip = speak(SAID)
     wav = tmp_path / "microphone.wav"
-    subprocess.run(["sox", str(clip.path), "-r", "48000", "-c", "1", "-b", "16", str(wav), "pad", "0.5", "0.5",
-                    "gain", "-n", "-12"], check=True)
+    subprocess.run(["sox", str(clip.path), "-r", "48000", "-c", "1", "-b", "16", str(wav), "pad", "0.5", "0.5"],
+                   check=True)
     return (["--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
              f"--use-file-for-fake-audio-capture={wav}%noloop"], clip.duration + 1.0)
+
+
+# The capture without the browser's voice processing (gain control, noise suppression, echo cancellation): through
+# the gain control the clip's first second comes clipped, and the first words' transcript varies from run to run.
+# Without it the pieces the server receives are the file's samples exactly (checked by correlation while writing
+# this test). What is under test is the tab's path from the browser's pieces to the transcript.
+RAW_CAPTURE = """() => {
+  const get = navigator.mediaDevices.getUserMedia.bind(navigator.mediaDevices);
+  navigator.mediaDevices.getUserMedia = c => get({...c, audio: {...(typeof c.audio === 'object' ? c.audio : {}),
+    echoCancellation: false, noiseSuppression: false, autoGainControl: false}});
+}"""
 
 
 def received_s(page) -> float:
@@ -113,7 +124,9 @@ def received_s(page) -> float:
 def test_the_microphone_streams_live_and_stop_ends_a_recording(app_url, tmp_path):
     args, seconds = fake_microphone(tmp_path)
     with open_page(app_url, "#dl-generate", timeout_ms=TIMEOUT_MS, args=args) as page:
+        page.evaluate(RAW_CAPTURE)
         open_tab(page)
+        page.locator("#sp-policy input[value='redecode']").check()  # its last chunk decodes everything heard
         page.locator("#sp2-policy input[value='none']").check()
         page.locator("#sp-source input[value='microphone']").check()
         page.locator("#sp-mic .record-button").click()
@@ -128,8 +141,8 @@ def test_the_microphone_streams_live_and_stop_ends_a_recording(app_url, tmp_path
         assert "Finished" in status(page), status(page)
         final = page.locator("#sp-transcript .dl-text").inner_text()
         wer = word_error_rate(SAID, final)
-        assert wer <= 0.4, (final, wer)  # Chromium's capture processing (gain control) blurs the first word or two
-        assert page.locator("#sp-transcript .dl-text .tok.tail").count() == 0  # the end of the recording commits
+        assert wer <= 0.25, (final, wer)  # espeak-ng's "bread" is often heard as "red"
+        assert "WER" in page.locator("#sp-stats").inner_text()
         assert error_toasts(page) == []
 
         page.locator("#sp-mic .record-button").click()  # a second recording (the clip has played: silence now)

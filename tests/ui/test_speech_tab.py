@@ -138,3 +138,9 @@ def test_stop_before_a_run_started_says_so():
     assert "before the run started" in cb.stop_run(run)["status"]
     assert cb.stop_run(None)["status"] == "Nothing is running."
     assert "has not ended" in cb.stop_run(cb.Run(1), wait_s=0.01)["status"]
+
+
+def test_stop_before_a_recordings_run_started_means_it_never_starts(monkeypatch):
+    live = mic_feed(monkeypatch)
+    assert "before the run started" in cb.stop_run(live, wait_s=5)["status"]
+    assert list(cb.mic_run(live)) == [] and live.closed  # the queued run, if it still comes, does nothing
