@@ -7,7 +7,13 @@ goes to the policy as it arrives, and latencies are measured on the timeline of 
 
 `generate_run` streams a clip through one policy, or two side by side (interleaved chunk by chunk on the same
 clip, in one worker thread that holds the model slot): each chunk is fed when the audio clock reaches its end
-when "real time" is ticked, at once otherwise. Closing it (Stop) stops the computation before the next chunk.
+when "real time" is ticked, at once otherwise. A recording is the same kind of run: `mic_started` makes a
+`LiveFeed` that Gradio's stream events fill (`mic_piece`), and `mic_run`, a model-bound event like Transcribe,
+decodes each chunk as its audio arrives until the recording stops (`mic_stopped`).
+
+Stop cancels whichever run is going: the event is closed, its worker stops within one model pass (Whisper asks
+`should_stop` before each encoder and decoder pass) and the pump waits for it. `stop_run` then waits on the
+run's `Run.done` (Stop's own event is not sequenced after the cancel), so what it shows is how the run ended.
 """
 
 from __future__ import annotations

@@ -12,13 +12,16 @@ import re
 import subprocess
 import time
 
+import numpy as np
 import pytest
 
 from conftest import screenshot_path
 from test_browser import TIMEOUT_MS, choose, error_toasts, open_page, set_number
 
 from decoding.speech.audio import speak
-from decoding.speech.metrics import wer as word_error_rate
+from decoding.speech.metrics import normalise, wer as word_error_rate
+from decoding.speech.whisper import load_whisper
+from ui import speech_callbacks as cb
 
 pytestmark = pytest.mark.slow  # Chromium driving the app server, Whisper base on the CPU
 
@@ -89,20 +92,21 @@ def test_a_preset_streams_live_side_by_side_and_stop_ends_a_run(app_url):
     assert SCREENSHOT.stat().st_size > 20_000
 
 
-SAID = "She sells fresh bread at the market every morning."
+SAID = "Please open the window before the meeting starts."  # Whisper base writes it right with any silence around
 
 
 def fake_microphone(tmp_path) -> tuple[list[str], float]:
     """Chromium's switches that make an espeak-ng clip its microphone (played once, then silence), and the clip's
     length in seconds. Chromium reads 16-bit PCM WAV and converts the rate itself; the clip is 48 kHz (a capture
-    device's usual rate) at espeak-ng's level (Whisper base mishears it 12 dB quieter), with half a second of
-    silence before and after."""
+    device's usual rate) at espeak-ng's level (Whisper base mishears it 12 dB quieter). The file starts playing
+    when the recording opens the device, and Gradio's recorder starts taking pieces a moment later (over half a
+    second on a busy machine: the first words were lost so): 2.5 s of silence lead in, half a second ends it."""
     clip = speak(SAID)
     wav = tmp_path / "microphone.wav"
-    subprocess.run(["sox", str(clip.path), "-r", "48000", "-c", "1", "-b", "16", str(wav), "pad", "0.5", "0.5"],
+    subprocess.run(["sox", str(clip.path), "-r", "48000", "-c", "1", "-b", "16", str(wav), "pad", "2.5", "0.5"],
                    check=True)
     return (["--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
-             f"--use-file-for-fake-audio-capture={wav}%noloop"], clip.duration + 1.0)
+             f"--use-file-for-fake-audio-capture={wav}%noloop"], clip.duration + 3.0)
 
 
 # The capture without the browser's voice processing (gain control, noise suppression, echo cancellation): through
@@ -121,8 +125,17 @@ def received_s(page) -> float:
     return float(found.group(1)) if found else 0.0
 
 
-def test_the_microphone_streams_live_and_stop_ends_a_recording(app_url, tmp_path):
+def test_the_microphone_streams_live_and_stop_ends_a_recording(app_url, tmp_path, monkeypatch):
     args, seconds = fake_microphone(tmp_path)
+    pieces = []  # what the server took from the first recording, as 16 kHz mono (the server runs in this process)
+    feed = cb.LiveFeed.feed
+
+    def recorded(live, rate, samples):
+        if not live.closed and (not pieces or pieces[0][0] is live):
+            pieces.append((live, cb.to_16k_mono(rate, samples)))
+        return feed(live, rate, samples)
+
+    monkeypatch.setattr(cb.LiveFeed, "feed", recorded)
     with open_page(app_url, "#dl-generate", timeout_ms=TIMEOUT_MS, args=args) as page:
         page.evaluate(RAW_CAPTURE)
         open_tab(page)
@@ -140,8 +153,12 @@ def test_the_microphone_streams_live_and_stop_ends_a_recording(app_url, tmp_path
         page.wait_for_function("() => /Finished|Stopped/.test((document.querySelector('#sp-status') || {}).innerText)")
         assert "Finished" in status(page), status(page)
         final = page.locator("#sp-transcript .dl-text").inner_text()
-        wer = word_error_rate(SAID, final)
-        assert wer <= 0.25, (final, wer)  # espeak-ng's "bread" is often heard as "red"
+        # redecode's last chunk decodes everything the server received: exactly offline decoding of those samples
+        heard = load_whisper().transcribe(np.concatenate([piece for _, piece in pieces]))
+        assert normalise(final) == normalise(heard), (final, heard)
+        # and that is what was said, but for a word or so (once in the runs made while writing this test, with another
+        # browser test beside it on the 2-core machine, the fake capture dropped a moment of audio and two words)
+        assert word_error_rate(SAID, final) <= 0.5, final
         assert "WER" in page.locator("#sp-stats").inner_text()
         assert error_toasts(page) == []
 

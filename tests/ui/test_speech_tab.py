@@ -1,12 +1,15 @@
 """The Streaming speech tab's callbacks and views without a browser or Whisper: audio inputs refused with a
 sentence, parameters from the tab's knobs, the views of a scripted run, its export and replay (and another tab
-refusing it by name)."""
+refusing it by name); the microphone's run and Stop (for a recording, before a run started, during the model load)
+with a scripted recogniser."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import gradio as gr
@@ -144,3 +147,25 @@ def test_stop_before_a_recordings_run_started_means_it_never_starts(monkeypatch)
     live = mic_feed(monkeypatch)
     assert "before the run started" in cb.stop_run(live, wait_s=5)["status"]
     assert list(cb.mic_run(live)) == [] and live.closed  # the queued run, if it still comes, does nothing
+
+
+def test_stop_during_the_model_load_still_ends_each_run_as_stopped(monkeypatch):
+    loading = threading.Event()
+
+    def slow_load():
+        loading.set()
+        time.sleep(0.5)  # Whisper loading, while Stop lands
+        return Scripted(SCRIPT)
+
+    monkeypatch.setattr(cb, "load_whisper", slow_load)
+    updates = cb.generate_run(cb.SOURCES[0], cb.OPENING_PRESET, None, "", False, "local-agreement", "redecode",
+                              **FIELDS)
+    run = next(updates)["live"]
+    while not loading.is_set():
+        next(updates)
+    updates.close()  # what Stop does to the running event
+    assert run.done.is_set()
+    for trace in run.traces:  # each column: its start and a cancelled finish, no chunk (no model call was made)
+        assert [e.kind for e in trace.events] == ["speech_start", "speech_finish"]
+        assert trace.events[-1].stop_reason == "cancelled"
+    assert cb.stop_run(run)["status"].startswith("**Stopped**")
