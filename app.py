@@ -40,6 +40,7 @@ from ui.playground import build_playground
 from ui.scaling import build_scaling
 from ui.serving import build_serving
 from ui.speculative import build_speculative
+from ui.speech import build_speech
 
 HEADER = """
 <div class="dl-header">
@@ -49,7 +50,8 @@ HEADER = """
   <b>entropy</b>, and clicking a token shows the alternatives it weighed &mdash; pick one and <b>branch</b>.
   <b>Speculative</b>: a drafter's token tree and what the target accepts. <b>Scaling</b>: N partial solutions
   reweighted, resampled and pruned by a reward. <b>Diffusion</b>: a canvas of masks filled in, many
-  positions per step, in any order. <b>Serving</b>: many users at once, one at a time, in batches or fused.
+  positions per step, in any order. <b>Streaming speech</b>: Whisper transcribing audio while it
+  still arrives, words committed and retracted. <b>Serving</b>: many users at once, one at a time, in batches or fused.
   <b>Long context</b>: a book as the prompt, read whole, by retrieval, or by a drafter that reads only what it retrieved.</p>
 </div>
 """
@@ -70,6 +72,8 @@ def build_app() -> gr.Blocks:
                 build_scaling()
             with gr.Tab("Diffusion", id="diffusion"):
                 build_diffusion()
+            with gr.Tab("Streaming speech", id="speech"):
+                build_speech()
             with gr.Tab("Serving", id="serving"):
                 build_serving()
             with gr.Tab("Long context", id="longctx"):

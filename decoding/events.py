@@ -25,7 +25,7 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Annotated, ClassVar, TypedDict
+from typing import Annotated, Callable, ClassVar, TypedDict
 
 from decoding.errors import short_repr
 from decoding.schema import Range, check_fields
@@ -124,6 +124,8 @@ class Particle(_ParticleKeys, total=False):
 @dataclass(frozen=True)
 class Event:
     kind: ClassVar[str] = "event"
+    opens_run: ClassVar[bool] = False  # a trace's first event: RunStarted, or a family's own start (`register_events`)
+    closes_run: ClassVar[bool] = False  # a run's last event: RunFinished, or a family's own finish
 
     def to_dict(self) -> dict:
         return {"kind": self.kind} | dataclasses.asdict(self)
@@ -132,6 +134,7 @@ class Event:
 @dataclass(frozen=True)
 class RunStarted(Event):
     kind: ClassVar[str] = "start"
+    opens_run: ClassVar[bool] = True
     model: str  # registry name or hub id
     strategy: str  # strategy name as in the CLI
     params: dict  # the strategy's parameters, after defaults
@@ -295,6 +298,7 @@ class TrainStep(Event):
 @dataclass(frozen=True)
 class RunFinished(Event):
     kind: ClassVar[str] = "finish"
+    closes_run: ClassVar[bool] = True
     text: str  # the generated text (prompt excluded)
     token_ids: list[Count]  # the generated ids (prompt excluded, a branch's prefix included, stop token included)
     stop_reason: str  # "eos", "max_new_tokens" or "cancelled"
@@ -307,6 +311,31 @@ class RunFinished(Event):
 
 EVENT_TYPES: dict[str, type[Event]] = {cls.kind: cls for cls in (RunStarted, TokenStep, BeamStep, SpecRound, ParticleStep,
                                                                  DiffusionStep, TrainStep, RunFinished)}
+FAMILY_STATS: dict[str, Callable[[Trace], dict]] = {}  # a family's start kind -> the statistics of its traces
+
+
+def register_events(*classes: type[Event], stats: Callable[[Trace], dict] | None = None,
+                    checks: dict[str, Callable] | None = None) -> None:
+    """Make a family's own events load back from JSON (`Trace.from_dict`), for a family whose runs are not
+    strategies of `generate` (streaming speech: its own start, chunk and finish events). Each class needs a
+    unique `kind`; one with `opens_run` may begin a trace, and `stats(trace)` then gives such a trace's
+    statistics (`stats` below, `Trace.to_dict`). `checks` {kind: rule(checker, event, previous)}: the links a
+    loaded event must satisfy beyond its field types (`decoding.trace_checks`), SchemaError naming the field.
+    The core imports no family: the family calls this when it is imported."""
+    from decoding.trace_checks import add_rule
+
+    for cls in classes:
+        taken = EVENT_TYPES.get(cls.kind)
+        if taken is not None and taken is not cls:
+            raise ValueError(f"event kind {cls.kind!r} is taken by {taken.__module__}.{taken.__qualname__}")
+        if not (dataclasses.is_dataclass(cls) and issubclass(cls, Event)):
+            raise TypeError(f"{cls!r} must be a dataclass subclass of decoding.events.Event")
+    for cls in classes:
+        EVENT_TYPES[cls.kind] = cls
+        if cls.opens_run and stats is not None:
+            FAMILY_STATS[cls.kind] = stats
+    for kind, rule in (checks or {}).items():
+        add_rule(kind, rule)
 
 
 def event_from_dict(data: dict) -> Event:
@@ -346,6 +375,11 @@ class Trace:
     def finish(self) -> RunFinished | None:
         return next((e for e in reversed(self.events) if isinstance(e, RunFinished)), None)
 
+    @property
+    def ended(self) -> bool:
+        """Whether the run has ended (its last event closes it: RunFinished, or a family's own finish)."""
+        return bool(self.events) and self.events[-1].closes_run
+
     def of_kind(self, kind: str) -> list[Event]:
         return [e for e in self.events if e.kind == kind]
 
@@ -384,8 +418,10 @@ class Trace:
             except ValueError as err:
                 raise ValueError(f"malformed trace: {where}: {err}") from None
             trace.append(event)
-        if not isinstance(trace.events[0], RunStarted):
-            raise ValueError("malformed trace: the first event must be a 'start' event")
+        if not trace.events[0].opens_run:
+            others = "".join(f" or {k!r}" for k, c in EVENT_TYPES.items() if c.opens_run and k != RunStarted.kind)
+            raise ValueError(f"malformed trace: the first event must be a 'start' event{others}, "
+                             f"got {trace.events[0].kind!r}")
         return trace
 
     @classmethod
@@ -421,6 +457,9 @@ def _mean(values) -> float | None:
 
 def stats(trace: Trace) -> dict:
     """The run's statistics, from its events only (UI, CLI and benchmarks all call this)."""
+    family = FAMILY_STATS.get(trace.events[0].kind) if trace.events else None
+    if family is not None:  # a family's own run (`register_events`): its statistics
+        return family(trace)
     tokens = trace.of_kind("token")
     beams = trace.of_kind("beams")
     finish = trace.finish

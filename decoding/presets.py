@@ -33,6 +33,7 @@ file of a few hundred bytes would otherwise expand into gigabytes. Messages quot
 from __future__ import annotations
 
 import copy
+import importlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -49,6 +50,15 @@ LAB_NUMBERS = {"playground": range(1, 20), "speculative": range(20, 30), "scalin
                "diffusion": range(50, 80), "longctx": range(80, 90)}  # lab -> the file-name numbers its presets use
 DOCUMENT_KEYS = ("size", "seed", "question")  # a Long context preset's `document`
 QUESTIONS = 5  # questions the shipped book's builder makes per document (decoding.longctx.document)
+BOOK: dict = {}  # {"sizes": (...), "build": build_document(tokenizer, size, seed)}: the long-context family registers
+# its shipped book here when imported (the core imports no family; `_book` imports it by name when first needed)
+BOOK_MODULE = "decoding.longctx.document"
+
+
+def _book() -> dict:
+    if not BOOK:
+        importlib.import_module(BOOK_MODULE)  # registers into BOOK
+    return BOOK
 
 
 class _AliasRefused(yaml.YAMLError):
@@ -154,14 +164,13 @@ def find_preset(lab: str, name) -> Preset | None:
 
 def check_document(preset: Preset) -> None:
     """ValueError unless a preset's `document` names the shipped book exactly ({size, seed, question}, no prompt)."""
-    from decoding.longctx.document import SIZES
-
+    sizes = _book()["sizes"]
     doc = preset.document
     if set(doc) != set(DOCUMENT_KEYS):
         raise ValueError(f"`document` must have exactly the keys {', '.join(DOCUMENT_KEYS)}, got "
                          f"{short_repr(sorted(map(str, doc)))}")
-    if doc["size"] not in SIZES or isinstance(doc["size"], bool):
-        raise ValueError(f"`document.size` must be one of {', '.join(map(str, SIZES))}, got {short_repr(doc['size'])}")
+    if doc["size"] not in sizes or isinstance(doc["size"], bool):
+        raise ValueError(f"`document.size` must be one of {', '.join(map(str, sizes))}, got {short_repr(doc['size'])}")
     if isinstance(doc["seed"], bool) or not isinstance(doc["seed"], int) or not 0 <= doc["seed"] < 2**31:
         raise ValueError(f"`document.seed` must be an integer in [0, 2**31), got {short_repr(doc['seed'])}")
     if isinstance(doc["question"], bool) or doc["question"] not in range(QUESTIONS):
@@ -176,9 +185,7 @@ def check_document(preset: Preset) -> None:
 def document_prompt(preset: Preset, tokenizer) -> str:
     """The prompt a Long context preset's run reads: the shipped book its `document` names, cut for its window under
     `tokenizer`, then its question."""
-    from decoding.longctx.document import build_document
-
-    doc = build_document(tokenizer, preset.document["size"], preset.document["seed"])
+    doc = _book()["build"](tokenizer, preset.document["size"], preset.document["seed"])
     if preset.document["question"] >= len(doc.questions):
         raise ValueError(f"preset {preset.name!r}: the book of seed {preset.document['seed']} has "
                          f"{len(doc.questions)} questions, not {preset.document['question'] + 1}")

@@ -159,3 +159,10 @@ def _diffusion(c: TraceChecker, e, previous) -> None:
 
 _RULES = {"token": _token, "beams": _beams, "spec_round": _spec_round, "particles": _particles,
           "diffusion_step": _diffusion}  # event kind -> its links and bounds
+
+
+def add_rule(kind: str, rule) -> None:
+    """A family's own link rule for its event kind (`decoding.events.register_events`)."""
+    if kind in _RULES and _RULES[kind] is not rule:
+        raise ValueError(f"the trace check of event kind {kind!r} is taken")
+    _RULES[kind] = rule

@@ -282,14 +282,16 @@ def screenshot_path(name: str) -> Path:
 
 def tab_replayers() -> dict:
     """{tab: replay(path)}: each lab tab's real Replay callback (a replay writes no file)."""
-    from ui import diffusion_callbacks, longctx_callbacks, playground_callbacks, scaling_callbacks, speculative_callbacks
+    from ui import (diffusion_callbacks, longctx_callbacks, playground_callbacks, scaling_callbacks,
+                    speculative_callbacks, speech_callbacks)
     from ui.playground_views import new_selection
 
     return {"playground": lambda p: playground_callbacks.replay(p, None, None, new_selection(), "prob"),
             "speculative": lambda p: speculative_callbacks.replay(p, None, None),
             "scaling": lambda p: scaling_callbacks.replay(p, None, None),
             "diffusion": lambda p: diffusion_callbacks.replay(p, None, None),
-            "longctx": lambda p: longctx_callbacks.replay(p, None, None)}
+            "longctx": lambda p: longctx_callbacks.replay(p, None, None),
+            "speech": lambda p: speech_callbacks.replay(p, None, None)}
 
 
 @pytest.fixture

@@ -35,7 +35,8 @@ from visualizers._common import esc, plotly_safe
 
 PAYLOAD = "\"'><img src=x onerror=\"window.__pwned=1\">"  # breaks out of either quote, then a tag with a handler
 HTML_OUTPUTS = {"text", "stats", "summary", "particles", "choice", "canvas", "compare_html", "branch_text", "status",
-                "inspect", "branch_summary", "answer", "document"}  # the outputs a tab renders as HTML or Markdown
+                "inspect", "branch_summary", "answer", "document",
+                "transcript", "transcript2", "stats2"}  # the outputs a tab renders as HTML or Markdown
 JSON_FIELDS = {"params", "extra"}  # fields whose values are any JSON (their strings may be accepted)
 
 
@@ -129,7 +130,34 @@ def traces() -> dict[str, Trace]:
                                   max_new_tokens=4, chat=False),
         "ttt": run_to_trace("tiny-random", "A context of a few words.\n\nWhat?", strategy="ttt",
                             params={"steps": 1, "span_tokens": 4}, max_new_tokens=2, chat=False),  # train_step
+        "speech": speech_trace(),
     }
+
+
+def speech_trace() -> Trace:
+    """A streaming speech run on a recogniser that writes one word per second heard (no Whisper needed)."""
+    import numpy as np
+
+    from decoding.speech.policies import transcribe
+    from decoding.speech.whisper import SAMPLE_RATE, Decoded, TokenChoice
+
+    class OneWordASecond:
+        name = "one-word-a-second"
+
+        def encode(self, audio, **_):
+            return len(audio) // SAMPLE_RATE
+
+        def decode(self, seconds, prefix_ids=(), **_):
+            tokens = [TokenChoice(i, f" w{i}", 0.9, 0.1, [i, i + 1], [f" w{i}", "x"], [0.9, 0.05])
+                      for i in range(seconds)]
+            return Decoded(tokens[len(prefix_ids):], True, 1)
+
+        def text(self, ids):
+            return "".join(f" w{i}" for i in ids)
+
+    words = [{"word": f"w{i}", "start": float(i), "end": i + 0.5} for i in range(3)]
+    return Trace(list(transcribe(OneWordASecond(), np.zeros(3 * SAMPLE_RATE, np.float32), words=words,
+                                 reference="w0 w1 w2", source="preset: test")))
 
 
 @pytest.fixture
@@ -146,7 +174,7 @@ def replay(tmp_path):
 
 
 TABS = {"sample": "playground", "beam": "playground", "speculative": "speculative", "particle-filter": "scaling",
-        "diffusion": "diffusion", "ttt": "longctx"}
+        "diffusion": "diffusion", "ttt": "longctx", "speech": "speech"}
 
 
 # ---------------------------------------------------------------- hostile traces

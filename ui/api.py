@@ -18,6 +18,20 @@ The `compare` endpoint runs 2-4 settings side by side (Compare mode, `decoding/c
     for output in job:            # {"run": i, "kind": ...event}, or {"run": i, "kind": "score", ...}
         ...
     job.result()                  # {"runs": [summary per run], "table": [one row per run]}
+The `transcribe` endpoint streams an audio file through a streaming policy (the Streaming speech tab's runs,
+`decoding/speech/policies.py`):
+
+    from gradio_client import handle_file
+    job = Client(url).submit(handle_file("clip.wav"), "local-agreement", 1.0, '{"max_new_tokens": 96}',
+                             "what was said", api_name="/transcribe")
+    for output in job:            # {"kind": "speech_start" | "speech_chunk" | "speech_finish", ...}
+        ...
+    job.result()                  # the speech_finish event: {"text", "committed", "stats", ...}
+
+Its outputs are exactly the lines of `python -m decoding transcribe --json`. The audio is a file uploaded with the
+request (`handle_file`), or the server path of one uploaded earlier (`Client.upload_files`); no other path on the
+server is read.
+
 `job.cancel()` (`POST /cancel`) answers once the run has stopped, within one model call
 (`ui.worker.model_event`).
 """
@@ -27,9 +41,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+from pathlib import Path
 from typing import Iterator
 
 import gradio as gr
+from gradio.data_classes import FileData
 
 from decoding.__main__ import summary
 from decoding.compare import RunScore, parse_settings, table_rows, validate_settings
@@ -143,9 +159,77 @@ def api_compare(model: str = DEFAULT_MODEL, prompt: str = "", settings: str = "[
     yield {"runs": [summary(t) for t in traces], "table": table_rows(chosen, traces, scores)}
 
 
+def uploaded_path(audio) -> Path:
+    """The file an API client sent: an uploaded file's FileData (`handle_file`), or the path of a file uploaded
+    to this server before; ValueError naming what was given for anything else (no other server path is read)."""
+    from gradio.utils import get_upload_folder
+
+    path = audio.get("path") if isinstance(audio, dict) else audio
+    if not isinstance(path, str) or not path.strip():
+        raise ValueError(f"`audio` must be an audio file sent with the request (gradio_client.handle_file(path)), "
+                         f"got {short_repr(audio, 80)}")
+    resolved, uploads = Path(path).resolve(), Path(get_upload_folder()).resolve()
+    if not resolved.is_relative_to(uploads):
+        raise ValueError(f"`audio` must be a file sent with the request (gradio_client.handle_file(path)) or one "
+                         f"uploaded to this server; the server reads no other path, got {short_repr(path, 80)}")
+    if not resolved.is_file():
+        raise ValueError(f"`audio` {resolved.name} is not on the server (an upload expires after a while): send "
+                         "it again")
+    return resolved
+
+
+def api_transcribe(audio: FileData | str, policy: str = "local-agreement", chunk_s: float = 1.0, params: str = "{}",
+                   reference: str = "") -> Iterator[dict]:
+    """Stream an audio file through a streaming policy: every event as a dict, the last one the finish, which
+    holds "text" (the final transcript) and "committed" (each committed word; its latency is null, since an
+    uploaded file has no word times), as `python -m decoding transcribe --json` prints.
+
+    Args:
+        audio: the audio file (WAV, FLAC, OGG; converted to 16 kHz mono by sox), sent with `handle_file`.
+        policy: local-agreement or redecode (`python -m decoding list`).
+        chunk_s: seconds of audio that arrive at once (0.5-2).
+        params: the other parameters as a JSON object, e.g. {"max_new_tokens": 96, "local-agreement.agree": 3}.
+        reference: what was said, for the word error rate (optional).
+    """
+    from decoding.speech.policies import stream_params, transcribe
+    from decoding.speech.whisper import load_whisper
+    from ui.speech_callbacks import read_audio_file
+
+    try:
+        values = parse_params(params)
+        given = sorted({"policy", "chunk_s"} & set(values))
+        if given:
+            raise ValueError(f"`params` must not hold {', '.join(f'`{k}`' for k in given)}: give it as its own "
+                             "argument")
+        config = stream_params({**values, "policy": policy, "chunk_s": chunk_s})
+        path = uploaded_path(audio)
+        samples = read_audio_file(path)
+    except USER_ERRORS as err:
+        raise api_error(err) from None
+    reference = (reference or "").strip()
+
+    def work(emit, should_stop):
+        asr = load_whisper()
+        for event in transcribe(asr, samples, params=config, reference=reference, source=f"upload: {path.name}",
+                                should_stop=should_stop):
+            emit(event)
+
+    try:
+        with contextlib.closing(stream_in_thread(work)) as pump:  # on cancel: the worker is waited for
+            for batch in pump:
+                for item in batch:
+                    if isinstance(item, Event):
+                        yield item.to_dict()
+    except USER_ERRORS as err:
+        raise api_error(err) from None
+
+
 def register_api() -> None:
-    """Add the hidden-from-the-UI, client-callable `/generate` and `/compare` endpoints to the current Blocks."""
+    """Add the hidden-from-the-UI, client-callable `/generate`, `/compare` and `/transcribe` endpoints to the
+    current Blocks."""
     gr.api(model_event(api_generate), api_name="generate", concurrency_id=MODEL_CONCURRENCY_ID,
            concurrency_limit=runs_at_once())
     gr.api(model_event(api_compare), api_name="compare", concurrency_id=MODEL_CONCURRENCY_ID,
+           concurrency_limit=runs_at_once())
+    gr.api(model_event(api_transcribe), api_name="transcribe", concurrency_id=MODEL_CONCURRENCY_ID,
            concurrency_limit=runs_at_once())

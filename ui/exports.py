@@ -114,7 +114,9 @@ def sweep(folder: Path | None = None, *, max_age_s: float | None = None, max_byt
 def _file_name(trace: Trace, what: str, suffix: str) -> str:
     """<model>-<strategy><suffix>-<what> (the extension comes with the writer), in characters every file
     system accepts."""
-    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{trace.start.model}-{trace.start.strategy}{suffix}")
+    first = trace.events[0]  # RunStarted, or a family's own start (a speech run names its policy)
+    run = getattr(first, "strategy", None) or getattr(first, "policy", first.kind)
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{getattr(first, 'model', 'run')}-{run}{suffix}")
     return f"{stem}-{what}"
 
 
@@ -151,10 +153,10 @@ def export_file(trace: Trace, what: str = "trace", suffix: str = "") -> str:
 def download(trace: Trace | None, what: str = "trace", missing: str = NOTHING_YET, suffix: str = "") -> str | None:
     """An export button's callback: the file to download, or None with a warning saying why there is
     none (`missing` when there is no run, or the run is still going)."""
-    if trace is None or trace.start is None:
+    if trace is None or not trace.events or not trace.events[0].opens_run:
         gr.Warning(missing)
         return None
-    if trace.finish is None:
+    if trace.finish is None and not trace.ended:
         gr.Warning(STILL_RUNNING)
         return None
     return export_file(trace, what, suffix)

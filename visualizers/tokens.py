@@ -128,10 +128,31 @@ def _chip(e: TokenStep, color_by: str, cap: float, selected_step: int | None, *,
         classes.append("special")
     if selected_step is not None and e.step == selected_step:
         classes.append("sel")
-    color = chip_color(_confidence(e, color_by, cap))
-    tooltip = esc(tooltip_text(e)).replace("\n", "&#10;")
-    return (f'<span class="{" ".join(classes)}" data-step="{esc(e.step)}" style="background:{esc(color)}" '
-            f'title="{tooltip}">{_chip_text(e.token_text)}</span>')
+    return chip_html(e.token_text, _confidence(e, color_by, cap), tooltip_text(e), classes, {"step": e.step})
+
+
+def chip_html(text: str, confidence: float, tooltip: str, classes=("tok",), data: dict | None = None) -> str:
+    """One token chip: `text` on the colour of `confidence` (0 uncertain .. 1 sure), `tooltip` on hover (plain
+    text, escaped here), `data` as data-* attributes. Inside `tokens_css()`'s `.dl-tokens` it looks like the
+    Playground's (the Streaming speech tab's transcript uses it too)."""
+    attrs = "".join(f' data-{esc(k)}="{esc(v)}"' for k, v in (data or {}).items())
+    return (f'<span class="{esc(" ".join(classes))}"{attrs} style="background:{esc(chip_color(confidence))}" '
+            f'title="{esc(tooltip).replace(chr(10), "&#10;")}">{_chip_text(text)}</span>')
+
+
+def tokens_css() -> str:
+    """The chips' style sheet (a `<style>` element), for a view that shows chips outside `tokens_html`."""
+    return f"<style>{_CSS}</style>"
+
+
+def alternatives_lines(chosen_id: int, top_ids, top_tokens, top_probs, kept=None) -> list[str]:
+    """A tooltip's alternatives: one line per top token, ✓ / ✗ (cut) when `kept` says, ◀ on the chosen one."""
+    lines = []
+    for i, (tid, tok, p) in enumerate(zip(top_ids, top_tokens, top_probs)):
+        mark = "" if kept is None else (" ✓" if kept[i] else " ✗ (cut)")
+        chosen = " ◀ chosen" if tid == chosen_id else ""
+        lines.append(f"  '{visible(tok)}' {p:.3f}{mark}{chosen}")
+    return lines
 
 
 def _chip_text(text: str) -> str:
@@ -153,10 +174,7 @@ def tooltip_text(e: TokenStep) -> str:
     """Plain-text tooltip for one step (escaped by the caller)."""
     lines = [f"step {e.step} · '{visible(e.token_text)}' · p={e.prob:.3g} (rank {e.rank}) · H={e.entropy:.2f} nats",
              f"drawn with q={e.sampling_prob:.3g} from {e.kept_size} kept tokens (H={e.entropy_truncated:.2f} nats)"]
-    for tid, tok, p, kept in zip(e.top_ids, e.top_tokens, e.top_probs, e.top_kept):
-        mark = "✓" if kept else "✗ (cut)"
-        chosen = " ◀ chosen" if tid == e.token_id else ""
-        lines.append(f"  '{visible(tok)}' {p:.3f} {mark}{chosen}")
+    lines += alternatives_lines(e.token_id, e.top_ids, e.top_tokens, e.top_probs, e.top_kept)
     if e.token_id not in e.top_ids:
         lines.append(f"  … chosen '{visible(e.token_text)}' is rank {e.rank}")
     return "\n".join(lines)

@@ -129,6 +129,13 @@ def debian_chapters() -> list[Chapter]:
     return parse_bible(raw)
 
 
+def _register_book() -> None:
+    """The shipped book is what a Long context preset's `document` names (`decoding.presets`)."""
+    from decoding.presets import BOOK
+
+    BOOK.update(sizes=SIZES, build=lambda tokenizer, size, seed: build_document(tokenizer, size, seed))
+
+
 def render(chapters: list[Chapter]) -> str:
     return SEPARATOR.join("\n".join((c.title, *c.verses)) for c in chapters) + "\n"
 
@@ -293,6 +300,9 @@ def check_chapter(reference: str, answer: str) -> bool:
 
 
 CHECKERS = {"needle": check_number, "continue": check_continuation, "chapter": check_chapter}
+
+
+_register_book()
 
 
 def main(argv: list[str] | None = None) -> int:

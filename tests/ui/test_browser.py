@@ -36,14 +36,15 @@ def chromium_path() -> str | None:
 
 
 @contextlib.contextmanager
-def open_page(url: str, ready_selector: str, timeout_ms: int = TIMEOUT_MS):
-    """A headless Debian Chromium page on `url`, once `ready_selector` is on it (skips if no browser)."""
+def open_page(url: str, ready_selector: str, timeout_ms: int = TIMEOUT_MS, args: list[str] = ()):
+    """A headless Debian Chromium page on `url`, once `ready_selector` is on it (skips if no browser);
+    `args`: more command-line switches (a fake microphone)."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
     executable = chromium_path()
     if executable is None:
         pytest.skip("no Chromium binary (apt-get install chromium, or set CHROMIUM_PATH)")
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS + list(args))
         context = browser.new_context(viewport={"width": 1280, "height": 900}, device_scale_factor=1)
         page = context.new_page()
         page.set_default_timeout(timeout_ms)
