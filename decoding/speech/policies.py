@@ -115,6 +115,10 @@ class Policy:
         there (`step.settled`; never, by default: None)."""
         return step.settled
 
+    def window_samples(self) -> int:
+        """The most audio the buffer may hold before it is flushed: Whisper's 30 s window unless a policy says less."""
+        return round(WINDOW_S * SAMPLE_RATE)
+
     def flushed(self, step: Step) -> Step:
         """`step` with its whole hypothesis committed (the window is full: as at the end of a stream)."""
         return Step(step.hypothesis, list(step.hypothesis), step.encoder_passes, step.decoder_passes,
@@ -211,6 +215,10 @@ class CarelessParams(Params):
     lora: bool = param(True, help="Use the trained LoRA (off: the causal encoder untrained, for comparison).")
     flush_s: float = param(0.5, low=0.0, high=2.0, help="Seconds of silence heard after the last chunk, so the causal "
                                                         "model hears the speech end (0: none).")
+    window_s: float = param(30.0, low=2.0, high=30.0,
+                            help="The longest stream the causal encoder hears before its text is committed and it starts "
+                                 "afresh (its positions end at Whisper's 30 s window; less: shorter streams, as the "
+                                 "shipped LoRA was trained on clips of 2-10 s).")
 
 
 @functools.lru_cache(maxsize=4)
@@ -252,9 +260,23 @@ class Careless(Policy):
                                                     max_new_tokens=self.params.max_new_tokens, top_k=self.params.top_k)
         lookback = self.params.own.lookback
         self.committed = len(self.tokens) if final else max(self.committed, len(self.tokens) - lookback)
-        return Step(list(self.tokens), self.tokens[:self.committed], 1, passes,
+        return Step(self.context + self.tokens, self.context + self.tokens[:self.committed], 1, passes,
                     {"new_frames": self.stream.new_frames, "kept": kept,
                      "unconfirmed": [t.token_id for t in self.tokens[self.committed:]]})
+
+
+    def window_samples(self) -> int:
+        return round(self.params.own.window_s * SAMPLE_RATE)
+
+    def restart(self, step: Step) -> None:
+        """Audio over `window_s`: the buffer was flushed (a chunk end where everything heard is committed never comes to a
+        policy that commits by look-back, so it is never trimmed). Its text stays committed; the causal encoder starts
+        a new stream on the next buffer, as its positions end at Whisper's 30 s (the decoder gets no previous text)."""
+        from decoding.speech.causal import CausalEncoder
+
+        super().restart(step)
+        self.stream = CausalEncoder(self.model, self.asr.features.mel_filters).stream()
+        self.tokens, self.committed = [], 0
 
 
 def _careless_unavailable() -> str:
@@ -325,7 +347,7 @@ def _stream(asr, config: StreamParams, pieces: Iterator[np.ndarray], total: int 
     yield SpeechStarted(model=asr.name, policy=config.policy, params=flat(config),
                         audio_s=(total or 0) / SAMPLE_RATE, num_chunks=len(chunk_ends(total, config.chunk_s)) if total
                         else 0, words=list(words or []), reference=reference, source=source)
-    window, trim = round(WINDOW_S * SAMPLE_RATE), round(config.trim_s * SAMPLE_RATE)
+    window, trim = policy.window_samples(), round(config.trim_s * SAMPLE_RATE)
     audio, ended = np.zeros(0, np.float32), False  # every sample that has arrived; whether the source has ended
     start = heard = 0  # the sample where the buffer the policy sees begins; the end of the last chunk decoded
     committed: list[TokenChoice] = []
