@@ -12,11 +12,16 @@ clip on one machine. Per policy and chunk size:
     cpu per audio second    process CPU time of the policy's model calls and decisions / seconds of audio
                             (above 1: slower than real time on this machine)
 
+Real speech, where a Debian package ships some: alsa-utils' `/usr/share/sounds/alsa/*.wav` (a person saying the
+speaker names, "Front Center", "Rear Left"... 1.3-1.5 s each, 48 kHz; "Noise" left out), converted by sox. There are
+no word times for them: WER, retractions and CPU only (set "real"; skipped, and said, where the files are missing).
+
 CarelessWhisper (`careless`) runs when its trained LoRA ships (assets/whisper-careless-lora), beside a
 `careless-untrained` row (the same causal encoder and commit rule without the LoRA, `careless.lora=false`);
 until then it is listed with the reason it cannot run.
 
-    python bench/bench_streaming.py [--chunks 1.0,2.0] [--clips 3] [--threads 1] [--quick] [--json]
+    python bench/bench_streaming.py [--chunks 1.0,2.0] [--clips 3] [--sets synthetic,real] [--threads 1] [--quick]
+                                    [--json]
 
 `--quick`: the first clip, chunks of 2 s, no `careless-untrained` row (about a minute on one core).
 """
@@ -48,6 +53,26 @@ CLIPS = [
 ]
 
 
+REAL_DIR = Path("/usr/share/sounds/alsa")  # Debian's alsa-utils: recordings of a person saying the speaker names
+
+
+def real_clips() -> list[tuple[Path, str]]:
+    """(file, what is said) of the real recordings on this machine (none where alsa-utils is not installed)."""
+    if not REAL_DIR.is_dir():
+        return []
+    return [(p, p.stem.replace("_", " ")) for p in sorted(REAL_DIR.glob("*.wav")) if p.stem != "Noise"]
+
+
+class Recording:
+    """A real recording as `run_policy` reads a clip: its samples, no word times."""
+
+    def __init__(self, path: Path):
+        from ui.speech_callbacks import read_audio_file
+
+        self.audio, self.words = read_audio_file(path), None
+        self.duration = len(self.audio) / 16000
+
+
 VARIANTS = {"careless-untrained": ("careless", {"careless.lora": False})}  # row -> (policy, its settings)
 
 
@@ -65,7 +90,7 @@ def aggregate(runs: list[dict]) -> dict:
     latencies = [x for r in runs for x in r["latencies"]]
     audio_s = sum(r["audio_s"] for r in runs)
     return {
-        "policy": runs[0]["policy"], "chunk_s": runs[0]["chunk_s"],
+        "set": runs[0].get("set", "synthetic"), "policy": runs[0]["policy"], "chunk_s": runs[0]["chunk_s"],
         "wer": round(sum(r["edits"] for r in runs) / sum(r["ref_words"] for r in runs), 4),
         "mean_latency_s": round(float(np.mean(latencies)), 3) if latencies else None,
         "p95_latency_s": round(float(np.percentile(latencies, 95)), 3) if latencies else None,
@@ -80,12 +105,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", default="1.0,2.0", help="chunk sizes in seconds, comma-separated")
     parser.add_argument("--clips", type=int, default=len(CLIPS), help=f"how many of the {len(CLIPS)} clips")
+    parser.add_argument("--sets", default="synthetic,real", help="synthetic (espeak-ng clips), real (recordings "
+                                                                   "from a Debian package), comma-separated")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="the first clip, chunks of 2 s")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     if args.quick:
-        args.chunks, args.clips = "2.0", 1
+        args.chunks, args.clips, args.sets = "2.0", 1, "synthetic"
     chunks = [float(c) for c in args.chunks.split(",")]
     torch.set_num_threads(args.threads)
     asr = load_whisper()
@@ -93,7 +120,8 @@ def main() -> None:
     runnable += [row for row, (name, _) in VARIANTS.items() if name in runnable and not args.quick]
     runs: dict[tuple, list] = {}
     clips = []
-    for text, voice, rate in CLIPS[:args.clips]:
+    sets = [x.strip() for x in args.sets.split(",") if x.strip()]
+    for text, voice, rate in (CLIPS[:args.clips] if "synthetic" in sets else []):
         clip = speak(text, voice=voice, rate=rate)
         clips.append({"text": text, "voice": voice, "rate": rate, "audio_s": round(clip.duration, 2)})
         for chunk_s in chunks:  # interleaved: every policy on this clip before the next clip
@@ -101,18 +129,29 @@ def main() -> None:
                 runs.setdefault((policy, chunk_s), []).append(run_policy(asr, clip, text, policy, chunk_s))
         if not args.json:
             print(f"{clip.duration:5.1f} s  {voice} {rate} wpm: {text[:60]}...", file=sys.stderr)
+    real = real_clips() if "real" in sets else []
+    for path, text in real:
+        clip = Recording(path)
+        clips.append({"text": text, "file": str(path), "audio_s": round(clip.duration, 2)})
+        for chunk_s in chunks:
+            for policy in runnable:
+                runs.setdefault(("real", policy, chunk_s), []).append(
+                    run_policy(asr, clip, text, policy, chunk_s) | {"set": "real"})
     rows = [aggregate(r) for r in runs.values()]
     out = {"model": asr.name, "chunks": chunks, "clips": clips, "rows": rows,
            "transcripts": [{k: r[k] for k in ("policy", "chunk_s", "text")} for rs in runs.values() for r in rs],
            "unavailable": {n: POLICIES.capability(n, "unavailable") for n in POLICIES.names() if n not in runnable},
+           "real_recordings": len(real) if "real" in sets else None,
            "threads": args.threads}
     if args.json:
         print(json.dumps(out))
         return
-    print(f"{'policy':<18} {'chunk':>5} {'WER':>6} {'mean lat':>9} {'p95 lat':>8} {'retr/min':>9} {'CPU/audio s':>12}")
+    if "real" in sets and not real:
+        print(f"real: no recordings in {REAL_DIR} (Debian's alsa-utils)", file=sys.stderr)
+    print(f"{'set':<9} {'policy':<18} {'chunk':>5} {'WER':>6} {'mean lat':>9} {'p95 lat':>8} {'retr/min':>9} {'CPU/audio s':>12}")
     for r in rows:
-        print(f"{r['policy']:<18} {r['chunk_s']:>5} {r['wer']:>6} {r['mean_latency_s']!s:>9} {r['p95_latency_s']!s:>8} "
-              f"{r['retractions_per_minute']:>9} {r['cpu_s_per_audio_s']:>12}")
+        print(f"{r['set']:<9} {r['policy']:<18} {r['chunk_s']:>5} {r['wer']:>6} {r['mean_latency_s']!s:>9} "
+              f"{r['p95_latency_s']!s:>8} {r['retractions_per_minute']:>9} {r['cpu_s_per_audio_s']:>12}")
     for name, reason in out["unavailable"].items():
         print(f"{name}: {reason}")
 
