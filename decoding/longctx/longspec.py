@@ -35,10 +35,9 @@ SmolLM2-135M (assets/smollm2-longspec-head/README.md) is trained by `python -m d
 
 from __future__ import annotations
 
-import json
 import time
 import weakref
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -50,6 +49,7 @@ from decoding.models import cpu_native_bf16
 from decoding.params import Params, param
 from decoding.speculative.base import Drafter, Feedback
 from decoding.speculative.drafters import Draft, TreePlan, grow_tree
+from decoding.speculative.eagle import load_folder, save_head  # noqa: F401  (save_head: the same format as EAGLE's)
 from decoding.speculative.strategy import DRAFTERS, SpeculativeParams
 from decoding.speculative.verify import ROOT, DraftTree
 
@@ -167,25 +167,10 @@ def training_masks(length: int, window: int, sinks: int, lag_block: int) -> tupl
     return own, cross
 
 
-def save_head(head: LongSpecHead, folder: Path) -> None:
-    from safetensors.torch import save_file
-
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text(json.dumps(asdict(head.config), indent=2) + "\n")
-    state = {k: (v.half() if v.is_floating_point() else v).contiguous() for k, v in head.state_dict().items()}
-    save_file(state, str(folder / "model.safetensors"))
-
-
 def load_head(folder: Path, dtype: torch.dtype = torch.float32) -> LongSpecHead:
-    from safetensors.torch import load_file
-
-    folder = Path(folder)
-    if not (folder / "config.json").is_file():
-        raise ValueError(f"no LongSpec draft in {folder} (config.json missing); train one with "
-                         "`python -m decoding.training.longspec`")
-    head = LongSpecHead(LongSpecConfig(**json.loads((folder / "config.json").read_text())))
-    head.load_state_dict(load_file(str(folder / "model.safetensors")))
-    return head.to(dtype).eval()
+    return load_folder(folder, lambda config: LongSpecHead(LongSpecConfig(**config)), dtype,
+                       f"no LongSpec draft in {folder} (config.json missing); train one with "
+                       "`python -m decoding.training.longspec`")
 
 
 @dataclass(frozen=True)

@@ -140,16 +140,23 @@ def save_head(head: EagleHead, folder: Path) -> None:
     save_file(state, str(folder / "model.safetensors"))
 
 
-def load_head(folder: Path, dtype: torch.dtype = torch.float32) -> EagleHead:
+def load_folder(folder: Path, make, dtype: torch.dtype, missing: str) -> nn.Module:
+    """A module `save_head` wrote (any draft head with a dataclass `config`): `make(config dict)` builds it, its
+    weights load into it; ValueError `missing` where the folder has no config.json."""
     from safetensors.torch import load_file
 
     folder = Path(folder)
     if not (folder / "config.json").is_file():
-        raise ValueError(f"no EAGLE head in {folder} (config.json missing); train one with "
-                         "`python -m decoding.training.eagle`")
-    head = EagleHead(HeadConfig(**json.loads((folder / "config.json").read_text())))
-    head.load_state_dict(load_file(str(folder / "model.safetensors")))
-    return head.to(dtype).eval()
+        raise ValueError(missing)
+    module = make(json.loads((folder / "config.json").read_text()))
+    module.load_state_dict(load_file(str(folder / "model.safetensors")))
+    return module.to(dtype).eval()
+
+
+def load_head(folder: Path, dtype: torch.dtype = torch.float32) -> EagleHead:
+    return load_folder(folder, lambda config: EagleHead(HeadConfig(**config)), dtype,
+                       f"no EAGLE head in {folder} (config.json missing); train one with "
+                       "`python -m decoding.training.eagle`")
 
 
 def eagle_drafter(lm) -> "EagleDrafter":
