@@ -303,7 +303,7 @@ def test_error_toasts_escape_what_they_quote():
 def hostile_copy(trace: Trace) -> Trace:
     """The trace with every text value (except kinds, statuses and the strategy) replaced by PAYLOAD."""
     keep = {"kind", "status", "strategy", "extra_kind", "method", "stop_reason", "remasking", "sampler", "cache",
-            "drafter", "tree", "reward", "aggregate", "resampling", "select"}
+            "drafter", "tree", "reward", "aggregate", "resampling", "select", "trimmed"}  # choices, checked on load
 
     def swap(value, key=None):
         if isinstance(value, str):
