@@ -134,9 +134,11 @@ def test_stop_ends_a_recording_run_while_it_waits_for_audio(monkeypatch):
     live = mic_feed(monkeypatch)
     live.feed(16000, np.zeros(16000, np.float32))  # one chunk, then the speaker pauses
     updates = cb.mic_run(live)
-    while not live.traces[0].events or live.traces[0].events[-1].kind != "speech_chunk":
-        next(updates)
-    updates.close()  # what Stop does to the running event (`model_event` closes it): the worker stops waiting
+    try:
+        while not live.traces[0].events or live.traces[0].events[-1].kind != "speech_chunk":
+            next(updates)
+    finally:  # also when this test fails: a run left waiting for audio would hold the model slot for every later test
+        updates.close()  # what Stop does to the running event (`model_event` closes it): the worker stops waiting
     assert live.done.is_set()
     assert live.traces[0].events[-1].kind == "speech_finish" and live.traces[0].events[-1].stop_reason == "cancelled"
     shown = cb.stop_run(live, wait_s=5)
@@ -170,10 +172,12 @@ def test_stop_during_the_model_load_still_ends_each_run_as_stopped(monkeypatch):
     monkeypatch.setattr(cb, "load_whisper", slow_load)
     updates = cb.generate_run(cb.SOURCES[0], cb.OPENING_PRESET, None, "", False, "local-agreement", "redecode",
                               **FIELDS)
-    run = next(updates)["live"]
-    while not loading.is_set():
-        next(updates)
-    updates.close()  # what Stop does to the running event
+    try:
+        run = next(updates)["live"]
+        while not loading.is_set():
+            next(updates)
+    finally:  # also when this test fails (a live run would hold the model slot for every later test)
+        updates.close()  # what Stop does to the running event
     assert run.done.is_set()
     for trace in run.traces:  # each column: its start and a cancelled finish, no chunk (no model call was made)
         assert [e.kind for e in trace.events] == ["speech_start", "speech_finish"]
