@@ -49,7 +49,7 @@ from decoding.models import cpu_native_bf16
 from decoding.params import Params, param
 from decoding.speculative.base import Drafter, Feedback
 from decoding.speculative.drafters import Draft, TreePlan, grow_tree
-from decoding.speculative.eagle import load_folder, save_head  # noqa: F401  (save_head: the same format as EAGLE's)
+from decoding.speculative.eagle import load_folder, rotary, save_head  # noqa: F401  (save_head: the same format as EAGLE's)
 from decoding.speculative.strategy import DRAFTERS, SpeculativeParams
 from decoding.speculative.verify import ROOT, DraftTree
 
@@ -109,14 +109,8 @@ class LongSpecHead(nn.Module):
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     def rope(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Rotary embedding of x (B, H, T, hd) at `positions` (T,) or (B, T), as the target's (rotate-half)."""
-        freqs = positions.float()[..., None] * self.inv_freq  # (T, hd/2) or (B, T, hd/2)
-        angles = torch.cat([freqs, freqs], -1)
-        if angles.dim() == 3:
-            angles = angles[:, None]  # (B, 1, T, hd)
-        cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
-        half = x.shape[-1] // 2
-        return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
+        """Rotary embedding of x (B, H, T, hd) at `positions` (T,) or (B, T), as the target's."""
+        return rotary(x, positions, self.inv_freq)
 
     def self_keys(self, emb: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The self-attention keys (rotated) and values of `emb` (B, T, D): all a committed position leaves in the

@@ -73,6 +73,18 @@ class HeadConfig:
                    float(config.rms_norm_eps), draft_vocab, target, fspad_channels)
 
 
+def rotary(x: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding of x (B, H, T, hd) at `positions` (T,) or (B, T), as Llama's (rotate-half): the draft heads'
+    (EAGLE's, LongSpec's) keys and queries rotate exactly as the target's."""
+    freqs = positions.float()[..., None] * inv_freq  # (T, hd/2) or (B, T, hd/2)
+    angles = torch.cat([freqs, freqs], -1)
+    if angles.dim() == 3:
+        angles = angles[:, None]  # (B, 1, T, hd)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
+
+
 class EagleHead(nn.Module):
     """fc(concat(embedding, feature)) -> one Llama decoder layer (no input norm, as EAGLE) -> feature.
     With `fspad_channels` = C: fc(flatten(silu(conv1d([embedding; feature])))), a (C x D)-wide input."""
@@ -95,11 +107,7 @@ class EagleHead(nn.Module):
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     def _rope(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        freqs = positions.float()[:, None] * self.inv_freq[None]  # (T, hd/2)
-        cos, sin = torch.cat([freqs, freqs], -1).cos().to(x.dtype), torch.cat([freqs, freqs], -1).sin().to(x.dtype)
-        half = x.shape[-1] // 2
-        rotated = torch.cat([-x[..., half:], x[..., :half]], -1)
-        return x * cos + rotated * sin
+        return rotary(x, positions, self.inv_freq)
 
     def _inputs(self, emb: torch.Tensor, feat: torch.Tensor) -> torch.Tensor:
         """(B, T, 2D) EAGLE's concatenation, or (B, T, C*D) FSPAD's sampled features."""
