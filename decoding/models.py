@@ -38,7 +38,7 @@ from typing import Callable
 import torch
 
 from decoding import bibliography as bib
-from decoding import embedded, model_budget
+from decoding import attention, embedded, model_budget
 from decoding.env import hub_reachable
 from decoding.errors import ModelLoadError, short_repr
 from decoding.loaded_model import TINY_DIFFUSION_MODEL, TINY_DRAFT_MODEL, TINY_MODEL, LoadedModel
@@ -440,6 +440,8 @@ def load_model(
         loaded.name = spec.name
         loaded.meta["kind"] = spec.kind if spec.name in REGISTRY else model_kind(loaded)
         loaded.model.eval().requires_grad_(False)
+        if loaded.meta["kind"] == "causal":  # verification passes read a CPU cache without copying it
+            attention.install(loaded.model)
         loaded.num_parameters = sum(p.numel() for p in loaded.model.parameters())
         say(f"Loaded {spec.name} ({loaded.num_parameters / 1e6:.1f}M parameters, "
             f"{str(torch_dtype).removeprefix('torch.')}, {dev}) from {loaded.source}")
