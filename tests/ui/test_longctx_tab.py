@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import gradio as gr
 import pytest
 
-from decoding.longctx.document import build_document
+from decoding.longctx.document import build_document, count_tokens
 from decoding.params import Params, param
 from decoding.registry import register_strategy, unregister_strategy
 from ui import longctx_callbacks as cb
@@ -321,3 +321,14 @@ def test_the_preset_menu_and_its_lesson_are_in_the_tab():
         c = build_longctx()
     assert c["preset"].visible and len(c["preset"].choices) == 5
     assert "lesson_next" in c and "doc_seed" in c
+
+
+def test_the_status_says_how_much_the_model_reads_before_its_first_token(tok):
+    from types import SimpleNamespace
+
+    loaded = SimpleNamespace(name=MODEL, tokenizer=tok)
+    doc = build_document(tok, 1024, 0)
+    prompt = doc.prompt(doc.questions[0])
+    line = cb.reading_line(loaded, prompt, "greedy", "plain")
+    assert f"reading all {count_tokens(tok, prompt):,} tokens" in line and "(plain)" in line
+    assert "retrieving chunks" in cb.reading_line(loaded, prompt, "rag", "rag")
