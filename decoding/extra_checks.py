@@ -178,7 +178,7 @@ KEYS: dict[str, dict] = {
     },
     "finish": {"method": str, "chosen": Count, "answer": str | None, "rule": str, "votes": dict,
                "particles": list[_Chosen], "canvas": list[Annotated[int, Range(-1)]], "rounds": list[_Round],
-               "forced_tokens": Count, "allocation": _Allocation},
+               "forced_tokens": Count, "allocation": _Allocation, "time_limit_s": Weight},
 }
 
 

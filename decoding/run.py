@@ -7,6 +7,7 @@ validated and recorded the same way.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import time
 from typing import Callable, Iterator
 
@@ -26,6 +27,11 @@ from decoding.remote.strategies import remote_strategy
 MAX_NEW_TOKENS_CAP = 2048  # upper bound a user may ask for
 MAX_PROMPT_CHARS = 40_000  # an 8K-token book for SmolLM2 is about 32,000 characters (the Long context lab)
 MAX_STEP_S = 10.0  # the slowest pace a run may be given (seconds per step)
+# The longest a run may compute, in seconds, where `generate` is not told (None: no limit). The app sets it for the
+# runs of its worker threads (DECODING_LAB_RUN_LIMIT_S, `ui.worker.run_limit_s`), so one visitor's run cannot hold
+# the model for hours; a run that reaches it ends as Stop ends it, its RunFinished saying why.
+RUN_TIME_LIMIT: contextvars.ContextVar[float | None] = contextvars.ContextVar("decoding_lab_run_time_limit",
+                                                                             default=None)
 
 
 def make_params(strategy: str, params: dict | None, *, lenient: bool = False):
@@ -99,6 +105,7 @@ def generate(
     prefix_ids: list[int] | None = None,
     min_step_s: float = 0.0,
     progress: Callable[[StepProgress], None] | None = None,
+    time_limit_s: float | None = None,
 ) -> Iterator[Event]:
     """Yield a RunStarted, the strategy's events as they happen, then a RunFinished.
 
@@ -113,11 +120,17 @@ def generate(
     each event the run waits until the step has lasted this long before its next model call. Nothing
     is replayed, Stop ends the wait at once, and the waiting is left out of every `elapsed_s`.
 
+    `time_limit_s` (default: `RUN_TIME_LIMIT`'s value, None: no limit) ends the run like `should_stop` once it has
+    computed that long: stop reason "cancelled", and RunFinished.extra["time_limit_s"] says it was the limit.
+
     `progress` is told what a long step has sampled so far (`StepProgress`: the particles of a scaling
     step, as their tokens come) for a live view; it is no event and never enters the trace.
     """
     if isinstance(min_step_s, bool) or not isinstance(min_step_s, (int, float)) or not 0 <= min_step_s <= MAX_STEP_S:
         raise ValueError(f"`min_step_s` must be a number of seconds in [0, {MAX_STEP_S}], got {short_repr(min_step_s)}")
+    limit = RUN_TIME_LIMIT.get() if time_limit_s is None else time_limit_s
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0):
+        raise ValueError(f"`time_limit_s` must be a positive number of seconds, got {short_repr(limit)}")
     info, config = validate_request(prompt, strategy, params, max_new_tokens, seed)
     lm = as_lm(model)
     remote = isinstance(lm, RemoteLM)
@@ -133,9 +146,11 @@ def generate(
         raise ValueError(f"`prefix_ids` must be token ids in [0, {lm.vocab_size}), got {prefix_ids}")
     generator = torch.Generator(device="cpu")
     generator.manual_seed(seed if seed is not None else torch.seed())
+    limited = TimeLimit(should_stop or never, limit)
     ctx = RunContext(lm=lm, prompt_ids=prompt_ids + prefix_ids, max_new_tokens=max_new_tokens, generator=generator,
-                     should_stop=should_stop or never, started=time.perf_counter(),
+                     should_stop=limited if limit is not None else should_stop or never, started=limited.started,
                      step_offset=len(prefix_ids), prompt=prompt, progress=progress or ignore)
+    limited.clock = ctx.elapsed
     yield RunStarted(
         model=lm.name, strategy=info.name, params=flat(config), prompt=prompt,
         prompt_text=prompt_text, prompt_ids=prompt_ids, chat=chat_applied, seed=seed,
@@ -152,9 +167,29 @@ def generate(
                     yield event
     except Cancelled:  # a helper found the flag set before a model call, inside a step
         outcome.stop_reason = "cancelled"
+    if limited.reached and outcome.stop_reason == "cancelled":
+        outcome.extra["time_limit_s"] = limit
     token_ids = prefix_ids + outcome.token_ids
     yield RunFinished(text=lm.decode(token_ids), token_ids=token_ids, stop_reason=outcome.stop_reason,
                       elapsed_s=ctx.elapsed(), forward_passes=calls, extra=outcome.extra)
+
+
+class TimeLimit:
+    """`should_stop` that also turns True (and `reached`) once `clock()` (the run's computing seconds: a paced run's
+    waiting is not counted) reaches `limit_s`."""
+
+    def __init__(self, should_stop: Callable[[], bool], limit_s: float | None):
+        self.should_stop, self.limit_s = should_stop, limit_s
+        self.started = time.perf_counter()
+        self.clock: Callable[[], float] = lambda: time.perf_counter() - self.started
+        self.reached = False
+
+    def __call__(self) -> bool:
+        if self.should_stop():
+            return True
+        if self.limit_s is not None and self.clock() >= self.limit_s:
+            self.reached = True
+        return self.reached
 
 
 def paced(events: Iterator[Event], ctx: RunContext, min_step_s: float) -> Iterator[Event]:

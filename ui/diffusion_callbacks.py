@@ -25,7 +25,7 @@ from decoding.presets import preset_menu
 from decoding.run import as_lm, validate_request
 from ui.widgets import USER_ERRORS, md_esc, user_error
 from ui.wiring import RunControls, as_int
-from ui.worker import check_model, run_work, stream_views, wait_for_finish
+from ui.worker import check_model, limit_note, run_work, stream_views, wait_for_finish
 from ui.diffusion_tasks import (FREE_PROMPT, TASK_LENGTH, num_problems, problem, problem_number, shows_tasks,
                                 task_choices, verdict_mark)
 from ui.diffusion_views import (COMPARISONS, DEFAULT_LENGTH, DEFAULT_MODEL, DEFAULT_PROMPT, DEFAULT_SETTINGS, FIELDS,
@@ -216,7 +216,7 @@ def generate_run(model, prompt, length, seed, compare, playback=None, **fields) 
             yield _steps_status(update, trace, what)
     done = views(trace) | {"trace": trace}
     if other_request is None or trace.finish is None or trace.finish.stop_reason == "cancelled":
-        yield done | {"status": f"**Finished**: {stats_line(trace)}." if trace.finish else "Finished."}
+        yield done | {"status": f"**Finished**: {stats_line(trace)}.{limit_note(trace)}" if trace.finish else "Finished."}
         return
     other_model, strategy, other_params = other_request
     other_model = other_model or model

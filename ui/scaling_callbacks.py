@@ -17,7 +17,7 @@ from decoding.presets import preset_menu
 from decoding.run import validate_request
 from ui.widgets import USER_ERRORS, md_esc, user_error
 from ui.wiring import RunControls, as_int
-from ui.worker import check_model, run_work, stream_views, wait_for_finish
+from ui.worker import check_model, limit_note, run_work, stream_views, wait_for_finish
 from ui.scaling_views import (defaults_on_switch, settings_of, FIELDS, FREE_PROMPT, METHODS, SPECIFIC, UI_MAX_NEW_TOKENS,
                               collect_params, fields_from_params, live_particles, method_info, reward_help, stats_line,
                               task_by_id, task_of_prompt, views, visible_fields)
@@ -118,7 +118,7 @@ def generate_run(model, prompt, method, max_new_tokens, seed, chat, compare, **f
     yield from stream_views(work, trace, lambda: views(trace, live=True), "particle steps", quick=particles)
     done = views(trace) | {"trace": trace}
     if other_params is None or trace.finish is None or trace.finish.stop_reason == "cancelled":
-        yield done | {"status": f"**Finished**: {stats_line(trace)}." if trace.finish else "Finished."}
+        yield done | {"status": f"**Finished**: {stats_line(trace)}.{limit_note(trace)}" if trace.finish else "Finished."}
         return
     other = Trace()
     yield done | {"other": other, "status": f"{method} finished; now **{compare}** with the same N, reward, seed "

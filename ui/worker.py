@@ -48,7 +48,7 @@ from decoding.contracts import StepProgress
 from decoding.env import env_int
 from decoding.events import BeamStep, DiffusionStep, Event, ParticleStep, TokenStep, Trace, stats
 from decoding.models import load_model, resolve_spec
-from decoding.run import generate
+from decoding.run import RUN_TIME_LIMIT, generate
 from ui.widgets import USER_ERRORS, fmt, md_esc, user_error
 
 
@@ -225,10 +225,13 @@ def stream_in_thread(work: Callable[[Callable, Callable[[], bool]], None], *, wa
             elif on_late is not None and not isinstance(item, _Failed) and item is not _DONE:
                 on_late(item)
 
+    limit = run_limit_s()
+
     def target():
         try:
             with model_slot(should_stop, lambda ahead: emit(Status(waiting_line(ahead)))) as held:
                 if held:
+                    RUN_TIME_LIMIT.set(limit)  # this thread's runs (its own context): `generate` stops them there
                     work(emit, should_stop)
         except BaseException as err:  # noqa: BLE001 - handed to the consumer, which re-raises it
             emit(_Failed(err))
@@ -442,4 +445,18 @@ def _live_status(trace: Trace, status: str | None, what: str, progress: StepProg
 def finished_status(trace: Trace, what: str) -> str:
     s = stats(trace)
     return (f"**{what}**: {s['num_tokens']} tokens in {s['elapsed_s']:.1f} s ({fmt(s['tokens_per_s'], 1)} tokens/s), "
-            f"stopped by {md_esc(s['stop_reason'].replace('_', ' '))}.")
+            f"stopped by {md_esc(s['stop_reason'].replace('_', ' '))}.{limit_note(trace)}")
+
+
+def run_limit_s() -> float | None:
+    """The longest one run of the app may compute, in seconds (DECODING_LAB_RUN_LIMIT_S; 0: no limit). Default: 600
+    on a Hugging Face Space (`SPACE_ID` set), so one visitor's run cannot hold the model for hours; no limit
+    elsewhere (a classroom's own machine)."""
+    return float(env_int("DECODING_LAB_RUN_LIMIT_S", 600 if os.environ.get("SPACE_ID") else 0, low=0)) or None
+
+
+def limit_note(trace: Trace) -> str:
+    """A sentence for a run that the time limit ended ("" for any other)."""
+    limit = (trace.finish.extra or {}).get("time_limit_s") if trace.finish is not None else None
+    return (f" It reached the app's limit of {limit:g} s of computing a run (DECODING_LAB_RUN_LIMIT_S) and stopped "
+            "there; what it made is kept." if limit else "")
