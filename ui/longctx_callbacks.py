@@ -235,12 +235,16 @@ def read_upload(path) -> dict:
     """An uploaded .txt file into the text box (UTF-8, at most the prompt's character limit)."""
     if not path:
         return {}
-    raw = Path(path).read_bytes()[:MAX_PROMPT_CHARS * 4 + 1]
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise user_error(ValueError(f"{Path(path).name} is not UTF-8 text")) from None
-    if len(text) > MAX_PROMPT_CHARS:
+    with open(path, "rb") as f:
+        raw = f.read(MAX_PROMPT_CHARS * 4 + 1)  # a UTF-8 character is at most 4 bytes: more is too long anyway
+    if len(raw) > MAX_PROMPT_CHARS * 4:
+        text = None
+    else:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise user_error(ValueError(f"{Path(path).name} is not UTF-8 text")) from None
+    if text is None or len(text) > MAX_PROMPT_CHARS:
         raise user_error(ValueError(f"{Path(path).name} has more than {MAX_PROMPT_CHARS:,} characters, the most a "
                                     "prompt may have (about 8K tokens of English for SmolLM2)"))
     return {"own_text": text}

@@ -332,3 +332,21 @@ def test_the_status_says_how_much_the_model_reads_before_its_first_token(tok):
     line = cb.reading_line(loaded, prompt, "greedy", "plain")
     assert f"reading all {count_tokens(tok, prompt):,} tokens" in line and "(plain)" in line
     assert "retrieving chunks" in cb.reading_line(loaded, prompt, "rag", "rag")
+
+
+def test_an_uploaded_text_file_is_read_or_refused_naming_the_problem(tmp_path):
+    from decoding.run import MAX_PROMPT_CHARS
+
+    good = tmp_path / "book.txt"
+    good.write_text("In the beginning… ünïcödé", encoding="utf-8")
+    assert cb.read_upload(str(good)) == {"own_text": "In the beginning… ünïcödé"}
+    latin = tmp_path / "latin1.txt"
+    latin.write_bytes("caf\xe9".encode("latin-1"))
+    with pytest.raises(gr.Error, match="latin1.txt is not UTF-8 text"):
+        cb.read_upload(str(latin))
+    for name, text in (("long.txt", "a" * (MAX_PROMPT_CHARS + 1)), ("huge.txt", "é" * (3 * MAX_PROMPT_CHARS))):
+        big = tmp_path / name  # the second one cut mid-character would not decode: still "too long", not "not UTF-8"
+        big.write_text(text, encoding="utf-8")
+        with pytest.raises(gr.Error, match=f"{name} has more than {MAX_PROMPT_CHARS:,} characters"):
+            cb.read_upload(str(big))
+    assert cb.read_upload(None) == {}
