@@ -351,11 +351,13 @@ def ttt_figure(trace: Trace | None) -> go.Figure:
     hover = [plotly_safe(f"step {s.step + 1}: loss {s.loss:.3f} on positions {s.span_start}–"
                          f"{s.span_start + s.span_tokens - 1}<br>{s.tokens_trained} tokens trained, gradient norm "
                          f"{s.grad_norm:.3g}, at {s.elapsed_s:.2f} s") for s in shown]
+    # plotly draws the second y axis's traces over the first's: the bars on the first (its axis on the right), the loss
+    # line on the second (on the left), so no bar hides the line
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     fig.add_trace(go.Bar(x=x, y=[s.tokens_trained for s in shown], name="tokens trained so far",
-                         marker_color="#dadaeb", hoverinfo="skip"), secondary_y=True)
+                         marker_color="#dadaeb", hoverinfo="skip"), secondary_y=False)
     fig.add_trace(go.Scatter(x=x, y=[s.loss for s in shown], mode="lines+markers", name="loss on the step's span",
-                             line=dict(color="#b279a2"), hovertext=hover, hoverinfo="text"), secondary_y=False)
+                             line=dict(color="#b279a2"), hovertext=hover, hoverinfo="text"), secondary_y=True)
     last = steps[-1]
     per_step = last.elapsed_s - steps[0].elapsed_s
     pace = f", {per_step / (len(steps) - 1):.2f} s a step" if len(steps) > 1 else ""
@@ -370,8 +372,8 @@ def ttt_figure(trace: Trace | None) -> go.Figure:
                       legend=dict(orientation="h", y=-0.25), bargap=0.3)
     capped = f" (every {x[1] - x[0]}th drawn)" if len(shown) < len(steps) else ""
     fig.update_xaxes(title_text=f"gradient step{capped}", title_standoff=4, dtick=1 if len(x) <= 16 else None)
-    fig.update_yaxes(title_text="loss (nats)", secondary_y=False, rangemode="tozero")
-    fig.update_yaxes(title_text="tokens", secondary_y=True, rangemode="tozero", showgrid=False)
+    fig.update_yaxes(title_text="loss (nats)", secondary_y=True, rangemode="tozero", side="left")
+    fig.update_yaxes(title_text="tokens", secondary_y=False, rangemode="tozero", showgrid=False, side="right")
     return fig
 
 
@@ -431,7 +433,8 @@ def _flops_figure(trace: Trace) -> go.Figure:
                              small="FLOPs counted from what ran (2 per weight per token, attention per key, a training "
                                    "step's backward); the paper compares training and thinking at equal FLOPs "
                                    f"(think_tokens 0 = matched; the paper's rule 2 × steps × span = "
-                                   f"{_count(extra, 'paper_think_tokens'):.0f} tokens)", small_width=90)
+                                   f"{_count(extra, 'paper_think_tokens'):.0f} tokens)", width=HALF,
+                             small_width=HALF_SMALL)  # beside the training picture: half the page
     fig.update_layout(template=TEMPLATE, title=title, height=300 + top - 64, margin=dict(l=60, r=20, t=top, b=40),
                       showlegend=False)
     fig.update_yaxes(title_text="GFLOPs", range=[0, max(b[1] for b in bars) / 1e9 * 1.2 or 1])
