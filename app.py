@@ -13,6 +13,7 @@ Environment
     DECODING_LAB_PRELOAD=0                    do not load the default model at start-up
     DECODING_LAB_CONVERTED_COPY=0             convert a GGUF at every load instead of keeping a converted copy
     DECODING_LAB_MAX_UPLOAD_MB                largest replayed trace file (default 5)
+    DECODING_LAB_MAX_AUDIO_S                  longest speech clip, uploaded or recorded (default 120)
     DECODING_LAB_MAX_TRACE_EVENTS / _CANVAS / _PARTICLES / _TOKENS   what a trace may hold
                                               (decoding/trace_checks.py; README, hosting)
     DECODING_LAB_EXPORT_DIR                   where downloads are written (default: in Gradio's cache)

@@ -360,3 +360,19 @@ def test_commands_are_found_in_code_blocks_indented_blocks_and_inline_code():
         "python app.py && python -m decoding list --json # a comment",
         "python bench/bench_compare.py [--json]", "python bench/bench_extract.py --smoke",
         "python bench/bench_draw.py --quick"]
+
+
+def test_every_environment_variable_the_app_reads_is_documented():
+    """A DECODING_LAB_* variable named in the code (decoding/, ui/, visualizers/, app.py) appears in the docs or the
+    README, and every one the app's server reads (ui/, app.py) in hosting.md's table or app.py's docstring."""
+    sources = [ROOT / "app.py", *[p for d in ("decoding", "ui", "visualizers") for p in (ROOT / d).rglob("*.py")]]
+    named = {}
+    for path in sources:
+        for name in re.findall(r"DECODING_LAB_[A-Z0-9_]*[A-Z0-9]", path.read_text(encoding="utf-8")):
+            named.setdefault(name, path.relative_to(ROOT).as_posix())
+    docs = "\n".join(read(p) for p in CHECKED)
+    assert not [n for n in named if n not in docs], "undocumented: " + ", ".join(sorted(n for n in named if n not in docs))
+    hosting = read(DOCS / "hosting.md") + ast.get_docstring(ast.parse(read(ROOT / "app.py")))
+    server = {n: where for n, where in named.items() if where.startswith("ui/") or where == "app.py"}
+    missing = sorted(n for n in server if n not in hosting)
+    assert not missing, f"the server reads {missing} but hosting.md's table and app.py's docstring do not say so"
