@@ -316,14 +316,22 @@ def rag_compute_figure(trace: Trace | None) -> go.Figure:
            for it in iterations] + [0]
     written = [sum(1 for t in tokens if t.extra.get("part") != "answer" and t.extra.get("iteration") == it)
                for it in iterations] + [sum(1 for t in tokens if t.extra.get("part") == "answer")]
-    fig = go.Figure([go.Bar(x=labels, y=fed, name="retrieved chunk tokens fed", marker_color=RETRIEVED),
-                     go.Bar(x=labels, y=written, name="tokens the model wrote", marker_color="#4c78a8")])
     effective, processed = extra.get("effective_context_tokens"), extra.get("tokens_processed")
+    rest = processed - sum(fed) - sum(written) if isinstance(processed, int) else 0
+    if rest > 0:  # once the run ends: what else it fed (the question, the labels, the chat template, demonstrations)
+        labels, fed, written = labels + ["the rest"], fed + [0], written + [0]
+    bars = [go.Bar(x=labels, y=fed, name="retrieved chunk tokens fed", marker_color=RETRIEVED),
+            go.Bar(x=labels, y=written, name="tokens the model wrote", marker_color="#4c78a8")]
+    if rest > 0:
+        bars.append(go.Bar(x=labels, y=[0] * (len(labels) - 1) + [rest], marker_color="#bab0ac",
+                           name="question, labels, chat template and demonstrations fed"))
+    fig = go.Figure(bars)
     head = (f"Compute: effective context {effective} tokens, {processed} processed" if effective is not None
             else "Compute: the run is going")
     title, top = title_block([head], small="per iteration (the question's retrieval, each follow-up, the final answer); "
                                            "effective context: every request's input, as the paper counts it; "
-                                           "processed: what this run, keeping its cache, fed the model",
+                                           "processed: what this run, keeping its cache, fed the model (the "
+                                           "bars add up to it)",
                              small_width=90)
     fig.update_layout(template=TEMPLATE, barmode="stack", title=title, height=300 + top - 64,
                       margin=dict(l=60, r=20, t=top, b=40), legend=dict(orientation="h", y=-0.25))

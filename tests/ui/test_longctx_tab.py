@@ -109,6 +109,8 @@ def test_each_method_answers_with_a_verdict_and_draws_every_picture(method, tmp_
     if method == "rag":
         assert "question's retrieval" in rows
         assert "effective context" in final["compute"].layout.title.text
+        totals = sum(sum(bar.y) for bar in final["compute"].data)  # the stacked bars add up to what it processed
+        assert totals == trace.finish.extra["tokens_processed"] and final["compute"].data[-1].x[-1] == "the rest"
     if method.startswith("speculative"):
         assert "drafter reads" in rows and "target reads all" in rows
         assert {t.name for t in final["memory"].data} == {"target cache", "drafter's cache"}
