@@ -42,8 +42,7 @@ from decoding.longctx.document import DEMO_NAMES, RESERVE, SEPARATOR, build_docu
 from decoding.longctx.retriever import BM25, Chunk, make_chunks
 from decoding.params import Params, param
 from decoding.registry import register_strategy
-from decoding.sampling import sample_from_logits, tempered
-from decoding.token.autoregressive import point_mass, token_event
+from decoding.token.autoregressive import pick_token, token_event
 
 MODES = ("drag", "iterdrag")
 FOLLOW_UP, INTERMEDIATE, FINAL = "Follow up:", "Intermediate answer:", "So the final answer is:"
@@ -147,16 +146,8 @@ class Decoder:
             if self.unfed and not self.feed([]):
                 return
             raw = self.logits
-            allowed = raw
-            if not final and self.lm.stop_ids:
-                allowed = raw.clone()
-                allowed[list(self.lm.stop_ids)] = float("-inf")
-            if self.temperature == 0:
-                token = int(allowed.argmax())
-                final_logits = point_mass(raw, token)
-            else:
-                final_logits = tempered(allowed, self.temperature)
-                token = int(sample_from_logits(final_logits[None], self.ctx.generator)[0])
+            token, final_logits = pick_token(raw, self.temperature, self.ctx.generator,
+                                             () if final else self.lm.stop_ids)
             yield token_event(self.ctx, self.step, token, raw, final_logits, forward_passes=self.calls,
                               extra={"part": name, "iteration": iteration})
             self.calls, self.step = 0, self.step + 1

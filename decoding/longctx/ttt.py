@@ -49,8 +49,7 @@ from decoding.longctx.adapt import (FlopCounter, FrozenKV, LoRALinear, adapted_v
 from decoding.longctx.document import SEPARATOR
 from decoding.params import Params, param
 from decoding.registry import register_strategy
-from decoding.sampling import sample_from_logits, tempered
-from decoding.token.autoregressive import point_mass, token_event
+from decoding.token.autoregressive import pick_token, token_event
 
 MODES = ("train", "think")
 MODULES = {"query": "self_attn.q_proj", "mlp-down": "mlp.down_proj"}
@@ -147,16 +146,8 @@ class Answerer:
         its whole budget (as transformers' `min_new_tokens` keeps EOS out: thinking at matched compute)."""
         generated: list[int] = []
         while len(generated) < limit and not self.done:
-            raw = allowed = self.logits
-            if fill and self.lm.stop_ids:
-                allowed = raw.clone()
-                allowed[list(self.lm.stop_ids)] = float("-inf")
-            if self.temperature == 0:
-                token = int(allowed.argmax())
-                final = point_mass(raw, token)
-            else:
-                final = tempered(allowed, self.temperature)
-                token = int(sample_from_logits(final[None], self.ctx.generator)[0])
+            raw = self.logits
+            token, final = pick_token(raw, self.temperature, self.ctx.generator, self.lm.stop_ids if fill else ())
             yield token_event(self.ctx, self.step, token, raw, final, forward_passes=self.calls, extra={"part": name})
             self.calls, self.step = 0, self.step + 1
             generated.append(token)

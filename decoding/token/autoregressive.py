@@ -115,6 +115,22 @@ def point_mass(logits: torch.Tensor, token_id: int) -> torch.Tensor:
     return point
 
 
+def pick_token(raw: torch.Tensor, temperature: float, generator: torch.Generator,
+               banned=()) -> tuple[int, torch.Tensor]:
+    """(token, final logits) of one step of a strategy with a `temperature` knob: the most probable token at 0 (final:
+    a point mass on it), else a sample after temperature. `banned` ids (the stop tokens a part must not end on) are
+    never chosen; `raw` (V,) is left as it is."""
+    allowed = raw
+    if banned:
+        allowed = raw.clone()
+        allowed[list(banned)] = float("-inf")
+    if temperature == 0:
+        token = int(allowed.argmax())
+        return token, point_mass(raw, token)
+    final = sampling.tempered(allowed, temperature)
+    return int(sampling.sample_from_logits(final[None], generator)[0]), final
+
+
 def token_loop(ctx: RunContext, outcome: Outcome,
                choose: Callable[[torch.Tensor, list[int]], tuple[int, torch.Tensor, dict]]) -> Iterator[Event]:
     """One token per model call. `choose(logits (V,), ids so far)` -> (token, final logits, extra)."""
