@@ -49,7 +49,8 @@ from decoding.models import cpu_native_bf16
 from decoding.params import Params, param
 from decoding.speculative.base import Drafter, Feedback
 from decoding.speculative.drafters import Draft, TreePlan, grow_tree
-from decoding.speculative.eagle import load_folder, rotary, save_head  # noqa: F401  (save_head: the same format as EAGLE's)
+from decoding.speculative.eagle import add_decoder_layer, layer_shape, load_folder, rms_norm, rotary
+from decoding.speculative.eagle import save_head  # noqa: F401  (the same format as EAGLE's)
 from decoding.speculative.strategy import DRAFTERS, SpeculativeParams
 from decoding.speculative.verify import ROOT, DraftTree
 
@@ -75,17 +76,7 @@ class LongSpecConfig:
     @classmethod
     def like(cls, config, draft_vocab: int, target: str, **kw) -> "LongSpecConfig":
         """The shape of one of `config`'s (a transformers Llama-like config) decoder layers."""
-        heads = config.num_attention_heads
-        rope = getattr(config, "rope_parameters", None) or {}
-        return cls(config.hidden_size, heads, getattr(config, "num_key_value_heads", heads),
-                   getattr(config, "head_dim", None) or config.hidden_size // heads, config.intermediate_size,
-                   float(rope.get("rope_theta", getattr(config, "rope_theta", 10000.0))), float(config.rms_norm_eps),
-                   draft_vocab, target, **kw)
-
-
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    y = x.float()
-    return (y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * weight
+        return cls(*layer_shape(config), draft_vocab, target, **kw)
 
 
 class LongSpecHead(nn.Module):
@@ -94,19 +85,12 @@ class LongSpecHead(nn.Module):
 
     def __init__(self, config: LongSpecConfig):
         super().__init__()
-        d, h, kv, hd, m = (config.hidden_size, config.num_heads, config.num_kv_heads, config.head_dim,
-                           config.intermediate_size)
+        d, h, hd = config.hidden_size, config.num_heads, config.head_dim
         self.config = config
         self.input_norm, self.cross_norm = nn.Parameter(torch.ones(d)), nn.Parameter(torch.ones(d))
         self.mlp_norm, self.final_norm = nn.Parameter(torch.ones(d)), nn.Parameter(torch.ones(d))
-        self.q_proj, self.k_proj = nn.Linear(d, h * hd, bias=False), nn.Linear(d, kv * hd, bias=False)
-        self.v_proj, self.o_proj = nn.Linear(d, kv * hd, bias=False), nn.Linear(h * hd, d, bias=False)
+        add_decoder_layer(self, config)  # self-attention's q, k, v, o, the MLP, the vocabulary, rotary frequencies
         self.cq_proj, self.co_proj = nn.Linear(d, h * hd, bias=False), nn.Linear(h * hd, d, bias=False)
-        self.gate_proj, self.up_proj = nn.Linear(d, m, bias=False), nn.Linear(d, m, bias=False)
-        self.down_proj = nn.Linear(m, d, bias=False)
-        self.register_buffer("vocab_ids", torch.arange(config.draft_vocab))  # (K,) draft vocab, ascending
-        inv_freq = 1.0 / config.rope_theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd)
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     def rope(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Rotary embedding of x (B, H, T, hd) at `positions` (T,) or (B, T), as the target's."""

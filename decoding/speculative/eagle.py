@@ -65,12 +65,37 @@ class HeadConfig:
     @classmethod
     def like(cls, config, draft_vocab: int, target: str, fspad_channels: int = 0) -> "HeadConfig":
         """The shape of one of `config`'s (a transformers Llama-like config) decoder layers."""
-        heads = config.num_attention_heads
-        rope = getattr(config, "rope_parameters", None) or {}
-        return cls(config.hidden_size, heads, getattr(config, "num_key_value_heads", heads),
-                   getattr(config, "head_dim", None) or config.hidden_size // heads, config.intermediate_size,
-                   float(rope.get("rope_theta", getattr(config, "rope_theta", 10000.0))),
-                   float(config.rms_norm_eps), draft_vocab, target, fspad_channels)
+        return cls(*layer_shape(config), draft_vocab, target, fspad_channels)
+
+
+def layer_shape(config) -> tuple:
+    """(hidden size, heads, key/value heads, head size, MLP size, rope theta, RMSNorm eps) of one decoder layer of
+    `config` (a transformers Llama-like config): the first fields of a draft head's config (EAGLE's, LongSpec's)."""
+    heads = config.num_attention_heads
+    rope = getattr(config, "rope_parameters", None) or {}
+    return (config.hidden_size, heads, getattr(config, "num_key_value_heads", heads),
+            getattr(config, "head_dim", None) or config.hidden_size // heads, config.intermediate_size,
+            float(rope.get("rope_theta", getattr(config, "rope_theta", 10000.0))), float(config.rms_norm_eps))
+
+
+def add_decoder_layer(head: nn.Module, config) -> None:
+    """A Llama decoder layer's projections (q, k, v, o; the SwiGLU MLP's gate, up, down), the draft vocabulary's ids
+    and the rotary frequencies as `head`'s attributes, under the names the saved heads use (EAGLE's, LongSpec's)."""
+    d, h, kv, hd, m = (config.hidden_size, config.num_heads, config.num_kv_heads, config.head_dim,
+                       config.intermediate_size)
+    head.q_proj, head.k_proj = nn.Linear(d, h * hd, bias=False), nn.Linear(d, kv * hd, bias=False)
+    head.v_proj, head.o_proj = nn.Linear(d, kv * hd, bias=False), nn.Linear(h * hd, d, bias=False)
+    head.gate_proj, head.up_proj = nn.Linear(d, m, bias=False), nn.Linear(d, m, bias=False)
+    head.down_proj = nn.Linear(m, d, bias=False)
+    head.register_buffer("vocab_ids", torch.arange(config.draft_vocab))  # (K,) draft vocab, ascending
+    inv_freq = 1.0 / config.rope_theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd)
+    head.register_buffer("inv_freq", inv_freq, persistent=False)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm as Llama's: in float32, then back to x's dtype, times `weight`."""
+    y = x.float()
+    return (y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * weight
 
 
 def rotary(x: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
@@ -91,20 +116,13 @@ class EagleHead(nn.Module):
 
     def __init__(self, config: HeadConfig):
         super().__init__()
-        d, h, kv, hd, m = (config.hidden_size, config.num_heads, config.num_kv_heads, config.head_dim,
-                           config.intermediate_size)
+        d = config.hidden_size
         self.config = config
         c = config.fspad_channels
         self.sample = nn.Conv1d(2, c, kernel_size=3, padding=1) if c else None  # FSPAD's feature sampling
         self.fc = nn.Linear((c or 2) * d, d, bias=True)
-        self.q_proj, self.k_proj = nn.Linear(d, h * hd, bias=False), nn.Linear(d, kv * hd, bias=False)
-        self.v_proj, self.o_proj = nn.Linear(d, kv * hd, bias=False), nn.Linear(h * hd, d, bias=False)
         self.norm = nn.Parameter(torch.ones(d))  # RMSNorm before the MLP
-        self.gate_proj, self.up_proj = nn.Linear(d, m, bias=False), nn.Linear(d, m, bias=False)
-        self.down_proj = nn.Linear(m, d, bias=False)
-        self.register_buffer("vocab_ids", torch.arange(config.draft_vocab))  # (K,) draft vocab, ascending
-        inv_freq = 1.0 / config.rope_theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd)
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        add_decoder_layer(self, config)
 
     def _rope(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         return rotary(x, positions, self.inv_freq)
@@ -133,8 +151,7 @@ class EagleHead(nn.Module):
         attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, is_causal=mask is None,
                                               enable_gqa=c.num_heads != c.num_kv_heads)
         x = x + self.o_proj(attn.transpose(1, 2).reshape(b, t, -1))
-        y = x.float()
-        y = (y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + c.rms_eps)).to(x.dtype) * self.norm
+        y = rms_norm(x, self.norm, c.rms_eps)
         x = x + self.down_proj(F.silu(self.gate_proj(y)) * self.up_proj(y))
         return x, (k, v)
 
