@@ -4,11 +4,13 @@
     state = load_checkpoint(path, model, optimizer, {"generator": g})   # -> {"step": ..., "spent": ...}
 
 The file is written beside itself and renamed, so a run killed while saving leaves the previous
-checkpoint whole. `decoding.training.train`, `layerskip` and `faster` use it; `run_log` is their log file.
+checkpoint whole. `decoding.training.train`, `layerskip` and `faster` use it; `run_log` is their log file;
+`export_notes` writes the log and a summary beside an exported draft (`eagle`, `longspec`).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -60,3 +62,11 @@ def run_log(path: Path, mode: str = "a"):
             file.flush()
 
         yield log
+
+
+def export_notes(out: Path, work: Path, summary: dict) -> None:
+    """Beside an exported model in `out`: the training run's log (`work`/train.log) and `summary` as training.json;
+    the summary is printed too (the EAGLE and LongSpec draft recipes)."""
+    (out / "train.log").write_text((work / "train.log").read_text())
+    (out / "training.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(json.dumps(summary))

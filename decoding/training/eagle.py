@@ -43,6 +43,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from decoding.training.checkpoint import export_notes
 from decoding.training.eagle_prompts import prompts
 
 DEFAULT_WORK = Path.home() / ".cache" / "decoding-lab" / "eagle"
@@ -310,13 +311,10 @@ def export(args) -> None:
     head = EagleHead(HeadConfig.like(loaded.model.config, len(state["vocab_ids"]), TARGET, channels))
     head.load_state_dict(best["head"])
     save_head(head, args.out)
-    (args.out / "train.log").write_text((args.work / "train.log").read_text())
     shards = len(list(args.work.glob("shard-*.pt")))
-    summary = {"step": best["step"], "answer_tokens_seen": best["seen"], "val": best["val"],
-               "draft_vocab_coverage": state["coverage"], "shards": min(state.get("shards") or shards, shards),
-               "fspad_channels": channels}
-    (args.out / "training.json").write_text(json.dumps(summary, indent=2) + "\n")
-    print(json.dumps(summary))
+    export_notes(args.out, args.work, {"step": best["step"], "answer_tokens_seen": best["seen"], "val": best["val"],
+                                       "draft_vocab_coverage": state["coverage"],
+                                       "shards": min(state.get("shards") or shards, shards), "fspad_channels": channels})
 
 
 # ---------------------------------------------------------------- CLI

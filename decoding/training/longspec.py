@@ -43,6 +43,7 @@ from pathlib import Path
 import torch
 
 from decoding.longctx.document import BOOKS, DEMO_NAMES, NAMES, build_document, parse_bible
+from decoding.training.checkpoint import export_notes
 
 DEFAULT_WORK = Path.home() / ".cache" / "decoding-lab" / "longspec"
 TARGET = "smollm2-135m"
@@ -330,11 +331,8 @@ def export(args) -> None:
     head = LongSpecHead(LongSpecConfig(**state["config"]))
     head.load_state_dict(best["head"])
     save_head(head, args.out)
-    (args.out / "train.log").write_text((args.work / "train.log").read_text())
-    summary = {"step": best["step"], "tokens_seen": best["seen"], "val": best["val"],
-               "shards": len(list(args.work.glob("shard-*.pt")))}
-    (args.out / "training.json").write_text(json.dumps(summary, indent=2) + "\n")
-    print(json.dumps(summary))
+    export_notes(args.out, args.work, {"step": best["step"], "tokens_seen": best["seen"], "val": best["val"],
+                                       "shards": len(list(args.work.glob("shard-*.pt")))})
 
 
 def main(argv: list[str] | None = None) -> int:
