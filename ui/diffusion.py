@@ -22,7 +22,7 @@ from ui.diffusion_tasks import benchmark_views, num_problems, shows_tasks, task_
 from ui.classroom import lesson_row
 from ui.launch import serve, standalone
 from ui.widgets import QUIET, explain_clamping, model_choices, seed_box, spec_widget
-from ui.wiring import lab_columns, named_inputs, on, on_any, session_state, wire_lab
+from ui.wiring import lab_columns, named_inputs, on, on_any, run_buttons, session_state, wire_lab
 from ui.exports import NO_OTHER_RUN, download, wire_download
 from ui.plugin_fields import plugin_widgets
 from ui.diffusion_views import (CHOICES, COMPARISONS, CONTROLS, DEFAULT_PLAYBACK, FIELDS, OUTPUTS, PLAYBACK, SPECIFIC,
@@ -101,10 +101,7 @@ def _controls(c: dict) -> None:
     c["prompt"] = gr.Textbox(OPENING["prompt"], label="Prompt", lines=2, max_lines=8, elem_id="df-prompt",
                              info="KJV-style text for tiny-diffusion; a task prompt for tiny-parallel. A model with a "
                                   "chat template gets it applied (tiny-parallel's adds a newline), as in the CLI.")
-    with gr.Row():
-        c["generate"] = gr.Button("Generate", variant="primary", elem_id="df-generate")
-        c["stop"] = gr.Button("Stop", variant="stop", elem_id="df-stop")
-    c["status"] = gr.Markdown("Ready.", elem_id="df-status")
+    run_buttons(c, "df")
     with gr.Row():
         c["length"] = gr.Slider(1, UI_MAX_LENGTH, value=OPENING["length"], step=1, label="Length (max new tokens)",
                                 info=cb.LENGTH_INFO, elem_id="df-length", scale=2)

@@ -24,7 +24,7 @@ from ui.longctx_views import (DEFAULT_MAX_NEW_TOKENS, DEFAULT_METHOD, DEFAULT_MO
                               SIZE_CHOICES, SPECULATIVE, TRAINS, UI_MAX_NEW_TOKENS, field_rows, method_help, method_label,
                               methods, shows, slider_end, views, widget_value)
 from ui.widgets import QUIET, explain_clamping, model_choices, seed_box, spec_widget
-from ui.wiring import lab_columns, named_inputs, on, on_any, session_state, wire_lab
+from ui.wiring import lab_columns, named_inputs, on, on_any, run_buttons, session_state, wire_lab
 
 INTRO = ("A long prompt is expensive twice: every generated token attends over the whole cache, and the cache holds "
          "keys and values for every position. **Retrieval** (rag) lets the model read only the chunks a query ranks "
@@ -46,10 +46,7 @@ def _controls(c: dict) -> None:
     c["note"] = gr.Markdown("", elem_classes="dl-help", elem_id="lc-note")
     c["model"] = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model", allow_custom_value=True,
                              elem_id="lc-model", info="SmolLM2-135M's window is 8,192 tokens.")
-    with gr.Row():
-        c["generate"] = gr.Button("Generate", variant="primary", elem_id="lc-generate")
-        c["stop"] = gr.Button("Stop", variant="stop", elem_id="lc-stop")
-    c["status"] = gr.Markdown("Ready.", elem_id="lc-status")
+    run_buttons(c, "lc")
     with gr.Row():
         c["source"] = gr.Radio(SIZE_CHOICES, value="1024", label="Document", elem_id="lc-source", scale=3,
                                info="The shipped book (KJV: Ruth, Esther, Jonah) cut to a window, facts planted at "

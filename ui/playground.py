@@ -24,7 +24,7 @@ from ui.classroom import lesson_row
 from ui.compare import build_compare
 from ui.launch import serve, standalone
 from ui.widgets import auto_dtype_help, explain_clamping, model_choices, seed_box
-from ui.wiring import named_inputs, on, session_state, wire_lab
+from ui.wiring import named_inputs, on, run_buttons, session_state, wire_lab
 from ui.exports import HTML_NOTE, download, wire_download
 from ui.playground_views import (COLOR_CHOICES, CONTROLS, DEFAULT_STRATEGY, EXAMPLE_PROMPTS, OUTPUTS,
                                  PRIMARY_PARAMS, UI_MAX_NEW_TOKENS, new_selection, param_widget, param_widgets,
@@ -57,10 +57,7 @@ def _controls(c: dict) -> None:
     c["strategy"] = gr.Dropdown(playground_strategies(), value=DEFAULT_STRATEGY, label="Decoding strategy",
                                 info=cb.strategy_help(DEFAULT_STRATEGY), elem_id="dl-strategy")
     c["prompt"] = gr.Textbox(EXAMPLE_PROMPTS[0], label="Prompt", lines=3, max_lines=12, elem_id="dl-prompt")
-    with gr.Row():
-        c["generate"] = gr.Button("Generate", variant="primary", elem_id="dl-generate")
-        c["stop"] = gr.Button("Stop", variant="stop", elem_id="dl-stop")
-    c["status"] = gr.Markdown("Ready.", elem_id="dl-status")
+    run_buttons(c, "dl")
     for name in playground_strategies():
         widgets = param_widgets(name)
         with gr.Column(visible=name == DEFAULT_STRATEGY, elem_classes="dl-params") as group:

@@ -22,7 +22,7 @@ from ui import scaling_callbacks as cb
 from ui.classroom import lesson_row
 from ui.launch import serve, standalone
 from ui.widgets import QUIET, explain_clamping, model_choices, seed_box, spec_widget
-from ui.wiring import lab_columns, named_inputs, on, on_any, session_state, wire_lab
+from ui.wiring import lab_columns, named_inputs, on, on_any, run_buttons, session_state, wire_lab
 from ui.exports import NO_OTHER_RUN, download, wire_download
 from ui.infalign import build_infalign
 from ui.judge import build_judge
@@ -84,10 +84,7 @@ def _controls(c: dict) -> None:
                                  "answer (✓/✗) and the policy it was written for.")
     c["prompt"] = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=3, max_lines=10, elem_id="sc-prompt")
     c["form_note"] = gr.Markdown("", visible=False, elem_id="sc-form-note")  # a prompt tiny-math cannot read
-    with gr.Row():
-        c["generate"] = gr.Button("Generate", variant="primary", elem_id="sc-generate")
-        c["stop"] = gr.Button("Stop", variant="stop", elem_id="sc-stop")
-    c["status"] = gr.Markdown("Ready.", elem_id="sc-status")
+    run_buttons(c, "sc")
     c["method"] = gr.Radio(list(METHODS), value=DEFAULT_METHOD, label="Method", info=method_info(), elem_id="sc-method")
     _field(c, "reward", gr.Dropdown(list(REWARDS.names()), value=d["reward"], label="Reward", elem_id="sc-reward",
                                     info="What scores each step (and the finished answer)."))

@@ -19,7 +19,7 @@ from ui import serving_callbacks as cb
 from ui.launch import serve, standalone
 from ui.serving_views import ARRIVALS, DEFAULT_MODEL, DEFAULTS, LIMITS, OUTPUTS, POLICY_HELP, new_state, views
 from ui.widgets import QUIET, explain_clamping, model_choices
-from ui.wiring import bind, lab_columns, named_inputs, on, session_state
+from ui.wiring import bind, lab_columns, named_inputs, on, run_buttons, session_state
 from ui.worker import MODEL_CONCURRENCY_ID, model_event, runs_at_once
 
 INTRO = ("Many users at once: a **stream of requests** with different prompts arrives at the model, and a "
@@ -37,10 +37,7 @@ def _controls(c: dict) -> None:
     c["model"] = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model", allow_custom_value=True,
                              elem_id="sv-model", info="Greedy decoding. Prompts in turn: questions for a chat model (SmolLM2), "
                                                           "openings of text for a base model (tiny-ar).")
-    with gr.Row():
-        c["generate"] = gr.Button("Generate", variant="primary", elem_id="sv-generate")
-        c["stop"] = gr.Button("Stop", variant="stop", elem_id="sv-stop")
-    c["status"] = gr.Markdown("Ready.", elem_id="sv-status")
+    run_buttons(c, "sv")
     low, high = LIMITS["requests"]
     c["requests"] = gr.Slider(low, high, value=DEFAULTS["requests"], step=1, label="Requests", elem_id="sv-requests")
     low, high = LIMITS["tokens"]

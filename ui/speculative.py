@@ -23,7 +23,7 @@ from ui import speculative_callbacks as cb
 from ui.classroom import lesson_row
 from ui.launch import serve, standalone
 from ui.widgets import QUIET, explain_clamping, model_choices, seed_box, spec_widget
-from ui.wiring import lab_columns, named_inputs, on, on_any, session_state, wire_lab
+from ui.wiring import lab_columns, named_inputs, on, on_any, run_buttons, session_state, wire_lab
 from ui.plugin_fields import plugin_widgets, visibility
 from ui.exports import download, wire_download
 from visualizers.memory import memory_figure
@@ -66,10 +66,7 @@ def _controls(c: dict) -> None:
                              info=f"The model whose output counts; with internet, any hub id "
                                   f"(e.g. {SUGGESTED_HUB_IDS[-1]}).", elem_id="spec-model")
     c["prompt"] = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=4, max_lines=12, elem_id="spec-prompt")
-    with gr.Row():
-        c["generate"] = gr.Button("Generate", variant="primary", elem_id="spec-generate")
-        c["stop"] = gr.Button("Stop", variant="stop", elem_id="spec-stop")
-    c["status"] = gr.Markdown("Ready.", elem_id="spec-status")
+    run_buttons(c, "spec")
     c["spec:drafter"] = gr.Radio(drafter_order(), value=d["drafter"], label="Drafter", elem_id="spec-drafter",
                                  info="Who proposes the draft tokens (the chosen one's own settings follow).")
     c["drafter_help"] = gr.Markdown(cb.drafter_help(d["drafter"]), elem_classes="dl-help", elem_id="spec-drafter-help")

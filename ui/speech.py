@@ -21,7 +21,7 @@ from ui.launch import serve, standalone
 from ui.speech_views import (COLUMNS, NO_SECOND, OUTPUTS, PLUGIN_ROWS, SHARED, DEFAULT_POLICY, policy_choices, spec,
                              views)
 from ui.widgets import QUIET, spec_widget
-from ui.wiring import bind, lab_columns, named_inputs, on, session_state
+from ui.wiring import bind, lab_columns, named_inputs, on, run_buttons, session_state
 from ui.worker import MODEL_CONCURRENCY_ID, model_event, runs_at_once
 
 INTRO = ("Whisper reads **30-second windows**, so to transcribe speech that is still arriving a system decodes the "
@@ -68,10 +68,7 @@ def _controls(c: dict) -> None:
     c["reference"] = gr.Textbox("", label="Reference transcript (optional)", visible=False, elem_id="sp-reference",
                                 info="What was said, for the word error rate (latencies need word times, which only "
                                      "the preset sentences have).")
-    with gr.Row():
-        c["generate"] = gr.Button("Transcribe", variant="primary", elem_id="sp-generate")
-        c["stop"] = gr.Button("Stop", variant="stop", elem_id="sp-stop")
-    c["status"] = gr.Markdown("Ready.", elem_id="sp-status")
+    run_buttons(c, "sp", "Transcribe")
     c["realtime"] = gr.Checkbox(True, label="Real time", elem_id="sp-realtime",
                                 info="Feed each chunk when the audio clock reaches its end, as a live stream would; "
                                      "off: as fast as the model goes (latencies are on the audio timeline either way).")

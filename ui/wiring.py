@@ -142,6 +142,16 @@ def lab_columns(c: dict, controls: Callable[[dict], None], views: Callable[[dict
             views(c)
 
 
+def run_buttons(c: dict, prefix: str, label: str = "Generate") -> None:
+    """A lab tab's Generate (named `label`) and Stop buttons side by side, and its status line under them:
+    `c["generate"]`, `c["stop"]`, `c["status"]` (elem ids `<prefix>-generate`, `-stop`, `-status`), which
+    `wire_lab` wires."""
+    with gr.Row():
+        c["generate"] = gr.Button(label, variant="primary", elem_id=f"{prefix}-generate")
+        c["stop"] = gr.Button("Stop", variant="stop", elem_id=f"{prefix}-stop")
+    c["status"] = gr.Markdown("Ready.", elem_id=f"{prefix}-status")
+
+
 def wire_lesson(c: dict, lab: str, chosen, chosen_outputs: list) -> None:
     """Next / Previous choose a preset, then `chosen` (the tab's preset callback, Gradio-bound, from
     the preset's name to `chosen_outputs`) sets the controls as a hand-picked preset does; choosing
