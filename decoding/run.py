@@ -148,7 +148,7 @@ def generate(
     generator.manual_seed(seed if seed is not None else torch.seed())
     limited = TimeLimit(should_stop or never, limit)
     ctx = RunContext(lm=lm, prompt_ids=prompt_ids + prefix_ids, max_new_tokens=max_new_tokens, generator=generator,
-                     should_stop=limited if limit is not None else should_stop or never, started=limited.started,
+                     should_stop=limited, started=limited.started,
                      step_offset=len(prefix_ids), prompt=prompt, progress=progress or ignore)
     limited.clock = ctx.elapsed
     yield RunStarted(
