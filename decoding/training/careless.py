@@ -68,6 +68,61 @@ def verses() -> tuple[list[str], list[str]]:
     return [fix(v) for v in train if keep(v)], [fix(v) for v in held if keep(v)]
 
 
+def chapters() -> tuple[list[list[str]], list[list[str]]]:
+    """The KJV's chapters as lists of verses (train, held out: every 50th chapter, as `verses` splits them), with
+    "LORD"/"GOD" in ordinary case; chapters keep every verse in order (paragraphs are runs of them)."""
+    from decoding.training.train import VAL_EVERY_NTH_CHAPTER, clean_bible
+
+    raw = subprocess.run(["bible", "gen1:1-rev22:21"], capture_output=True, text=True, check=True).stdout
+    fix = lambda v: re.sub(r"\bGOD\b", "God", re.sub(r"\bLORD\b", "Lord", v)).strip()
+    grouped: dict[str, list[str]] = {}
+    for chapter, text in clean_bible(raw):
+        grouped.setdefault(chapter, []).append(fix(text))
+    train, held = [], []
+    for index, verses_ in enumerate(grouped.values()):
+        (held if index % VAL_EVERY_NTH_CHAPTER == 0 else train).append(verses_)
+    return train, held
+
+
+def fortunes() -> list[str]:
+    """Modern English sentences for training only: Debian's `fortunes` (fortune-mod's quotations), each entry joined
+    onto one line, kept when it is plain prose of MIN..40 words (letters and ordinary punctuation, no digits, no
+    attribution line). Empty when the package is not installed."""
+    folder = Path("/usr/share/games/fortunes")
+    out = []
+    for path in sorted(folder.glob("*")) if folder.is_dir() else []:
+        if path.suffix or not path.is_file():
+            continue
+        for entry in path.read_text(encoding="latin-1").split("\n%\n"):
+            lines = [ln.strip() for ln in entry.splitlines() if ln.strip() and not ln.strip().startswith(("--", "-- "))]
+            text = " ".join(lines)
+            if MIN_WORDS <= len(text.split()) <= 40 and re.fullmatch(r"[A-Za-z ,.;:'!?-]+", text) and "  " not in text:
+                out.append(text)
+    return out
+
+
+def paragraph_texts(chapter_list: list[list[str]], rng: random.Random, count: int) -> list[str]:
+    """`count` runs of consecutive verses of one chapter, each of a random length of 25-70 words (about 8-28 s of
+    speech): long clips, so the causal model learns streams as long as its window."""
+    out = []
+    for _ in range(count * 4):
+        if len(out) >= count:
+            break
+        verses_ = chapter_list[rng.randrange(len(chapter_list))]
+        start, target = rng.randrange(len(verses_)), rng.randint(25, 70)
+        words: list[str] = []
+        for verse in verses_[start:]:
+            if len(words) + len(verse.split()) > target + 10:
+                break
+            words += verse.split()
+            if len(words) >= target:
+                break
+        text = " ".join(words)
+        if len(words) >= 20 and not re.search(r"[0-9\[\]]", text):
+            out.append(text)
+    return out
+
+
 def aligned_words(text: str, spoken: list[dict]) -> list[dict] | None:
     """The text's whitespace words (punctuation kept: Whisper writes it) with espeak-ng's times, or None when
     espeak-ng spoke a different number of words than the text has."""
@@ -77,14 +132,27 @@ def aligned_words(text: str, spoken: list[dict]) -> list[dict] | None:
     return [{"word": w, "start": s["start"], "end": s["end"]} for w, s in zip(words, spoken)]
 
 
-def make_data(work: Path, minutes: float, seed: int = 0) -> None:
+def make_data(work: Path, minutes: float, seed: int = 0, kind: str = "verses") -> None:
+    """Clips into --work/clips.jsonl until `minutes` have passed. `kind` verses: one verse a clip (2-10 s); paragraphs:
+    runs of verses of a chapter and, one clip in three, a modern sentence pair from `fortunes` (8-28 s)."""
     from decoding.speech.audio import speak
 
     os.environ["DECODING_LAB_SPEECH_DIR"] = str(work / "clips")
-    train, held = verses()
     rng = random.Random(seed)
-    rng.shuffle(train)
-    rng.shuffle(held)
+    if kind == "paragraphs":
+        train_ch, _ = chapters()
+        prose = fortunes()
+        rng.shuffle(prose)
+        paragraphs = paragraph_texts(train_ch, rng, 4000)
+        pairs = iter(" ".join(prose[i:i + 2]) for i in range(0, len(prose) - 1, 2))
+        train, held = [], []
+        for k, text in enumerate(paragraphs):  # two paragraphs, then a modern pair of sentences
+            train += [text] + ([next(pairs, None)] if k % 2 else [])
+        train = [t for t in train if t]
+    else:
+        train, held = verses()
+        rng.shuffle(train)
+        rng.shuffle(held)
     index = work / "clips.jsonl"
     done = [json.loads(line) for line in index.read_text().splitlines()] if index.exists() else []
     have = {(d["split"], d["text"]) for d in done}
@@ -96,7 +164,7 @@ def make_data(work: Path, minutes: float, seed: int = 0) -> None:
                 break
             if (split, text) in have or (split == "held" and sum(d["split"] == "held" for d in done) >= NUM_HELD_OUT):
                 continue
-            r = random.Random(f"{seed}-{split}-{i}")
+            r = random.Random(f"{seed}-{split}-{i}" + ("-p" if kind == "paragraphs" else ""))
             voice = (HELD_OUT_VOICES[i % len(HELD_OUT_VOICES)] if split == "held" else r.choice(TRAIN_VOICES))
             rate, pitch = r.randrange(130, 191, 5), r.randrange(35, 66, 5)
             clip = speak(text, voice=voice, rate=rate, pitch=pitch)
@@ -104,7 +172,7 @@ def make_data(work: Path, minutes: float, seed: int = 0) -> None:
             if words is None or clip.duration > 29.0:
                 continue
             entry = {"split": split, "text": text, "voice": voice, "rate": rate, "pitch": pitch, "wav": str(clip.path),
-                     "words": words, "audio_s": round(clip.duration, 3)}
+                     "words": words, "audio_s": round(clip.duration, 3), "kind": kind}
             out.write(json.dumps(entry) + "\n")
             out.flush()
             done.append(entry)
@@ -147,14 +215,29 @@ def prefix_labels(prompt_len: int, ids: list[int], ends: list[float], heard_s: f
     return labels
 
 
-def clip_loss(asr, model, encoder, clip: dict, audio: np.ndarray, rng: random.Random, prefixes: int) -> torch.Tensor:
+def cropped(words: list[dict], audio: np.ndarray, rng: random.Random) -> tuple[list[dict], np.ndarray]:
+    """The clip from a random word on (at least 3 words in, 8 before the end), cut in the gap before that word, with
+    the times shifted: a stream that starts mid-text, as the second window of a long stream does."""
+    first = rng.randrange(3, len(words) - 8)
+    cut = rng.uniform(words[first - 1]["end"], max(words[first - 1]["end"], words[first]["start"] - 0.02))
+    shift = lambda w: {"word": w["word"], "start": max(0.0, w["start"] - cut), "end": w["end"] - cut}
+    return [shift(w) for w in words[first:]], audio[round(cut * 16000):]
+
+
+def clip_loss(asr, model, encoder, clip: dict, audio: np.ndarray, rng: random.Random, prefixes: int,
+              crop: float = 0.0) -> torch.Tensor:
+    """The loss of one clip at a random chunk size: `prefixes` random chunk prefixes and the whole clip. With
+    probability `crop` a clip of 14 words or more starts at a random word (`cropped`)."""
     from decoding.speech.causal import ready_frames
     from decoding.speech.policies import chunk_ends
 
+    words = clip["words"]
+    if len(words) >= 14 and rng.random() < crop:
+        words, audio = cropped(words, audio, rng)
     chunk_s = rng.choice(CHUNKS_S)
     ends_samples = chunk_ends(len(audio), chunk_s)
     states = encoder.encode(audio, ends_samples)  # (1, n, d): every prefix's states at once
-    ids, ends = token_ends(asr, clip["words"])
+    ids, ends = token_ends(asr, words)
     prompt = list(asr.prompt_ids)
     dec_in = torch.tensor([prompt + ids])
     picks = sorted(rng.sample(range(len(ends_samples) - 1), min(prefixes, len(ends_samples) - 1)))
@@ -243,7 +326,14 @@ def train(args) -> None:
     state = {"step": 0, "spent": 0.0, "history": [], "evals": []}
     if args.resume and ckpt.exists():
         state = load_checkpoint(ckpt, _Adapters(model), optimizer, {"generator": generator})
+    elif args.init:  # a fresh run that starts from an exported LoRA (the shipped one), its optimizer new
+        from decoding.speech.lora import load_lora
+
+        load_lora(model, args.init)
+        state["init"] = str(args.init)
     rng = random.Random(f"{args.seed}-{state['step']}")
+    long_clips = [c for c in train_clips if c.get("kind") == "paragraphs"]
+    short_clips = [c for c in train_clips if c.get("kind") != "paragraphs"]
     log(work, f"train: {len(train_clips)} clips ({sum(c['audio_s'] for c in train_clips) / 60:.0f} min), "
               f"{len(held)} held out; LoRA rank {args.rank}, {sum(p.numel() for p in params):,} parameters; "
               f"step {state['step']}, resume={args.resume and ckpt.exists()}")
@@ -261,8 +351,10 @@ def train(args) -> None:
         started = time.process_time()
         optimizer.zero_grad()
         for _ in range(args.accumulate):
-            clip = train_clips[rng.randrange(len(train_clips))]
-            loss = clip_loss(asr, model, encoder, clip, read_wav(clip["wav"]), rng, args.prefixes) / args.accumulate
+            pool = long_clips if long_clips and rng.random() < args.long_share else short_clips or long_clips
+            clip = pool[rng.randrange(len(pool))]
+            loss = clip_loss(asr, model, encoder, clip, read_wav(clip["wav"]), rng, args.prefixes,
+                             crop=args.crop) / args.accumulate
             loss.backward()
             running.append(float(loss.detach()) * args.accumulate)
         lr = args.lr * min(1.0, (state["step"] + 1) / args.warmup)
@@ -415,11 +507,16 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("data", help="espeak-ng clips of KJV verses with word times into --work")
     p.add_argument("--work", type=Path, default=DEFAULT_WORK)
     p.add_argument("--minutes", type=float, default=20)
+    p.add_argument("--kind", choices=("verses", "paragraphs"), default="verses",
+                   help="one verse a clip, or paragraphs of 8-28 s (verses of a chapter, modern sentences)")
     p.add_argument("--seed", type=int, default=0)
     p = sub.add_parser("train", help="train the LoRA (checkpointed, resumable)")
     p.add_argument("--work", type=Path, default=DEFAULT_WORK)
     p.add_argument("--minutes", type=float, default=120)
     p.add_argument("--resume", action="store_true", help="continue from --work/ckpt.pt")
+    p.add_argument("--init", type=Path, default=None, help="start a new run from an exported LoRA folder")
+    p.add_argument("--long-share", type=float, default=0.7, help="share of clips drawn from the paragraphs")
+    p.add_argument("--crop", type=float, default=0.3, help="share of long clips started at a random word")
     p.add_argument("--rank", type=int, default=16)
     p.add_argument("--alpha", type=float, default=None, help="LoRA alpha (default: the rank, scale 1)")
     p.add_argument("--lr", type=float, default=5e-4)
@@ -444,7 +541,7 @@ def main(argv: list[str] | None = None) -> int:
     args.work = args.work.expanduser()
     args.work.mkdir(parents=True, exist_ok=True)
     if args.cmd == "data":
-        make_data(args.work, args.minutes, args.seed)
+        make_data(args.work, args.minutes, args.seed, args.kind)
     elif args.cmd == "train":
         train(args)
     elif args.cmd == "eval":
