@@ -96,3 +96,84 @@ def test_the_readme_snippet_runs_from_another_directory_after_install(tmp_path):
     cli = subprocess.run([str(venv / "bin" / "decoding"), "presets"], cwd=elsewhere, env=env, capture_output=True,
                          text=True, timeout=300)
     assert cli.returncode == 0 and "03-min-p-at-high-temperature" in cli.stdout, cli.stderr
+
+
+APP_SOURCES = ("decoding", "ui", "visualizers", "app.py")  # what `pip install -r requirements.txt && python app.py` runs
+
+
+def optional(node: ast.AST, parents: dict) -> bool:
+    """Whether an import sits in a `try` whose handler catches ImportError (the code runs without it)."""
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, ast.Try) and any(
+                isinstance(h.type, ast.Name) and h.type.id in ("ImportError", "ModuleNotFoundError") for h in node.handlers):
+            return True
+    return False
+
+
+def third_party_imports(sources=APP_SOURCES, root=ROOT) -> dict[str, str]:
+    """{top-level module: a file that imports it} for every import of the app's code that is neither the standard
+    library, the repository's own, nor optional (guarded by `except ImportError`)."""
+    local = {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()} | {p.stem for p in ROOT.glob("*.py")}
+    found: dict[str, str] = {}
+    for source in sources:
+        path = root / source
+        for file in [path] if path.is_file() else sorted(path.rglob("*.py")):
+            tree = ast.parse(file.read_text(encoding="utf-8"))
+            parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                    names = [node.module]
+                else:
+                    continue
+                for name in names:
+                    top = name.split(".")[0]
+                    if top not in sys.stdlib_module_names and top not in local and not optional(node, parents):
+                        found.setdefault(top, str(file.relative_to(root)))
+    return found
+
+
+def requirement_names(path) -> set[str]:
+    """The distribution names a requirements file declares (normalised as pip compares them)."""
+    names = set()
+    for line in path.read_text(encoding="utf-8").splitlines():
+        match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", line.split("#")[0])
+        if match:
+            names.add(re.sub(r"[-_.]+", "-", match.group(1)).lower())
+    return names
+
+
+def undeclared(requirements, sources=APP_SOURCES, root=None) -> list[str]:
+    """The third-party modules the sources import that no distribution named in `requirements` provides."""
+    import importlib.metadata
+
+    declared = requirement_names(requirements)
+    provided = importlib.metadata.packages_distributions()
+    missing = []
+    for module, where in sorted(third_party_imports(sources, root or ROOT).items()):
+        dists = {re.sub(r"[-_.]+", "-", d).lower() for d in provided.get(module, [])}
+        if not dists & declared:
+            missing.append(f"{module} (imported by {where}; distribution {sorted(dists) or 'not installed'})")
+    return missing
+
+
+def test_every_third_party_import_of_the_app_is_declared_in_requirements():
+    """A fresh `pip install -r requirements.txt` must give the app everything it imports: each third-party module is
+    provided by a distribution named in requirements.txt itself (not one that only happens to come with another, or
+    to be on this machine). The README's launch command once crashed on `from scipy.stats import norm` this way."""
+    missing = undeclared(ROOT / "requirements.txt")
+    assert not missing, "imported but not declared in requirements.txt: " + "; ".join(missing)
+
+
+def test_the_import_check_sees_an_undeclared_import(tmp_path):
+    """The check can fail: code importing numpy and scipy (spaces guarded by `except ImportError`), checked against
+    requirements.txt without numpy's line, reports numpy and scipy and nothing else."""
+    (tmp_path / "probe").mkdir()
+    (tmp_path / "probe" / "mod.py").write_text("import numpy\ntry:\n    import spaces\nexcept ImportError:\n    pass\n"
+                                               "from scipy.stats import norm\nimport torch\n")
+    lines = (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
+    (tmp_path / "requirements.txt").write_text("\n".join(ln for ln in lines if not ln.startswith("numpy")) + "\n")
+    missing = undeclared(tmp_path / "requirements.txt", ("probe",), tmp_path)
+    assert [m.split()[0] for m in missing] == ["numpy", "scipy"]

@@ -32,10 +32,10 @@ y ~ N(mean, sd^2), value (y - teacher)^2, score -(y - reward)^2; reward = teache
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import norm
 
 Z_LOW, Z_HIGH, STEP = -40.0, 4.0, 0.05  # the z window where a type's integrand is not negligible; v step
 V_CHUNK = 4096  # v points per block (memory: types x chunk floats)
@@ -194,13 +194,18 @@ def brute_force(law: Law, k: int, temperature: float) -> float:
     return total
 
 
+def normal_cdf(x: np.ndarray, mean: float, sd: float) -> np.ndarray:
+    """P(N(mean, sd^2) <= x) for each x, through erfc as scipy's `ndtr` computes it (accurate in both tails)."""
+    return np.array([0.5 * math.erfc(-(v - mean) / (sd * math.sqrt(2))) for v in np.asarray(x, dtype=np.float64)])
+
+
 def normal_cells(mean: float, sd: float, lo: float, hi: float, cells: int) -> tuple[np.ndarray, np.ndarray]:
     """(probs, midpoints): N(mean, sd^2) put on `cells` equal cells of [lo, hi] (exact cell masses, the two
     tails added to the end cells). A shared grid for several laws makes their ties exact at T = 0."""
     if not sd > 0 or not hi > lo or cells < 2:
         raise ValueError(f"need sd > 0, hi > lo and cells >= 2, got sd={sd!r}, [{lo!r}, {hi!r}], cells={cells!r}")
     edges = np.linspace(lo, hi, cells + 1)
-    cdf = norm.cdf(edges, mean, sd)
+    cdf = normal_cdf(edges, mean, sd)
     probs = np.diff(cdf)
     probs[0] += cdf[0]
     probs[-1] += 1 - cdf[-1]
