@@ -20,7 +20,8 @@ import os
 import sys
 
 from decoding.embedded import EmbeddedModelError
-from decoding.errors import short_repr
+from decoding.env import configure_torch_threads
+from decoding.errors import MissingDependency, short_repr
 from decoding.events import ParticleStep, RunFinished, TokenStep, Trace, TrainStep, stats
 from decoding.models import DEFAULT_MODEL, QUANTIZATIONS, REGISTRY, SUGGESTED_HUB_IDS, ModelLoadError, load_model
 from decoding.run import MAX_NEW_TOKENS_CAP, generate, validate_request
@@ -338,9 +339,10 @@ def main(argv: list[str] | None = None) -> int:
     if not os.environ.get(ENGINES_ENV, "").strip():  # at any URL unless the user lists some
         os.environ[ENGINES_ENV] = ANY_ENGINE
     args = build_parser().parse_args(argv)
+    configure_torch_threads()  # all cores but one, as the app (DECODING_LAB_TORCH_THREADS / OMP_NUM_THREADS override)
     try:
         return args.fn(args)
-    except (ValueError, ModelLoadError, EmbeddedModelError, OSError) as err:
+    except (ValueError, ModelLoadError, EmbeddedModelError, MissingDependency, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -3,7 +3,8 @@
 An error message names the bad value, but the value may be hostile or huge: a 10 MB string, a
 list nested 10^5 deep, a YAML alias expanded into millions of items. `short_repr` quotes a
 bounded prefix of it, in time that does not depend on its size. `ModelLoadError` is the error of a
-model that cannot be loaded (here, so that the loaders and the remote client share it without a circle).
+model that cannot be loaded (here, so that the loaders and the remote client share it without a circle);
+`MissingDependency` that of a system program or library that is not installed (sox, espeak-ng).
 """
 
 from __future__ import annotations
@@ -15,6 +16,11 @@ QUOTE_CHARS = 200  # the most an error message quotes of one value
 
 class ModelLoadError(RuntimeError):
     """A model could not be loaded; the message says why and what to do."""
+
+
+class MissingDependency(RuntimeError):
+    """A program or library a feature needs is not installed here; the message names it and the command that
+    installs it (the app shows it in the page, as it shows a bad input)."""
 
 
 _repr = reprlib.Repr()

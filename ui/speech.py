@@ -15,6 +15,7 @@ from __future__ import annotations
 import decoding  # noqa: F401  (switches telemetry off before gradio is imported)
 import gradio as gr
 
+from decoding.speech.audio import missing_programs
 from ui import speech_callbacks as cb
 from ui.exports import wire_download
 from ui.launch import serve, standalone
@@ -96,9 +97,18 @@ def _column(c: dict, suffix: str, initial: dict) -> None:
                                     elem_id=f"sp-lengths{suffix}")
 
 
+def needs_note() -> str:
+    """What this machine lacks for the tab (sox, espeak-ng), each with the command that installs it: shown at the top
+    of the tab before any run; "" when nothing is missing."""
+    missing = missing_programs()
+    return "**Before you start:** " + " ".join(missing) if missing else ""
+
+
 def _views(c: dict) -> None:
     initial = {k: v for k, v in views(None, None).items() if k != "chunk"}
     gr.HTML(CSS, elem_id="sp-css", padding=False)
+    needs = needs_note()
+    c["needs"] = gr.Markdown(needs, visible=bool(needs), elem_id="sp-needs", elem_classes="dl-warning")
     gr.Markdown(INTRO, elem_classes="dl-help", elem_id="sp-intro")
     c["chunk"] = gr.Slider(1, 2, value=1, step=1, label="Chunk", interactive=False, elem_id="sp-chunk",
                            info="After the run: step back to see the transcripts after an earlier chunk.")

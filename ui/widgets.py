@@ -14,6 +14,7 @@ import decoding  # noqa: F401  (switches telemetry off before gradio is imported
 import gradio as gr
 
 from decoding.embedded import EmbeddedModelError
+from decoding.errors import MissingDependency
 from decoding.models import REGISTRY, TINY_MODEL, ModelLoadError, pick_device, pick_dtype
 from decoding.run import MAX_NEW_TOKENS_CAP
 from visualizers._common import esc
@@ -64,7 +65,7 @@ def error_toast(message: str, title: str) -> gr.Error:
     return gr.Error(esc(message, quote=False), title=title, print_exception=False)
 
 
-USER_ERRORS = (ValueError, ModelLoadError, EmbeddedModelError, OSError)
+USER_ERRORS = (ValueError, ModelLoadError, EmbeddedModelError, MissingDependency, OSError)
 
 
 def theme() -> gr.themes.Base:

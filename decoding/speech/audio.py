@@ -32,8 +32,28 @@ from pathlib import Path
 
 import numpy as np
 
+from decoding.errors import MissingDependency
 from decoding.speech import espeak
 from decoding.speech.whisper import SAMPLE_RATE
+
+# What the speech lab needs from the system (a Hugging Face Space installs packages.txt with apt), and what the page
+# says without it.
+SYSTEM_PACKAGES = {
+    "sox": "sox is missing on this machine: every clip (a preset, an upload, the microphone) is converted to 16 kHz "
+           "by it. Install it: `apt-get install sox` (a Hugging Face Space installs it from packages.txt).",
+    "espeak-ng": "espeak-ng is missing on this machine: the preset sentences are spoken by it (uploads and the "
+                 "microphone work without it). Install it: `apt-get install espeak-ng` (a Hugging Face Space installs "
+                 "it from packages.txt).",
+}
+
+
+def missing_programs() -> list[str]:
+    """SYSTEM_PACKAGES' message for each one this machine lacks (sox on the PATH, espeak-ng's shared library)."""
+    import ctypes.util
+
+    missing = [] if shutil.which("sox") else [SYSTEM_PACKAGES["sox"]]
+    return missing + ([] if ctypes.util.find_library("espeak-ng") else [SYSTEM_PACKAGES["espeak-ng"]])
+
 
 SILENCE = 0.02  # a 10 ms frame whose RMS is below this fraction of the clip's loudest frame is silence
 MAX_TEXT_CHARS = 2_000
@@ -62,7 +82,9 @@ def synthesise(text: str, *, voice: str = "en", rate: int = 150, pitch: int = 50
         result = subprocess.run([sys.executable, espeak.__file__, settings, str(raw)], capture_output=True, text=True)
         if result.returncode != 0:
             message = (result.stderr or "").strip().splitlines()[-1:] or ["espeak-ng failed"]
-            raise ValueError(message[0]) if "`voice`" in message[0] else RuntimeError(message[0])
+            if "`voice`" in message[0]:
+                raise ValueError(message[0])
+            raise MissingDependency(SYSTEM_PACKAGES["espeak-ng"]) if "is missing" in message[0] else RuntimeError(message[0])
         out = json.loads(result.stdout)
         samples = np.frombuffer(raw.read_bytes(), dtype="<i2").copy()
     return samples, out["sample_rate"], [(word, ms) for word, ms in out["words"]]
@@ -86,7 +108,7 @@ def word_ends(samples: np.ndarray, sample_rate: int, starts_s: list[float]) -> l
 def _resample(samples: np.ndarray, rate: int, folder: Path) -> np.ndarray:
     """16 kHz float32 samples, resampled by sox."""
     if shutil.which("sox") is None:
-        raise RuntimeError("sox is missing; install Debian's sox: apt-get install sox")
+        raise MissingDependency(SYSTEM_PACKAGES["sox"])
     source, target = folder / "espeak.wav", folder / "16k.wav"
     write_wav(source, samples, rate)
     subprocess.run(["sox", str(source), "-r", str(SAMPLE_RATE), "-c", "1", "-b", "16", str(target)], check=True,
