@@ -75,3 +75,23 @@ def _set_hf_offline_constant() -> None:
         module = sys.modules.get(module_name)
         if module is not None and hasattr(module, "HF_HUB_OFFLINE"):
             module.HF_HUB_OFFLINE = True
+
+
+def configure_torch_threads() -> int:
+    """Give torch all cores but one (DECODING_LAB_TORCH_THREADS or OMP_NUM_THREADS override).
+
+    The web server, the live redraws (and, on a laptop, the browser) need a core of their own:
+    on a 2-core machine two busy intra-op threads plus that work oversubscribe the CPU and decoding
+    slows several-fold; the command line is as busy a neighbour on a shared machine (a run there went at 2.8
+    tokens/s with every core and 14.4 with one). Called by the app's and the CLI's entry points, not on import.
+    """
+    import torch
+
+    if os.environ.get("DECODING_LAB_TORCH_THREADS", "").strip():
+        threads = env_int("DECODING_LAB_TORCH_THREADS", 1)
+    elif os.environ.get("OMP_NUM_THREADS", "").strip():
+        return torch.get_num_threads()
+    else:
+        threads = max(1, (os.cpu_count() or 1) - 1)
+    torch.set_num_threads(threads)
+    return threads

@@ -19,7 +19,8 @@ from ui.classroom import KEYS_JS
 from ui.guard import guarded_app_kwargs, queue_size, quiet_refusals
 from ui.widgets import ASSETS, md_esc, theme
 from ui.wiring import session_cap
-from ui.worker import configure_torch_threads, model_slot
+from decoding.env import configure_torch_threads
+from ui.worker import model_slot
 
 
 def launch_kwargs() -> dict:

@@ -131,25 +131,6 @@ def waiting_line(ahead: int) -> str:
             "(other users', or a stopped run finishing its model call)…")
 
 
-def configure_torch_threads() -> int:
-    """Give torch all cores but one (DECODING_LAB_TORCH_THREADS or OMP_NUM_THREADS override).
-
-    The web server, the live redraws (and, on a laptop, the browser) need a core of their own:
-    on a 2-core machine two busy intra-op threads plus that work oversubscribe the CPU and decoding
-    slows several-fold. Called by the app's entry points, not on import.
-    """
-    import torch
-
-    if os.environ.get("DECODING_LAB_TORCH_THREADS", "").strip():
-        threads = env_int("DECODING_LAB_TORCH_THREADS", 1)
-    elif os.environ.get("OMP_NUM_THREADS", "").strip():
-        return torch.get_num_threads()
-    else:
-        threads = max(1, (os.cpu_count() or 1) - 1)
-    torch.set_num_threads(threads)
-    return threads
-
-
 def _zero_gpu_decorator() -> Callable:
     """`spaces.GPU` on a ZeroGPU Space, a no-op everywhere else (the package is never required).
 
@@ -331,12 +312,15 @@ def run_work(model: str, prompt: str, *, dtype: str = "auto", **generate_kwargs)
     """A `work` function: load `model` (emitting Status lines) and emit every event of `generate`, and
     the StepProgress of a long step (a scaling step's particles as they are sampled)."""
 
+    requested = time.perf_counter()  # the click: the run's first token is counted from here too (`waited_s`)
+
     def work(emit, should_stop):
         loaded = load_model(model, dtype=dtype, progress=lambda message: emit(Status(message)))
         if should_stop():
             return
         emit(Status(f"Generating with {loaded.name}…"))
-        for event in generate(loaded, prompt, should_stop=should_stop, progress=emit, **generate_kwargs):
+        for event in generate(loaded, prompt, should_stop=should_stop, progress=emit,
+                              waited_s=time.perf_counter() - requested, **generate_kwargs):
             emit(event)
 
     return work
