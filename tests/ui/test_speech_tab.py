@@ -112,7 +112,7 @@ def test_a_speech_trace_exports_and_replays_here_and_is_refused_by_another_tab(t
 
 
 def mic_feed(monkeypatch, policy2="none") -> cb.LiveFeed:
-    monkeypatch.setattr(cb, "load_whisper", lambda: Scripted(SCRIPT))
+    monkeypatch.setattr(cb, "load_whisper", lambda **_: Scripted(SCRIPT))
     return cb.LiveFeed(cb.validate("local-agreement", policy2, FIELDS), "one two three four five")
 
 
@@ -164,7 +164,7 @@ def test_stop_before_a_recordings_run_started_means_it_never_starts(monkeypatch)
 def test_stop_during_the_model_load_still_ends_each_run_as_stopped(monkeypatch):
     loading = threading.Event()
 
-    def slow_load():
+    def slow_load(**_):
         loading.set()
         time.sleep(0.5)  # Whisper loading, while Stop lands
         return Scripted(SCRIPT)
