@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from decoding.speech.audio import speak
-from decoding.speech.metrics import edits, normalise
+from decoding.speech.metrics import edits, longest_repeat, normalise
 from decoding.speech.policies import POLICIES, transcribe
 from decoding.speech.whisper import load_whisper
 
@@ -52,6 +52,40 @@ CLIPS = [
      "en", 175),
 ]
 
+# Long streams (set "long"): paragraphs of modern prose written for this benchmark, 30-90 s spoken, never in any
+# training data (careless trains on KJV verses and Debian's fortunes), the last in espeak-ng's `en-gb-x-gbcwmd`,
+# a voice careless never trained on. They cross Whisper's 30 s window, where careless starts a new stream.
+LONG_CLIPS = [
+    ("On Monday morning the bus was late again, so Maria walked to the station through the park. The grass was wet "
+     "and the paths were full of people with dogs. She reached the platform two minutes before the train left, found "
+     "a seat by the window, and opened the letter her brother had sent from the north. He wrote that the snow had come "
+     "early this year, that the lake was already frozen at the edges, and that their father had finally agreed to "
+     "sell the old boat. Maria folded the letter, looked out at the grey fields, and wondered who would buy a boat "
+     "that had not left the shore in ten years.", "en", 160),
+    ("Our town holds a market every Saturday in the square beside the old church. Farmers bring eggs, cheese, apples "
+     "and honey, and a baker sells bread that is still warm at eight o'clock. Last week a man played the violin near "
+     "the fountain while children counted the coins in his hat. By noon the wind had turned cold and the sellers "
+     "began to pack their tables. My grandmother always buys the same things: a dozen eggs, a small round cheese and "
+     "a bag of pears. She says the pears from the hill farm are the sweetest in the valley, and nobody in our family "
+     "has ever dared to disagree with her. In the afternoon the square is quiet again. A few pigeons search for "
+     "crumbs between the stones, the cafe puts its chairs back outside, and the old men who play cards under the "
+     "trees argue about the weather, the price of petrol and the football results. When the church bell rings six "
+     "times, the last of them fold their cards, finish their coffee and walk home for supper.", "en-gb-x-rp", 160),
+    ("The museum opened a new room this spring, and on the first Sunday the queue reached the end of the street. "
+     "Inside there were maps drawn by sailors three hundred years ago, with islands that do not exist and coasts "
+     "that nobody had seen. A guide explained how the sailors measured the speed of a ship with a rope full of knots, "
+     "and how they guessed their position from the sun at midday. In the next room a clock as tall as a door ticked "
+     "so loudly that the children laughed. Near the exit a small screen showed the same maps beside photographs "
+     "taken from space, and the difference was greater than anyone expected. Some islands were too large, some "
+     "rivers ran the wrong way, and one famous harbour had been drawn a hundred miles from where it really is. When "
+     "we left, the rain had stopped, the streets were bright, and we walked home slowly, talking about the brave "
+     "and careless people who had made those maps without ever knowing how wrong they were. My sister, who teaches "
+     "geography, said that every map is a guess that someone was brave enough to write down. She told us about a "
+     "village in the mountains where the road on the map still ends at a bridge that fell into the river fifty "
+     "years ago, and about travellers who still arrive there in the evening, confused and tired, asking the "
+     "farmers for directions. The farmers, she said, have become very good at giving directions.",
+     "en-gb-x-gbcwmd", 165),
+]
 
 REAL_DIR = Path("/usr/share/sounds/alsa")  # Debian's alsa-utils: recordings of a person saying the speaker names
 
@@ -82,6 +116,7 @@ def run_policy(asr, clip, text: str, policy: str, chunk_s: float) -> dict:
                              reference=text))[-1]
     ref = normalise(text)
     return {"policy": policy, "chunk_s": chunk_s, "text": finish.text, "edits": edits(ref, normalise(finish.text)),
+            "repeat": longest_repeat(finish.text),
             "ref_words": len(ref), "latencies": [w["latency_s"] for w in finish.committed if w["latency_s"] is not None],
             **{k: finish.stats[k] for k in ("retracted_tokens", "audio_s", "cpu_s", "encoder_passes", "decoder_passes")}}
 
@@ -98,6 +133,8 @@ def aggregate(runs: list[dict]) -> dict:
         "cpu_s_per_audio_s": round(sum(r["cpu_s"] for r in runs) / audio_s, 3),
         "encoder_passes": sum(r["encoder_passes"] for r in runs), "decoder_passes": sum(r["decoder_passes"] for r in runs),
         "audio_s": round(audio_s, 2), "clips": len(runs),
+        "longest_repeat": max((r["repeat"] for r in runs), key=lambda x: x["times"]),
+        "loops": sum(r["repeat"]["times"] >= 4 for r in runs),
     }
 
 
@@ -106,7 +143,9 @@ def main() -> None:
     parser.add_argument("--chunks", default="1.0,2.0", help="chunk sizes in seconds, comma-separated")
     parser.add_argument("--clips", type=int, default=len(CLIPS), help=f"how many of the {len(CLIPS)} clips")
     parser.add_argument("--sets", default="synthetic,real", help="synthetic (espeak-ng clips), real (recordings "
-                                                                   "from a Debian package), comma-separated")
+                                                                   "from a Debian package), long (paragraphs of 30-90 s), "
+                                                                   "comma-separated")
+    parser.add_argument("--policies", default="", help="only these policies (comma-separated; default: every one)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="the first clip, chunks of 2 s")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -118,6 +157,12 @@ def main() -> None:
     asr = load_whisper()
     runnable = [name for name in POLICIES.names() if not POLICIES.capability(name, "unavailable")]
     runnable += [row for row, (name, _) in VARIANTS.items() if name in runnable and not args.quick]
+    if args.policies:
+        wanted = [p.strip() for p in args.policies.split(",") if p.strip()]
+        unknown = [p for p in wanted if p not in runnable]
+        if unknown:
+            parser.error(f"--policies: {', '.join(unknown)} not among the runnable {', '.join(runnable)}")
+        runnable = wanted
     runs: dict[tuple, list] = {}
     clips = []
     sets = [x.strip() for x in args.sets.split(",") if x.strip()]
@@ -129,6 +174,15 @@ def main() -> None:
                 runs.setdefault((policy, chunk_s), []).append(run_policy(asr, clip, text, policy, chunk_s))
         if not args.json:
             print(f"{clip.duration:5.1f} s  {voice} {rate} wpm: {text[:60]}...", file=sys.stderr)
+    for text, voice, rate in (LONG_CLIPS[:args.clips] if "long" in sets else []):
+        clip = speak(text, voice=voice, rate=rate)
+        clips.append({"set": "long", "text": text, "voice": voice, "rate": rate, "audio_s": round(clip.duration, 2)})
+        for chunk_s in chunks:
+            for policy in runnable:
+                runs.setdefault(("long", policy, chunk_s), []).append(
+                    run_policy(asr, clip, text, policy, chunk_s) | {"set": "long"})
+        if not args.json:
+            print(f"{clip.duration:5.1f} s  {voice} {rate} wpm (long): {text[:50]}...", file=sys.stderr)
     real = real_clips() if "real" in sets else []
     for path, text in real:
         clip = Recording(path)
@@ -148,10 +202,13 @@ def main() -> None:
         return
     if "real" in sets and not real:
         print(f"real: no recordings in {REAL_DIR} (Debian's alsa-utils)", file=sys.stderr)
-    print(f"{'set':<9} {'policy':<18} {'chunk':>5} {'WER':>6} {'mean lat':>9} {'p95 lat':>8} {'retr/min':>9} {'CPU/audio s':>12}")
+    print(f"{'set':<9} {'policy':<18} {'chunk':>5} {'WER':>6} {'mean lat':>9} {'p95 lat':>8} {'retr/min':>9} "
+          f"{'CPU/audio s':>12}  longest repeat")
     for r in rows:
+        repeat = r["longest_repeat"]
         print(f"{r['set']:<9} {r['policy']:<18} {r['chunk_s']:>5} {r['wer']:>6} {r['mean_latency_s']!s:>9} "
-              f"{r['p95_latency_s']!s:>8} {r['retractions_per_minute']:>9} {r['cpu_s_per_audio_s']:>12}")
+              f"{r['p95_latency_s']!s:>8} {r['retractions_per_minute']:>9} {r['cpu_s_per_audio_s']:>12}  "
+              f"{repeat['times']}x {repeat['phrase']!r}")
     for name, reason in out["unavailable"].items():
         print(f"{name}: {reason}")
 

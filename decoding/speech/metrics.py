@@ -55,3 +55,24 @@ def wer(reference: str, hypothesis: str) -> float:
     if not ref:
         raise ValueError(f"`reference` has no words to score against, got {reference!r:.80}")
     return edits(ref, hyp) / len(ref)
+
+
+def longest_repeat(text: str, max_words: int = 4) -> dict:
+    """The phrase of 1..`max_words` words repeated most times in a row in `text` (normalised words): {"phrase",
+    "times"}; times 1 when nothing repeats. A stream "loops" when some phrase comes 4 or more times in a row ("the
+    wind the wind the wind the wind")."""
+    words = normalise(text)
+    best = {"phrase": " ".join(words[:1]), "times": 1 if words else 0}
+    for n in range(1, max_words + 1):
+        for start in range(len(words) - n + 1):
+            phrase, times = words[start:start + n], 1
+            while words[start + times * n:start + (times + 1) * n] == phrase:
+                times += 1
+            if times > best["times"]:
+                best = {"phrase": " ".join(phrase), "times": times}
+    return best
+
+
+def loops(text: str) -> bool:
+    """Whether some phrase of 1-4 words comes four or more times in a row (issue 46's definition of a loop)."""
+    return longest_repeat(text)["times"] >= 4

@@ -22,3 +22,13 @@ def test_align_pairs_each_word_once_in_order():
     pairs = align(["a", "b", "c"], ["a", "x", "c", "d"])
     assert pairs == [(0, 0), (1, 1), (2, 2), (None, 3)]
     assert align([], ["a"]) == [(None, 0)] and align(["a"], []) == [(0, None)]
+
+
+def test_the_longest_repeat_finds_a_loop_and_nothing_in_plain_text():
+    from decoding.speech.metrics import longest_repeat, loops
+
+    assert longest_repeat("By noon the wind, the wind the wind the wind rose.") == {"phrase": "the wind", "times": 4}
+    assert loops("the children ran the children ran the children ran the children ran")
+    assert not loops("It is what it is, and that is that.")  # "is" twice, never four in a row
+    assert longest_repeat("no no no") == {"phrase": "no", "times": 3}
+    assert longest_repeat("") == {"phrase": "", "times": 0}
