@@ -183,8 +183,8 @@ def generate(
 class TimeLimit:
     """`should_stop` that also turns True (and `reached`) once `clock()` reaches `limit_s`: by default the wall seconds
     since `started` (now, or the moment given: when the run began holding the model); `generate` sets it to the run's
-    computing seconds where no start is given (a paced run's waiting is not counted). The limit is asked first, so a
-    run stopped by an outer limit of the same start still says it was the limit."""
+    computing seconds where no start is given (a paced run's waiting is not counted). The limit is asked first and the
+    outer check always, so a run stopped by an outer limit of the same start still says it was the limit."""
 
     def __init__(self, should_stop: Callable[[], bool], limit_s: float | None, started: float | None = None):
         self.should_stop, self.limit_s = should_stop, limit_s
@@ -195,7 +195,8 @@ class TimeLimit:
     def __call__(self) -> bool:
         if self.limit_s is not None and self.clock() >= self.limit_s:
             self.reached = True
-        return self.reached or self.should_stop()
+        stop = self.should_stop()  # always asked: an outer limit of the same start (the app's worker) learns it too
+        return self.reached or stop
 
 
 def paced(events: Iterator[Event], ctx: RunContext, min_step_s: float) -> Iterator[Event]:

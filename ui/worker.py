@@ -360,6 +360,25 @@ def run_work(model: str, prompt: str, *, dtype: str = "auto", **generate_kwargs)
     return work
 
 
+QUEUED_LOAD_WAIT_S = 30.0  # how long a preview or a replay waits for the model slot to load a model
+
+
+def load_queued(model: str, wait_s: float = QUEUED_LOAD_WAIT_S):
+    """A model for work outside a run (a document preview, a replay's marks): the loaded one at once when it is
+    loaded; otherwise loaded holding a compute slot, as a run loads it (so in turn with the runs, and within the
+    model cache's memory budget). ValueError when no slot came free within `wait_s`."""
+    from decoding.models import CACHE, load_model
+
+    name = resolve_spec(model).name
+    if any(key[0] == name for key in CACHE.keys()):
+        return load_model(model, progress=None)
+    deadline = time.monotonic() + wait_s
+    with model_slot(lambda: time.monotonic() > deadline) as held:
+        if not held:
+            raise ValueError(f"{name} is not loaded and the model is busy with other runs; try again in a moment")
+        return load_model(model, progress=None)
+
+
 def check_model(model: str) -> None:
     """Fail fast (ValueError) on a model name that is neither a registry name nor a hub id."""
     resolve_spec(model)
