@@ -354,8 +354,8 @@ def test_deep_links_are_off(server):
 
 # Issue 48: audio lengths, microphone pieces, a trace's settings, the document preview ---------------------------------
 def _hidden_length_audio(folder: Path, fmt: str) -> Path:
-    """Two and a half minutes of audio (8 kHz: a WAV stays under the upload cap); a FLAC whose STREAMINFO leaves the total sample count blank (the issue's attack:
-    `sox --i -D` then says 0), the others as sox writes them."""
+    """Two and a half minutes of audio (8 kHz: a WAV stays under the upload cap); a FLAC whose STREAMINFO leaves the
+    total sample count blank (the issue's attack: `sox --i -D` then says 0), the others as sox writes them."""
     import subprocess
 
     path = folder / f"long.{fmt}"
