@@ -8,17 +8,28 @@ Glossary
 
 Every call to `forward` is one model call and increments `forward_passes`; strategies read the
 counter to put the number on their events.
+
+A long prompt is prefilled in chunks of PREFILL_CHUNK tokens where the thread has a stop check (`PREFILL_STOP`: the
+app's worker sets its run's), asked before each chunk: Stop (or the app's time limit) then lands within a chunk of an
+8K prefill, not after it (`Cancelled`, which `generate` turns into a cancelled run). It is still one model call.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 from transformers import DynamicCache
 
+from decoding.contracts import Cancelled
 from decoding.models import LoadedModel
+
+PREFILL_CHUNK = 1024  # tokens of a long prompt fed at once where a stop check is set
+PREFILL_STOP: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar("decoding_lab_prefill_stop",
+                                                                                          default=None)
 
 
 @dataclass
@@ -80,6 +91,10 @@ class LM:
     ) -> Output:
         if cache is None:
             cache = DynamicCache(config=self.config)
+        stop = PREFILL_STOP.get()
+        if (stop is not None and input_ids is not None and input_ids.shape[1] > PREFILL_CHUNK and inputs_embeds is None
+                and attention_mask is None and position_ids is None and not output_hidden_states):
+            return self._chunked(input_ids, cache, stop, logits_to_keep or (1 if last_only else 0))
         out = self.model(
             input_ids=None if input_ids is None else input_ids.to(self.device),
             inputs_embeds=inputs_embeds,
@@ -98,6 +113,25 @@ class LM:
             hidden=hidden_states[-1] if hidden_states else None,
             hidden_states=hidden_states,
         )
+
+    def _chunked(self, input_ids: torch.Tensor, cache: DynamicCache, stop: Callable[[], bool], keep: int) -> Output:
+        """`forward` over a long plain input, PREFILL_CHUNK tokens at a time, asking `stop` before each (`Cancelled`
+        when it says so): the same cache and the same last `keep` positions' logits (all with 0), one model call."""
+        length = input_ids.shape[1]
+        first_kept = length - (keep or length)  # positions before this one need no logits
+        logits = []
+        for start in range(0, length, PREFILL_CHUNK):
+            if stop():
+                raise Cancelled("stopped during the prefill")
+            end = min(start + PREFILL_CHUNK, length)
+            wanted = end - max(start, first_kept)  # this chunk's positions whose logits are returned
+            out = self.model(input_ids=input_ids[:, start:end].to(self.device), past_key_values=cache, use_cache=True,
+                             logits_to_keep=max(wanted, 1))
+            cache = out.past_key_values
+            if wanted > 0:
+                logits.append(out.logits[:, -wanted:].float())
+        self.forward_passes += 1
+        return Output(logits=torch.cat(logits, dim=1), cache=cache)
 
     def forward_tree(self, pending_ids: list[int], parents: list[int], tokens: list[int], cache: DynamicCache,
                      output_hidden_states: bool = False, cached_nodes: int = 0,

@@ -32,6 +32,10 @@ MAX_STEP_S = 10.0  # the slowest pace a run may be given (seconds per step)
 # the model for hours; a run that reaches it ends as Stop ends it, its RunFinished saying why.
 RUN_TIME_LIMIT: contextvars.ContextVar[float | None] = contextvars.ContextVar("decoding_lab_run_time_limit",
                                                                              default=None)
+# When the run began holding the model (`time.perf_counter()`), where the app's worker set it: the limit is then counted
+# from there in wall time (loading, building a prompt, pacing: everything done while the model is held), not from the
+# strategy's first step.
+RUN_CLOCK: contextvars.ContextVar[float | None] = contextvars.ContextVar("decoding_lab_run_clock", default=None)
 
 
 def make_params(strategy: str, params: dict | None, *, lenient: bool = False):
@@ -150,11 +154,12 @@ def generate(
         raise ValueError(f"`prefix_ids` must be token ids in [0, {lm.vocab_size}), got {prefix_ids}")
     generator = torch.Generator(device="cpu")
     generator.manual_seed(seed if seed is not None else torch.seed())
-    limited = TimeLimit(should_stop or never, limit)
+    limited = TimeLimit(should_stop or never, limit, RUN_CLOCK.get())
     ctx = RunContext(lm=lm, prompt_ids=prompt_ids + prefix_ids, max_new_tokens=max_new_tokens, generator=generator,
-                     should_stop=limited, started=limited.started,
+                     should_stop=limited, started=time.perf_counter(),
                      step_offset=len(prefix_ids), prompt=prompt, progress=progress or ignore)
-    limited.clock = ctx.elapsed
+    if RUN_CLOCK.get() is None:
+        limited.clock = ctx.elapsed  # the run's own computing seconds (a paced run's waiting is not counted)
     yield RunStarted(
         model=lm.name, strategy=info.name, params=flat(config), prompt=prompt,
         prompt_text=prompt_text, prompt_ids=prompt_ids, chat=chat_applied, seed=seed,
@@ -170,8 +175,9 @@ def generate(
                 for event in events:  # closing this generator closes the strategy's at once, as `yield from` did
                     calls += getattr(event, "forward_passes", 0) + getattr(event, "draft_forward_passes", 0)
                     yield event
-    except Cancelled:  # a helper found the flag set before a model call, inside a step
+    except Cancelled:  # a helper (or a chunked prefill) found the flag set before a model call, inside a step
         outcome.stop_reason = "cancelled"
+        limited()  # whether it was the limit
     if limited.reached and outcome.stop_reason == "cancelled":
         outcome.extra["time_limit_s"] = limit
     token_ids = prefix_ids + outcome.token_ids
@@ -180,21 +186,22 @@ def generate(
 
 
 class TimeLimit:
-    """`should_stop` that also turns True (and `reached`) once `clock()` (the run's computing seconds: a paced run's
-    waiting is not counted) reaches `limit_s`."""
+    """`should_stop` that also turns True (and `reached`) once `clock()` reaches `limit_s`: by default the wall seconds
+    since `started` (now, or the moment given: when the run began holding the model); `generate` sets it to the run's
+    computing seconds where no start is given (a paced run's waiting is not counted). The limit is asked first and the
+    outer check always, so a run stopped by an outer limit of the same start still says it was the limit."""
 
-    def __init__(self, should_stop: Callable[[], bool], limit_s: float | None):
+    def __init__(self, should_stop: Callable[[], bool], limit_s: float | None, started: float | None = None):
         self.should_stop, self.limit_s = should_stop, limit_s
-        self.started = time.perf_counter()
+        self.started = time.perf_counter() if started is None else started
         self.clock: Callable[[], float] = lambda: time.perf_counter() - self.started
         self.reached = False
 
     def __call__(self) -> bool:
-        if self.should_stop():
-            return True
         if self.limit_s is not None and self.clock() >= self.limit_s:
             self.reached = True
-        return self.reached
+        stop = self.should_stop()  # always asked: an outer limit of the same start (the app's worker) learns it too
+        return self.reached or stop
 
 
 def paced(events: Iterator[Event], ctx: RunContext, min_step_s: float) -> Iterator[Event]:

@@ -16,8 +16,10 @@ decides which requests share each forward pass of the model:
 Decoding is greedy, so every request gets exactly the tokens it gets alone, whatever the policy and the
 arrival order (tests/test_serving.py): rows of different lengths share a step through left padding, an
 attention mask and each row's own position ids, and each cached key keeps the rotary position it was
-computed at. The clock is the wall clock of this machine: a request's time to first token counts its
-wait, its prefill and the steps it shares.
+computed at. The clock is the wall clock of this machine, except that time when the model has nothing to do (every
+request that arrived has ended, and the next has not arrived yet) is skipped: the clock jumps to the next arrival
+instead of sleeping, so a stream with long gaps never holds the model idle (nothing is computed in a gap, so no
+request's times change). A request's time to first token counts its wait, its prefill and the steps it shares.
 
 Glossary
     row        one request's place in the running batch: its cache rows, its next position
@@ -242,10 +244,11 @@ def serve(lm: LM, requests: list[Request], policy: str = "fusion", batch_size: i
 
 
 def serve_live(lm: LM, requests: list[Request], policy: str = "fusion", batch_size: int = 8,
-               clock: Callable[[], float] = time.perf_counter, sleep: Callable[[float], None] = time.sleep,
+               clock: Callable[[], float] = time.perf_counter,
                should_stop: Callable[[], bool] = lambda: False) -> Iterator[ServingRun]:
     """`serve` as it runs: the same growing `ServingRun` is yielded once at the start and after every forward
-    pass (a prefill or a step), so a view can draw the stream live. `should_stop` is asked before each."""
+    pass (a prefill or a step), so a view can draw the stream live. `should_stop` is asked before each. When the
+    model is idle until the next arrival, the stream's clock skips to it (no waiting while holding the model)."""
     if policy not in POLICIES:
         raise ValueError(f"`policy` must be one of {', '.join(POLICIES)}, got {policy!r}")
     if not 1 <= batch_size <= 256:
@@ -253,8 +256,8 @@ def serve_live(lm: LM, requests: list[Request], policy: str = "fusion", batch_si
     for r in requests:
         lm.check_fits(len(r.prompt_ids), r.max_new_tokens)
     run = ServingRun(policy, [Served(r) for r in sorted(requests, key=lambda r: (r.arrival_s, r.id))])
-    begun = clock()
-    now = lambda: clock() - begun
+    begun, skipped = clock(), 0.0
+    now = lambda: clock() - begun + skipped  # the stream's clock: wall time plus the idle gaps skipped
     waiting = list(run.served)  # by arrival
     batch = Batch(lm)
     stops = lm.stop_ids
@@ -283,8 +286,8 @@ def serve_live(lm: LM, requests: list[Request], policy: str = "fusion", batch_si
         if policy != "static" or not live:  # a static batch keeps its ended rows until every row has ended
             batch.keep(live)
         if not batch.rows:
-            if waiting:  # nothing to compute until the next arrival
-                sleep(max(0.0, min(s.request.arrival_s for s in waiting) - now()))
+            if waiting:  # nothing to compute until the next arrival: the clock skips to it
+                skipped += max(0.0, min(s.request.arrival_s for s in waiting) - now())
             continue
         start = now()
         tokens = batch.step()

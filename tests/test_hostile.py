@@ -26,6 +26,7 @@ UPLOAD_CACHE_MB = 12
 UPLOADS_PER_MIN = 10
 QUEUED_PER_CLIENT = 2
 SECRET = "sk-operator-secret"
+MAX_AUDIO_S = 20  # lowered, so the attack files stay small (a few minutes of audio)
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +38,8 @@ def server(tmp_path_factory):
            "DECODING_LAB_QUEUED_PER_CLIENT": str(QUEUED_PER_CLIENT), "DECODING_LAB_QUEUE_SIZE": "6",
            # remote engines on, with the operator's key, and no engine listed (a Space that forgot)
            "DECODING_LAB_ALLOW_REMOTE": "1", "DECODING_LAB_OPENAI_API_KEY": SECRET, "OPENAI_API_KEY": SECRET,
-           "DECODING_LAB_REMOTE_ENGINES": ""}
+           "DECODING_LAB_REMOTE_ENGINES": "",
+           "DECODING_LAB_MAX_AUDIO_S": str(MAX_AUDIO_S), "DECODING_LAB_RUN_LIMIT_S": "60"}
     with app_process(folder, START_S, **env) as started:
         yield started | {"folder": folder}
 
@@ -348,3 +350,163 @@ def test_deep_links_are_off(server):
 
     r = httpx.get(server["url"] + "gradio_api/deep_link", params={"session_hash": "anything"}, timeout=30)
     assert r.status_code == 404 and "export the trace" in r.text
+
+
+# Issue 48: audio lengths, microphone pieces, a trace's settings, the document preview ---------------------------------
+def _hidden_length_audio(folder: Path, fmt: str) -> Path:
+    """Two and a half minutes of audio (8 kHz: a WAV stays under the upload cap); a FLAC whose STREAMINFO leaves the
+    total sample count blank (the issue's attack: `sox --i -D` then says 0), the others as sox writes them."""
+    import subprocess
+
+    path = folder / f"long.{fmt}"
+    subprocess.run(["sox", "-D", "-n", "-r", "8000", "-c", "1", *(["-b", "16"] if fmt != "ogg" else []), str(path),
+                    "synth", "150", "whitenoise", "vol", "0.1"], check=True)
+    if fmt == "flac":
+        raw = bytearray(path.read_bytes())
+        raw[21] &= 0xF0  # STREAMINFO's 36-bit total sample count: its high 4 bits, then bytes 22-25
+        raw[22:26] = b"\0\0\0\0"
+        path.write_bytes(bytes(raw))
+        said = subprocess.run(["sox", "--i", "-D", str(path)], capture_output=True, text=True).stdout.strip()
+        assert float(said or 0) == 0  # the header says nothing of its length
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["flac", "wav", "ogg", "aiff", "au"])
+def test_an_audio_file_is_measured_by_its_samples_not_its_header(server, tmp_path, fmt):
+    """Before: a 364 KB FLAC of 2 h started a run of 7,200 chunks (a 6 h one: +3.1 GB and a 660 MB temporary WAV)."""
+    from gradio_client import handle_file
+    from gradio_client.exceptions import AppError
+
+    path = _hidden_length_audio(tmp_path, fmt)
+    client = client_as(server, f"audio-{fmt}")
+    before, tracebacks = rss_mb(server["process"].pid), log_tracebacks(server)
+    start = time.monotonic()
+    with pytest.raises(AppError, match=rf"`audio` long.{fmt} lasts more than {MAX_AUDIO_S} seconds") as err:
+        client.predict(handle_file(str(path)), "local-agreement", 1.0, "{}", "", api_name="/transcribe")
+    assert time.monotonic() - start < 20  # refused at the limit's worth of decoding, before any model work
+    assert rss_mb(server["process"].pid) - before < 100
+    assert str(server["folder"]) not in str(err.value) and "gradio" not in str(err.value)  # no server path
+    assert log_tracebacks(server) == tracebacks
+
+
+def test_a_path_the_server_will_not_read_is_refused_without_its_folders(server):
+    """Before: Gradio's "Cannot move ..." message named the app's folder and the server's temp folder."""
+    import httpx
+
+    with httpx.Client(timeout=60) as http:
+        r = http.post(server["url"] + "gradio_api/call/transcribe",
+                      json={"data": [{"path": "/etc/hostname", "meta": {"_type": "gradio.FileData"}}, "local-agreement",
+                                     1.0, "{}", ""]})
+        answer = http.get(server["url"] + f"gradio_api/call/transcribe/{r.json()['event_id']}").text
+    assert "error" in answer
+    assert str(ROOT) not in answer and "/etc/" not in answer and str(server["folder"]) not in answer, answer
+
+
+@pytest.mark.parametrize("rate, samples, message", [
+    (1, (10_000,), "sample rate must be 8,000-192,000 Hz, got 1"),  # the issue's 1 Hz header
+    (0, (10_000,), "sample rate must be 8,000-192,000 Hz, got 0"),  # was a ZeroDivisionError
+    (48_000, (480, 64), "must have 1-8 channels, got 64"),
+    (16_000, (16_000 * 21,), "the recording lasts 21.0 seconds, more than the limit"),
+])
+def test_a_microphone_piece_is_checked_from_its_header_before_any_conversion(monkeypatch, rate, samples, message):
+    """Before: a 20 KB WAV saying 1 Hz cost 12 s of CPU and +2.3 GB before its refusal; 0 Hz raised
+    ZeroDivisionError. The header alone is read: no conversion runs for a piece that is refused."""
+    import numpy as np
+
+    from gradio.exceptions import Error
+
+    from ui import speech_callbacks as cb
+
+    monkeypatch.setenv("DECODING_LAB_MAX_AUDIO_S", str(MAX_AUDIO_S))
+    monkeypatch.setattr(cb, "to_16k_mono", lambda *a: pytest.fail("converted before it was checked"))
+    live = cb.LiveFeed([{}], "")
+    start = time.monotonic()
+    with pytest.raises(Error, match=message):
+        cb.mic_piece((rate, np.zeros(samples, np.int16)), live)
+    assert time.monotonic() - start < 1
+
+
+def test_the_document_preview_is_linear_in_the_texts_length():
+    """Before: 1,170 planted lines (39,863 characters) took 21.5 s in `/preview`, each fact re-counting the tokens
+    before it. One tokenisation now; the spans are those of counting the text before each fact."""
+    from decoding.longctx.document import count_tokens
+    from decoding.models import load_model
+    from ui.longctx_callbacks import MAX_NEEDLES, context_marks
+
+    tokenizer = load_model("smollm2-135m", progress=None).tokenizer
+    text = "\n".join(f"The secret number of N{i} is 7." for i in range(1170))
+    start = time.monotonic()
+    marks = context_marks(tokenizer, text, {"evidence": "The secret number of N1000 is 7."})
+    took = time.monotonic() - start
+    assert took < 3, took
+    assert len(marks["needles"]) == MAX_NEEDLES and marks["context_tokens"] == count_tokens(tokenizer, text)
+    for needle in marks["needles"][::16]:  # the slow count, for a few
+        at = text.index(f"The secret number of {needle['name']} is")
+        assert needle["start"] == count_tokens(tokenizer, text[:at])
+    at = text.index("The secret number of N1000 is 7.")
+    assert marks["evidence"][0] == count_tokens(tokenizer, text[:at])
+
+
+def test_previews_do_not_wait_for_each_other(server):
+    """Before: the preview served one request at a time for everyone (three attacker previews: a visitor waited 89 s)."""
+    import threading
+
+    text = "\n".join(f"The secret number of N{i} is 7." for i in range(1170))
+    attacker, victim = client_as(server, "previewer"), client_as(server, "reader")
+    args = ("smollm2-135m", "own", 0, "own", "What is the secret number of N7?", "", text)
+    victim.predict(*args, api_name="/preview")  # the tokenizer is loaded
+    threads = [threading.Thread(target=lambda: attacker.predict(*args, api_name="/preview"), daemon=True)
+               for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    start = time.monotonic()
+    shown = victim.predict(*args, api_name="/preview")
+    assert time.monotonic() - start < 10
+    assert "N7" in str(shown)
+    for thread in threads:
+        thread.join(60)
+
+
+def _rag_trace(folder: Path) -> Path:
+    """A real rag run (tiny-ar on a short text of its own) exported, its `mode` set to the issue's payload."""
+    from decoding.run import run_to_trace
+
+    context = "\n".join(f"And the {w} went out into the field." for w in ("king", "servant", "woman", "priest"))
+    trace = json.loads(run_to_trace("tiny-ar", f"{context}\n\nWho went out?", strategy="rag", max_new_tokens=3,
+                                    chat=False).to_json())
+    trace["events"][0]["params"]["mode"] = HOSTILE_MODE
+    path = folder / "rag.json"
+    path.write_text(json.dumps(trace), encoding="utf-8")
+    return path
+
+
+HOSTILE_MODE = ('<img src="https://evil.example/pixel.gif?victim=1"><a href="https://evil.example/login">Session '
+                'expired: sign in again</a>')
+
+
+def test_a_traces_settings_are_checked_before_they_reach_the_page(server, tmp_path):
+    """Before: a shared rag trace's `mode` went into the control, and Gradio's refusal at Generate rendered its HTML
+    (a link and a tracking image) in the error popup. Chromium, on the real app: no <img>/<a> from the trace and no
+    request to its host, after the replay and after Generate."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("test_browser", ROOT / "tests" / "ui" / "test_browser.py")
+    browser = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(browser)
+    path = _rag_trace(tmp_path)
+    asked = []
+    with browser.open_page(server["url"], "#dl-generate", timeout_ms=120_000) as page:
+        page.on("request", lambda request: asked.append(request.url))
+        page.get_by_role("tab", name="Long context").click()
+        page.wait_for_selector("#lc-status")
+        page.locator("#lc-export .label-wrap").first.click()
+        page.locator("#lc-upload input[type=file]").set_input_files(str(path))
+        page.wait_for_function("() => document.querySelector('#lc-status').innerText.includes('Replaying')")
+        status = page.locator("#lc-status").inner_text()
+        assert "settings are not restored" in status and "`mode` must be one of" in status.replace("‘", "`"), status
+        page.locator("#lc-generate").click()
+        page.wait_for_timeout(2000)  # a refusal of Gradio's comes at once
+        page.screenshot(path=str(tmp_path / "rag-replay.png"))
+        assert page.locator("img[src*='evil.example'], a[href*='evil.example']").count() == 0
+        page.locator("#lc-stop").click()
+    assert not [url for url in asked if "evil.example" in url]

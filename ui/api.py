@@ -55,7 +55,8 @@ from decoding.models import DEFAULT_MODEL
 from decoding.remote.source import is_remote
 from decoding.run import validate_request
 from ui.widgets import USER_ERRORS
-from ui.worker import MODEL_CONCURRENCY_ID, check_model, model_event, run_work, runs_at_once, stream_in_thread
+from ui.worker import (MODEL_CONCURRENCY_ID, LimitReached, check_model, model_event, run_work, runs_at_once,
+                       stream_in_thread)
 from ui.compare_callbacks import compare_work
 
 
@@ -182,7 +183,8 @@ def api_transcribe(audio: FileData | str, policy: str = "local-agreement", chunk
                    reference: str = "") -> Iterator[dict]:
     """Stream an audio file through a streaming policy: every event as a dict, the last one the finish, which
     holds "text" (the final transcript) and "committed" (each committed word; its latency is null, since an
-    uploaded file has no word times), as `python -m decoding transcribe --json` prints.
+    uploaded file has no word times), as `python -m decoding transcribe --json` prints; a run that the app's time limit
+    (DECODING_LAB_RUN_LIMIT_S) stopped ends "cancelled" with "time_limit_s" on its finish.
 
     Args:
         audio: the audio file (WAV, FLAC, OGG; converted to 16 kHz mono by sox), sent with `handle_file`.
@@ -191,6 +193,7 @@ def api_transcribe(audio: FileData | str, policy: str = "local-agreement", chunk
         params: the other parameters as a JSON object, e.g. {"max_new_tokens": 96, "local-agreement.agree": 3}.
         reference: what was said, for the word error rate (optional).
     """
+    from decoding.speech.events import SpeechFinished
     from decoding.speech.policies import stream_params, transcribe
     from decoding.speech.whisper import load_whisper
     from ui.speech_callbacks import read_audio_file
@@ -214,14 +217,21 @@ def api_transcribe(audio: FileData | str, policy: str = "local-agreement", chunk
                                 should_stop=should_stop):
             emit(event)
 
+    finish = None  # held back until the worker has ended: the app's time limit is said on it
     try:
         with contextlib.closing(stream_in_thread(work)) as pump:  # on cancel: the worker is waited for
             for batch in pump:
                 for item in batch:
-                    if isinstance(item, Event):
+                    if isinstance(item, SpeechFinished):
+                        finish = item.to_dict()
+                    elif isinstance(item, LimitReached) and finish is not None:
+                        finish["time_limit_s"] = item.limit_s
+                    elif isinstance(item, Event):
                         yield item.to_dict()
     except USER_ERRORS as err:
         raise api_error(err) from None
+    if finish is not None:
+        yield finish
 
 
 def register_api() -> None:

@@ -32,7 +32,9 @@ import contextvars
 import copy
 import ctypes
 import datetime
+import html
 import os
+import re
 import threading
 import time
 from collections import deque
@@ -455,9 +457,25 @@ def within_budget(fn: Callable, seconds: float):
 
 
 # Quiet refusals ------------------------------------------------------------------------------------
+_PATH = re.compile(r"(?<![\w:/.])(?:/[\w.+~@-]+)+/?")  # an absolute path (not a URL's)
+
+
+def no_paths(text: str) -> str:
+    """`text` with every absolute path cut to its last part (a file's name): a message never shows where the
+    server keeps its uploads or its code (Gradio's "Cannot move ..." names the app's folder)."""
+    return _PATH.sub(lambda m: Path(m.group(0).rstrip("/")).name or "/", text)
+
+
+def refusal_text(text: str) -> str:
+    """A message of Gradio's own for a visitor: no server path, and escaped, since the page's error popup renders
+    HTML and the message may quote the refused value (a replayed trace's setting)."""
+    return html.escape(no_paths(text)[:500], quote=False)
+
+
 def quiet_refusals(blocks) -> None:
     """A value Gradio refuses before any callback runs (a slider's number past its end, a choice not in
-    a menu) reaches the client as before, without a traceback in the server log."""
+    a menu, a file path it will not read) reaches the client as plain text (`refusal_text`), without a
+    traceback in the server log."""
     original = blocks.preprocess_data
 
     async def preprocess_data(block_fn, inputs, *args, **kwargs):
@@ -467,10 +485,11 @@ def quiet_refusals(blocks) -> None:
         try:
             return await original(block_fn, inputs, *args, **kwargs)
         except Error as err:
+            err.message = refusal_text(str(err.message))
             err.print_exception = False
             raise
         except (ValueError, TypeError) as err:
-            raise Error(str(err)[:500], print_exception=False) from None
+            raise Error(refusal_text(str(err)), print_exception=False) from None
 
     blocks.preprocess_data = preprocess_data
 

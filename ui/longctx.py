@@ -133,7 +133,8 @@ def _wire(c: dict) -> None:
     on(c["own_file"].upload, cb.read_upload, {"own_text": c["own_text"]}, {"path": c["own_file"]}, **QUIET)
     document = {k: c[k] for k in ("model", "source", "doc_seed", "question", "own_question", "reference", "own_text")}
     on_any([c["source"].input, c["doc_seed"].submit, c["question"].input, c["own_question"].submit], cb.preview,
-           {"document": c["document"]}, document, trigger_mode="always_last", **QUIET)
+           {"document": c["document"]}, document, trigger_mode="always_last", concurrency_limit=None,
+           **QUIET)  # linear and bounded (one tokenisation): no visitor's preview waits for another's
     run_inputs = named_inputs({k: c[k] for k in ("model", "source", "doc_seed", "own_text", "question", "own_question",
                                                  "reference", "method", "max_new_tokens", "chat")}, knobs)
     controls = CONTROLS + tuple(f"lc:{name}" for name in field_rows())

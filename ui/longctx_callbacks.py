@@ -9,7 +9,9 @@ it, which stops the compute within one model call. A replayed trace gets its mar
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +27,7 @@ from decoding.speculative.memory import kv_bytes_per_position
 from ui.plugin_fields import namespaced
 from ui.widgets import USER_ERRORS, md_esc, user_error
 from ui.wiring import RunControls, as_int
-from ui.worker import Status, check_model, finished_status, pump_views, wait_for_finish
+from ui.worker import Status, check_model, finished_status, load_queued, pump_views, wait_for_finish
 from ui.longctx_views import (OWN, PLAIN, QUESTION_CHOICES, SPECULATIVE, TRAINS, UI_MAX_NEW_TOKENS, collect, field_rows,
                               answer_html, method_help, method_of, methods, shows, stats_line,
                               views)
@@ -80,25 +82,51 @@ def recover_question(context: str, question: str) -> dict | None:
     return {"kind": kind, "question": question, "answer": answer, "evidence": lines[at]} if answer else None
 
 
-def _span(tokenizer, context: str, start: int, end: int) -> list[int]:
-    """[first, last) token positions of the characters start..end of `context` (counting the text before them, as
-    the document builder places its facts)."""
-    return [count_tokens(tokenizer, context[:start]), count_tokens(tokenizer, context[:end])]
+MAX_NEEDLES = 64  # planted facts marked in a context (the builder plants a handful; a pasted text may hold thousands)
+
+
+class TokenOffsets:
+    """Where each character of a text falls in its tokens, from ONE tokenisation (a fast tokenizer's offsets): the
+    marks of a context cost one pass over it, however many facts it holds. Without offsets (a slow tokenizer), the
+    text before a character is counted, as the document builder counts it."""
+
+    def __init__(self, tokenizer, text: str):
+        self.tokenizer, self.text = tokenizer, text
+        self.ends = None
+        if getattr(tokenizer, "is_fast", False):
+            encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+            self.ends = [end for _, end in encoded["offset_mapping"]]  # each token's last character + 1
+            self.count = len(self.ends)
+        else:
+            self.count = count_tokens(tokenizer, text)
+
+    def at(self, char: int) -> int:
+        """The tokens that end at or before character `char` (the tokens of the text before it)."""
+        if self.ends is None:
+            return count_tokens(self.tokenizer, self.text[:char])
+        return bisect.bisect_right(self.ends, char)
+
+
+def _span(offsets: TokenOffsets, start: int, end: int) -> list[int]:
+    """[first, last) token positions of the characters start..end (counting the text before them, as the document
+    builder places its facts)."""
+    return [offsets.at(start), offsets.at(end)]
 
 
 def context_marks(tokenizer, context: str, question: dict | None) -> dict:
-    """The context's length in tokens, the planted facts and the question's evidence as token spans."""
+    """The context's length in tokens, the planted facts (the first MAX_NEEDLES) and the question's evidence as token
+    spans; one tokenisation of the context (`TokenOffsets`), so its cost grows with the text's length only."""
+    offsets = TokenOffsets(tokenizer, context)
     needles = []
-    for m in NEEDLE_LINE.finditer(context):
-        a, b = _span(tokenizer, context, m.start(), m.end())
+    for m in itertools.islice(NEEDLE_LINE.finditer(context), MAX_NEEDLES):
+        a, b = _span(offsets, m.start(), m.end())
         needles.append({"name": m.group(1), "value": int(m.group(2)), "start": a, "end": b})
     evidence = None
     if question and question.get("evidence"):
         at = context.find(question["evidence"])
         if at >= 0:
-            evidence = _span(tokenizer, context, at, at + len(question["evidence"]))
-    return {"context_tokens": count_tokens(tokenizer, context), "needles": needles, "evidence": evidence,
-            "question": question}
+            evidence = _span(offsets, at, at + len(question["evidence"]))
+    return {"context_tokens": offsets.count, "needles": needles, "evidence": evidence, "question": question}
 
 
 def rapid_ranking(tokenizer, trace: Trace) -> list[int] | None:
@@ -224,7 +252,7 @@ def preview(model, source, doc_seed, question, own_question, reference, own_text
         return {"document": "Paste your text (or upload a .txt file) and type a question about it."}
     try:
         check_inputs(model, source, doc_seed, own_text)
-        loaded = load_model(model, progress=None)
+        loaded = load_queued(model)  # a model not loaded yet loads in turn with the runs
         prepared = prepare(loaded, source, as_int(doc_seed), own_text, question, own_question, reference)
     except USER_ERRORS as err:
         return {"document": f"⚠ {md_esc(err)}"}
@@ -327,7 +355,7 @@ def finished_marks(trace: Trace, marks: dict | None) -> dict | None:
     if marks is None or trace.start is None or not rounds or "ranked" in marks or "ranked" in (rounds[0].extra or {}):
         return marks
     try:
-        tokenizer = load_model(trace.start.model, progress=None).tokenizer
+        tokenizer = load_queued(trace.start.model).tokenizer
     except USER_ERRORS:
         return marks
     return marks | {"ranked": rapid_ranking(tokenizer, trace)}
@@ -358,7 +386,7 @@ def replay_marks(trace: Trace) -> dict | None:
     if trace.start.model not in REGISTRY:  # a replay never loads a hub model or reaches an engine a trace names
         return None
     try:
-        loaded = load_model(trace.start.model, progress=None)
+        loaded = load_queued(trace.start.model)  # in turn with the runs, within the memory budget
     except USER_ERRORS:
         return None
     found = recover_question(context, question) or {"kind": "typed", "question": question.removesuffix(ASK),

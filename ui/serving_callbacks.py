@@ -13,7 +13,7 @@ from decoding.serving import POLICIES, poisson_arrivals, sample_requests, serve_
 from ui.serving_views import ARRIVALS, LIMITS, new_state, views
 from ui.widgets import USER_ERRORS, md_esc, user_error
 from ui.wiring import as_int
-from ui.worker import Status, check_model, pump_views
+from ui.worker import LimitReached, Status, check_model, limit_line, pump_views
 
 
 def validate(model, requests, tokens, arrival, rate, batch_size, policies) -> tuple:
@@ -63,11 +63,14 @@ def generate_run(model, requests, tokens, arrival, rate, batch_size, policies) -
         raise user_error(err) from None
     runs = new_state()
     yield views(runs) | {"runs": runs, "status": f"Starting {md_esc(model)}…"}
+    limit: dict = {}
 
     def take(item) -> bool:
         if isinstance(item, tuple):
             runs[item[0]] = item[1]
             return True
+        if isinstance(item, LimitReached):  # the app's time limit stopped the stream
+            limit["s"] = item.limit_s
         return False
 
     line = lambda status, progress: status or "Working…"
@@ -76,7 +79,7 @@ def generate_run(model, requests, tokens, arrival, rate, batch_size, policies) -
                               lambda: views(runs), line)
     except USER_ERRORS as err:
         raise user_error(err) from None
-    yield views(runs) | {"runs": runs, "status": finished_status(runs, policies)}
+    yield views(runs) | {"runs": runs, "status": finished_status(runs, policies) + limit_line(limit.get("s"))}
 
 
 def finished_status(runs: dict, policies: list[str]) -> str:

@@ -31,7 +31,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from decoding.events import Trace
-from decoding.speech.audio import read_wav, speak
+from decoding.speech.audio import speak
 from decoding.speech.events import SpeechFinished
 from decoding.speech.policies import chunk_ends, stream_params, transcribe, transcribe_live
 from decoding.speech.whisper import DEFAULT_WHISPER, SAMPLE_RATE, load_whisper
@@ -39,7 +39,7 @@ from decoding.trace_checks import Bound
 from ui.exports import NO_OTHER_RUN, download
 from ui.widgets import USER_ERRORS, md_esc, user_error
 from ui.wiring import as_int, load_replay
-from ui.worker import STOP_WAIT_S, Status, pump_views
+from ui.worker import STOP_WAIT_S, LimitReached, Status, limit_line, pump_views
 from ui.speech_views import (NO_SECOND, OPENING_SECOND, collect_params, quick_views, stats_line, unavailable_policies,
                              views)
 from visualizers.speech import chunks_of, finish_of, start_of
@@ -65,28 +65,51 @@ def max_audio_s() -> int:
     return AUDIO_S.value()
 
 
+DECODE_S = 60  # the most seconds sox may take to decode an upload (it is killed then: a file that decodes slowly)
+
+
 def read_audio_file(path) -> np.ndarray:
     """An uploaded file as 16 kHz mono float32 samples, converted by sox (WAV, FLAC, OGG; MP3 where sox reads it);
-    ValueError naming the file and what is allowed for one it cannot read or one over `max_audio_s()`."""
+    ValueError naming the file and what is allowed for one it cannot read or one over `max_audio_s()`.
+
+    The length is counted on the decoded samples, never read from a header (a FLAC may leave its total sample count
+    blank, and `sox --i -D` then says 0): sox writes raw 16 kHz samples to a pipe, and reading stops one sample past
+    `max_audio_s()`, so a file claiming any length costs at most that much decoding, memory and time, and nothing is
+    written to disk. Messages name the file, never the server's folder it sits in."""
     name = Path(path).name
-    try:
-        info = subprocess.run(["sox", "--i", "-D", str(path)], capture_output=True, text=True, timeout=30)
-    except FileNotFoundError:
-        raise ValueError("reading an uploaded file needs Debian's sox: apt-get install sox") from None
-    if info.returncode != 0:
-        why = (info.stderr.strip().splitlines() or ["unknown format"])[-1].removeprefix("sox FAIL formats: ")
-        raise ValueError(f"`audio` {name} cannot be read ({why}); give a WAV, FLAC or OGG file (MP3 needs sox's "
+    limit = max_audio_s()
+    most = limit * SAMPLE_RATE * 2  # bytes of 16-bit samples in the longest clip taken
+    with tempfile.TemporaryFile() as errors:
+        try:
+            sox = subprocess.Popen(["sox", "-V1", str(path), "-t", "raw", "-e", "signed-integer", "-b", "16", "-L",
+                                    "-r", str(SAMPLE_RATE), "-c", "1", "-"], stdout=subprocess.PIPE, stderr=errors,
+                                   stdin=subprocess.DEVNULL)
+        except FileNotFoundError:
+            raise ValueError("reading an uploaded file needs Debian's sox: apt-get install sox") from None
+        watchdog = threading.Timer(DECODE_S, sox.kill)  # a file that decodes slowly is stopped
+        watchdog.start()
+        try:
+            raw = sox.stdout.read(most + 2)  # one sample past the limit says it is longer
+            over = len(raw) > most
+            if over:
+                sox.kill()
+            sox.stdout.close()
+            code = sox.wait()
+        finally:
+            watchdog.cancel()
+        errors.seek(0)
+        why = errors.read(4000).decode("utf-8", "replace").replace(str(path), name)
+    if over:
+        raise ValueError(f"`audio` {name} lasts more than {limit} seconds, the limit for a clip (set by {AUDIO_S.env}): "
+                         f"cut it to at most {limit} s")
+    if code != 0:
+        if code < 0:
+            raise ValueError(f"`audio` {name} took more than {DECODE_S} s to decode; give a shorter or simpler file")
+        reason = (why.strip().splitlines() or ["unknown format"])[-1]
+        reason = reason.removeprefix("sox FAIL formats: ").removeprefix("sox FAIL sox: ")
+        raise ValueError(f"`audio` {name} cannot be read ({reason}); give a WAV, FLAC or OGG file (MP3 needs sox's "
                          f"MP3 support: apt-get install libsox-fmt-mp3)")
-    seconds = float(info.stdout.strip() or 0)
-    if seconds > max_audio_s():
-        raise AUDIO_S.refuse(f"`audio` {name} lasts", round(seconds, 1), max_audio_s())
-    with tempfile.TemporaryDirectory() as tmp:
-        target = Path(tmp) / "16k.wav"
-        done = subprocess.run(["sox", str(path), "-r", str(SAMPLE_RATE), "-c", "1", "-b", "16", str(target)],
-                              capture_output=True, text=True, timeout=120)
-        if done.returncode != 0:
-            raise ValueError(f"`audio` {name} cannot be converted to 16 kHz mono: {done.stderr.strip()[-200:]}")
-        audio = read_wav(target)
+    audio = np.frombuffer(raw[:len(raw) // 2 * 2], dtype="<i2").astype(np.float32) / 32768.0
     if not len(audio):
         raise ValueError(f"`audio` {name} holds no samples")
     return audio
@@ -288,6 +311,7 @@ class Run:
     def __init__(self, columns: int):
         self.traces = [Trace() for _ in range(columns)]
         self.done = threading.Event()
+        self.limit_s: float | None = None  # the app's time limit, once it stopped this run
 
     def stream(self, work, opening: str, line: Callable[[list[Trace], str | None], str] | None = None
                ) -> Iterator[dict]:
@@ -300,6 +324,8 @@ class Run:
             if isinstance(item, tuple):
                 traces[item[0]].append(item[1])
                 return True
+            if isinstance(item, LimitReached):
+                self.limit_s = item.limit_s
             return False
 
         try:
@@ -309,7 +335,7 @@ class Run:
                                                quick=lambda _: quick_views(traces[0], other), on_late=take)) as ups:
                 for update in ups:
                     yield update
-            yield views(traces[0], other) | {"status": finished_status(traces)}
+            yield views(traces[0], other) | {"status": finished_status(traces) + limit_line(self.limit_s)}
         except USER_ERRORS as err:
             raise user_error(err) from None
         finally:
@@ -340,14 +366,16 @@ class LiveFeed(Run):
             self.stopped = True
             return self.started
 
-    def feed(self, rate: int, samples: np.ndarray) -> None:
+    def feed(self, rate, samples) -> None:
+        """A piece: checked from its header (rate, channels, length) before any conversion, then queued at 16 kHz."""
         if self.closed:
             return
+        seconds = check_piece(rate, samples)
+        if self.received_s + seconds > max_audio_s():
+            self.close()
+            raise AUDIO_S.refuse("the recording lasts", round(self.received_s + seconds, 1), max_audio_s())
         audio = to_16k_mono(rate, samples)
         self.received_s += len(audio) / SAMPLE_RATE
-        if self.received_s > max_audio_s():
-            self.close()
-            raise AUDIO_S.refuse("the recording lasts", round(self.received_s, 1), max_audio_s())
         self.pieces.put(audio)
 
     def close(self) -> None:
@@ -378,6 +406,25 @@ class LiveFeed(Run):
                                 should_stop=should_stop) for feed, c in zip(sources, self.configs)]
         emit(Status("Listening: speak, the transcript follows each chunk…"))
         interleave(runs, emit)
+
+
+MIC_RATES = (8_000, 192_000)  # sample rates a microphone piece may have, in Hz (browsers record at 16-48 kHz)
+MIC_CHANNELS = 8  # the most channels a piece may have
+
+
+def check_piece(rate, samples) -> float:
+    """A microphone piece's length in seconds, from its header alone (rate, shape, type: nothing is converted); a
+    ValueError naming what is wrong for a rate outside MIC_RATES (0 Hz included), more than MIC_CHANNELS channels,
+    or samples that are not numbers."""
+    if isinstance(rate, bool) or not isinstance(rate, (int, np.integer)) or not MIC_RATES[0] <= rate <= MIC_RATES[1]:
+        raise ValueError(f"a microphone piece's sample rate must be {MIC_RATES[0]:,}-{MIC_RATES[1]:,} Hz, got "
+                         f"{str(rate)[:40]}")
+    if not isinstance(samples, np.ndarray) or samples.ndim not in (1, 2) or samples.dtype.kind not in "if":
+        raise ValueError("a microphone piece must be an array of samples (frames, or frames x channels), got "
+                         f"{type(samples).__name__}")
+    if samples.ndim == 2 and not 1 <= samples.shape[1] <= MIC_CHANNELS:
+        raise ValueError(f"a microphone piece must have 1-{MIC_CHANNELS} channels, got {samples.shape[1]}")
+    return samples.shape[0] / int(rate)
 
 
 def to_16k_mono(rate: int, samples: np.ndarray) -> np.ndarray:

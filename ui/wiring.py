@@ -263,10 +263,24 @@ class RunControls:
         if got is None:
             return {}
         loaded, shown, name = got
-        controls = self.controls(loaded.start) if self.runs(loaded.start.strategy) else {}
+        controls, refused = {}, ""
+        if self.runs(loaded.start.strategy):
+            try:  # a shared trace's settings are checked as a run's are (choices, ranges) before they reach the page
+                checked_settings(loaded.start)
+                controls = self.controls(loaded.start)
+            except ValueError as err:
+                refused = f" Its settings are not restored: {md_esc(str(err)[:300])}."
         status = (f"**Replaying** {md_esc(name)}: {line(loaded)}."
-                  + (" Its settings are back in the controls." if controls else ""))
+                  + (" Its settings are back in the controls." if controls else refused))
         return shown | controls | reset | {"trace": loaded, "status": status}
+
+
+def checked_settings(start) -> None:
+    """ValueError naming the first setting of a replayed run that no run could have (a knob's value outside its
+    choices or range): what a shared trace would put into the controls is checked as a run's settings are."""
+    from decoding.run import make_params
+
+    make_params(start.strategy, start.params, lenient=True)
 
 
 def as_int(value):

@@ -48,7 +48,9 @@ from decoding.contracts import StepProgress
 from decoding.env import env_int
 from decoding.events import BeamStep, DiffusionStep, Event, ParticleStep, TokenStep, Trace, stats
 from decoding.models import load_model, resolve_spec
-from decoding.run import RUN_TIME_LIMIT, generate
+from decoding.contracts import Cancelled
+from decoding.lm import PREFILL_STOP
+from decoding.run import RUN_CLOCK, RUN_TIME_LIMIT, TimeLimit, generate
 from ui.widgets import USER_ERRORS, fmt, md_esc, user_error
 
 
@@ -162,6 +164,14 @@ class Status:
 
 
 @dataclass(frozen=True)
+class LimitReached:
+    """The worker's run reached the app's time limit (`run_limit_s`, counted from when it took the model) and was
+    stopped there: the last item a worker emits then, for a view to say so (`limit_line`)."""
+
+    limit_s: float
+
+
+@dataclass(frozen=True)
 class _Failed:
     error: BaseException
 
@@ -211,9 +221,17 @@ def stream_in_thread(work: Callable[[Callable, Callable[[], bool]], None], *, wa
     def target():
         try:
             with model_slot(should_stop, lambda ahead: emit(Status(waiting_line(ahead)))) as held:
-                if held:
-                    RUN_TIME_LIMIT.set(limit)  # this thread's runs (its own context): `generate` stops them there
-                    work(emit, should_stop)
+                if held:  # the run's clock starts now: loading, preparing and computing all count
+                    limited = TimeLimit(should_stop, limit)
+                    RUN_TIME_LIMIT.set(limit)  # this thread's runs (its own context): `generate` stops them there,
+                    RUN_CLOCK.set(limited.started)  # counted from the same moment, and says it was the limit
+                    PREFILL_STOP.set(limited)  # a long prefill asks it between chunks
+                    try:
+                        work(emit, limited)  # any other work (Serving, speech) asks it before each model call
+                    except Cancelled:  # a prefill found it set
+                        pass
+                    if limited.reached:
+                        emit(LimitReached(limit))
         except BaseException as err:  # noqa: BLE001 - handed to the consumer, which re-raises it
             emit(_Failed(err))
         finally:
@@ -324,6 +342,25 @@ def run_work(model: str, prompt: str, *, dtype: str = "auto", **generate_kwargs)
             emit(event)
 
     return work
+
+
+QUEUED_LOAD_WAIT_S = 30.0  # how long a preview or a replay waits for the model slot to load a model
+
+
+def load_queued(model: str, wait_s: float = QUEUED_LOAD_WAIT_S):
+    """A model for work outside a run (a document preview, a replay's marks): the loaded one at once when it is
+    loaded; otherwise loaded holding a compute slot, as a run loads it (so in turn with the runs, and within the
+    model cache's memory budget). ValueError when no slot came free within `wait_s`."""
+    from decoding.models import CACHE, load_model
+
+    name = resolve_spec(model).name
+    if any(key[0] == name for key in CACHE.keys()):
+        return load_model(model, progress=None)
+    deadline = time.monotonic() + wait_s
+    with model_slot(lambda: time.monotonic() > deadline) as held:
+        if not held:
+            raise ValueError(f"{name} is not loaded and the model is busy with other runs; try again in a moment")
+        return load_model(model, progress=None)
 
 
 def check_model(model: str) -> None:
@@ -439,8 +476,12 @@ def run_limit_s() -> float | None:
     return float(env_int("DECODING_LAB_RUN_LIMIT_S", 600 if os.environ.get("SPACE_ID") else 0, low=0)) or None
 
 
+def limit_line(limit_s: float | None) -> str:
+    """The sentence for a run that the time limit ended ("" without one)."""
+    return (f" It reached the app's limit of {limit_s:g} s of computing a run (DECODING_LAB_RUN_LIMIT_S, counted from "
+            "when it took the model) and stopped there; what it made is kept." if limit_s else "")
+
+
 def limit_note(trace: Trace) -> str:
     """A sentence for a run that the time limit ended ("" for any other)."""
-    limit = (trace.finish.extra or {}).get("time_limit_s") if trace.finish is not None else None
-    return (f" It reached the app's limit of {limit:g} s of computing a run (DECODING_LAB_RUN_LIMIT_S) and stopped "
-            "there; what it made is kept." if limit else "")
+    return limit_line((trace.finish.extra or {}).get("time_limit_s") if trace.finish is not None else None)
