@@ -101,9 +101,9 @@ class Recording:
     """A real recording as `run_policy` reads a clip: its samples, no word times."""
 
     def __init__(self, path: Path):
-        from ui.speech_callbacks import read_audio_file
+        from decoding.speech.audio import read_audio
 
-        self.audio, self.words = read_audio_file(path), None
+        self.audio, self.words = read_audio(path), None
         self.duration = len(self.audio) / 16000
 
 

@@ -21,8 +21,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import queue
-import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -31,7 +29,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from decoding.events import Trace
-from decoding.speech.audio import speak
+from decoding.speech.audio import read_audio, speak
 from decoding.speech.events import SpeechFinished
 from decoding.speech.policies import chunk_ends, stream_params, transcribe, transcribe_live
 from decoding.speech.whisper import DEFAULT_WHISPER, SAMPLE_RATE, load_whisper
@@ -65,54 +63,10 @@ def max_audio_s() -> int:
     return AUDIO_S.value()
 
 
-DECODE_S = 60  # the most seconds sox may take to decode an upload (it is killed then: a file that decodes slowly)
-
-
 def read_audio_file(path) -> np.ndarray:
-    """An uploaded file as 16 kHz mono float32 samples, converted by sox (WAV, FLAC, OGG; MP3 where sox reads it);
-    ValueError naming the file and what is allowed for one it cannot read or one over `max_audio_s()`.
-
-    The length is counted on the decoded samples, never read from a header (a FLAC may leave its total sample count
-    blank, and `sox --i -D` then says 0): sox writes raw 16 kHz samples to a pipe, and reading stops one sample past
-    `max_audio_s()`, so a file claiming any length costs at most that much decoding, memory and time, and nothing is
-    written to disk. Messages name the file, never the server's folder it sits in."""
-    name = Path(path).name
-    limit = max_audio_s()
-    most = limit * SAMPLE_RATE * 2  # bytes of 16-bit samples in the longest clip taken
-    with tempfile.TemporaryFile() as errors:
-        try:
-            sox = subprocess.Popen(["sox", "-V1", str(path), "-t", "raw", "-e", "signed-integer", "-b", "16", "-L",
-                                    "-r", str(SAMPLE_RATE), "-c", "1", "-"], stdout=subprocess.PIPE, stderr=errors,
-                                   stdin=subprocess.DEVNULL)
-        except FileNotFoundError:
-            raise ValueError("reading an uploaded file needs Debian's sox: apt-get install sox") from None
-        watchdog = threading.Timer(DECODE_S, sox.kill)  # a file that decodes slowly is stopped
-        watchdog.start()
-        try:
-            raw = sox.stdout.read(most + 2)  # one sample past the limit says it is longer
-            over = len(raw) > most
-            if over:
-                sox.kill()
-            sox.stdout.close()
-            code = sox.wait()
-        finally:
-            watchdog.cancel()
-        errors.seek(0)
-        why = errors.read(4000).decode("utf-8", "replace").replace(str(path), name)
-    if over:
-        raise ValueError(f"`audio` {name} lasts more than {limit} seconds, the limit for a clip (set by {AUDIO_S.env}): "
-                         f"cut it to at most {limit} s")
-    if code != 0:
-        if code < 0:
-            raise ValueError(f"`audio` {name} took more than {DECODE_S} s to decode; give a shorter or simpler file")
-        reason = (why.strip().splitlines() or ["unknown format"])[-1]
-        reason = reason.removeprefix("sox FAIL formats: ").removeprefix("sox FAIL sox: ")
-        raise ValueError(f"`audio` {name} cannot be read ({reason}); give a WAV, FLAC or OGG file (MP3 needs sox's "
-                         f"MP3 support: apt-get install libsox-fmt-mp3)")
-    audio = np.frombuffer(raw[:len(raw) // 2 * 2], dtype="<i2").astype(np.float32) / 32768.0
-    if not len(audio):
-        raise ValueError(f"`audio` {name} holds no samples")
-    return audio
+    """An uploaded file as 16 kHz mono float32 samples (`decoding.speech.audio.read_audio`), at most `max_audio_s()`
+    long; ValueError naming the file (never the server's folder) and what is allowed."""
+    return read_audio(path, max_s=max_audio_s(), limit_env=AUDIO_S.env)
 
 
 def clip_of(source, preset, upload, reference) -> tuple[np.ndarray, list[dict] | None, str, str]:

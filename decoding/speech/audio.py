@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import wave
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,6 +136,57 @@ def read_wav(path) -> np.ndarray:
                              f"`sox IN.wav -r 16000 -c 1 -b 16 OUT.wav`")
         raw = f.readframes(f.getnframes())
     return np.frombuffer(raw, dtype="<i2").astype(np.float32) / 32768.0
+
+
+DECODE_S = 60  # the most seconds sox may take to decode a file (it is killed then: a file that decodes slowly)
+
+
+def read_audio(path, *, max_s: float | None = None, limit_env: str = "") -> np.ndarray:
+    """Any audio file sox reads (WAV of any rate, width and channels, FLAC, OGG; MP3 where sox reads it) as 16 kHz
+    mono float32 samples: what the speech tab, `/transcribe` and `python -m decoding transcribe --audio` read.
+    ValueError naming the file and what is allowed for one it cannot read or one over `max_s` seconds.
+
+    The length is counted on the decoded samples, never read from a header (a FLAC may leave its total sample count
+    blank, and `sox --i -D` then says 0): sox writes raw 16 kHz samples to a pipe, and reading stops one sample past
+    `max_s`, so a file claiming any length costs at most that much decoding, memory and time, and nothing is
+    written to disk. Messages name the file, never the folder it sits in (a server's upload folder)."""
+    name = Path(path).name
+    most = None if max_s is None else int(max_s * SAMPLE_RATE) * 2  # bytes of 16-bit samples in the longest clip
+    with tempfile.TemporaryFile() as errors:
+        try:
+            sox = subprocess.Popen(["sox", "-V1", str(path), "-t", "raw", "-e", "signed-integer", "-b", "16", "-L",
+                                    "-r", str(SAMPLE_RATE), "-c", "1", "-"], stdout=subprocess.PIPE, stderr=errors,
+                                   stdin=subprocess.DEVNULL)
+        except FileNotFoundError:
+            raise MissingDependency(SYSTEM_PACKAGES["sox"]) from None
+        watchdog = threading.Timer(DECODE_S, sox.kill)  # a file that decodes slowly is stopped
+        watchdog.start()
+        try:
+            raw = sox.stdout.read() if most is None else sox.stdout.read(most + 2)  # one sample past says: longer
+            over = most is not None and len(raw) > most
+            if over:
+                sox.kill()
+            sox.stdout.close()
+            code = sox.wait()
+        finally:
+            watchdog.cancel()
+        errors.seek(0)
+        why = errors.read(4000).decode("utf-8", "replace").replace(str(path), name)
+    if over:
+        set_by = f" (set by {limit_env})" if limit_env else ""
+        raise ValueError(f"`audio` {name} lasts more than {max_s:g} seconds, the limit for a clip{set_by}: "
+                         f"cut it to at most {max_s:g} s")
+    if code != 0:
+        if code < 0:
+            raise ValueError(f"`audio` {name} took more than {DECODE_S} s to decode; give a shorter or simpler file")
+        reason = (why.strip().splitlines() or ["unknown format"])[-1]
+        reason = reason.removeprefix("sox FAIL formats: ").removeprefix("sox FAIL sox: ")
+        raise ValueError(f"`audio` {name} cannot be read ({reason}); give a WAV, FLAC or OGG file (MP3 needs sox's "
+                         f"MP3 support: apt-get install libsox-fmt-mp3)")
+    audio = np.frombuffer(raw[:len(raw) // 2 * 2], dtype="<i2").astype(np.float32) / 32768.0
+    if not len(audio):
+        raise ValueError(f"`audio` {name} holds no samples")
+    return audio
 
 
 def speech_dir() -> Path:

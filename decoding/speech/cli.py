@@ -1,6 +1,9 @@
 """`python -m decoding transcribe`: stream a clip through a policy, one JSON object per event with --json.
 
     python -m decoding transcribe --audio FILE.wav --policy local-agreement --chunk-s 1.0 --json
+
+--audio reads what the tab reads: a WAV of any rate, channels and sample width (espeak-ng writes 22,050 Hz), FLAC
+or OGG, converted to 16 kHz mono by sox (`decoding.speech.audio.read_audio`).
     python -m decoding transcribe --say "Please open the window." --policy redecode
 
 With --json every event is one line (`speech_start`, one `speech_chunk` per chunk, `speech_finish`); the last
@@ -40,7 +43,7 @@ def _sets(items: list[str]) -> dict:
 
 
 def cmd_transcribe(args) -> int:
-    from decoding.speech.audio import read_wav, speak, word_times
+    from decoding.speech.audio import read_audio, speak, word_times
     from decoding.speech.whisper import load_whisper
 
     config = stream_params({"policy": args.policy, "chunk_s": args.chunk_s, **_sets(args.set)})
@@ -48,7 +51,7 @@ def cmd_transcribe(args) -> int:
         clip = speak(args.say)
         audio, words, reference = clip.audio, clip.words, args.reference or args.say
     else:
-        audio = read_wav(args.audio)
+        audio = read_audio(args.audio)  # any rate, channels, width or format sox reads, as the tab reads it
         words = _words(args.words) if args.words else word_times(args.audio)
         reference = args.reference or (" ".join(w["word"] for w in words) if words else "")
     asr = load_whisper(args.model)

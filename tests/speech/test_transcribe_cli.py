@@ -35,8 +35,12 @@ def test_transcribe_prints_one_json_object_per_event(tmp_path, monkeypatch):
 
     monkeypatch.setenv("DECODING_LAB_SPEECH_DIR", str(tmp_path))
     clip = speak("Please open the window before the meeting starts.")  # its word times lie beside it
+    # the CLI reads what the tab reads: here 22,050 Hz stereo 24-bit, as espeak-ng or a recorder may write it
+    odd = tmp_path / "odd.wav"
+    subprocess.run(["sox", str(clip.path), "-r", "22050", "-c", "2", "-b", "24", str(odd)], check=True)
+    odd.with_suffix(".json").write_text(clip.path.with_suffix(".json").read_text())  # the word times beside it
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    result = subprocess.run([sys.executable, "-m", "decoding", "transcribe", "--audio", str(clip.path), "--policy",
+    result = subprocess.run([sys.executable, "-m", "decoding", "transcribe", "--audio", str(odd), "--policy",
                              "local-agreement", "--chunk-s", "1.0", "--json"], capture_output=True, text=True,
                             cwd=ROOT, env=env, timeout=300)
     assert result.returncode == 0, result.stderr
