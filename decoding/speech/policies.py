@@ -8,7 +8,7 @@ later is retracted, and counted.
 
     redecode         the naive baseline: decode all the audio heard so far from scratch at every chunk and show
                      the whole hypothesis. Its words change as more audio comes (retractions); on the last chunk
-                     it is exactly offline decoding of the whole clip.
+                     it is exactly offline decoding of the whole clip (with the same `encode` reading).
     local-agreement  Whisper-Streaming's LocalAgreement-n (Macháček, Dabre and Bojar 2023, "Turning Whisper into
                      Real-Time Transcription System", arXiv 2307.14743): commit the longest prefix that the
                      last n hypotheses (n = 2 in the paper) agree on. Here the committed tokens are forced as the
@@ -75,6 +75,11 @@ class StreamParams(Params):
     top_k: int = param(5, low=1, high=20, help="Alternatives recorded for every token (shown on hover).")
     trim_s: float = param(15.0, low=5.0, high=28.0, help="Audio over 30 s: once the buffer holds this many seconds, "
                                                           "cut it where everything heard is committed.")
+    encode: str = param("heard", choices=("heard", "window"),
+                        help="What Whisper's encoder reads at each chunk (redecode, local-agreement): the audio heard, "
+                             "rounded up to 5 s (its cost follows the buffer: real time on one CPU thread), or the "
+                             "whole 30 s window zero-padded, as in Whisper's training (about twice the cost on a short "
+                             "buffer). careless has its own causal encoder.")
     own: Params | None = own_params()  # the chosen policy's own knobs (`local-agreement.agree`)
 
 
@@ -101,7 +106,8 @@ class Policy:
     def decode(self, heard: np.ndarray, prefix: list[TokenChoice] = ()):
         """Whisper on the buffer's audio, after the forced `prefix`, with the text before the buffer as context."""
         context = {"context_ids": [t.token_id for t in self.context]} if self.context else {}
-        decoded = self.asr.decode(self.asr.encode(heard, should_stop=self.should_stop), [t.token_id for t in prefix],
+        encoded = self.asr.encode(heard, should_stop=self.should_stop, heard=self.params.encode == "heard")
+        decoded = self.asr.decode(encoded, [t.token_id for t in prefix],
                                   max_new_tokens=self.params.max_new_tokens, top_k=self.params.top_k,
                                   should_stop=self.should_stop, **context)
         return decoded

@@ -19,7 +19,11 @@ use, as the embedded GGUF models do (`decoding.embedded`). The mel front end is 
 the packages ship no preprocessor config.
 
 Glossary
-    window      the 30 s of audio (3000 mel frames) the encoder always sees; shorter audio is zero-padded.
+    window      the 30 s of audio (3000 mel frames) the encoder sees in Whisper's training; shorter audio is
+                zero-padded. `encode(heard=True)` reads only the audio heard, rounded up to ENCODE_STEP_S seconds
+                (the positions it would have had in the window; the padding after it is not read): the encoder's
+                cost then follows the audio, not the window (as whisper.cpp's `audio_ctx` does), which a streaming
+                policy re-encoding a short buffer at every chunk needs to keep up with live audio on a CPU.
     prompt      the task tokens before the text; `prefix_ids` (forced text tokens) follow it.
     suppressed  token ids decoding never picks (config.json's `suppress_ids`; `suppress_ids_begin` at the first
                 text position; the task tokens themselves), as faster-whisper and openai-whisper do.
@@ -49,6 +53,7 @@ from decoding.speech import ct2
 
 SAMPLE_RATE = 16_000  # Hz: what Whisper's front end expects
 WINDOW_S = 30.0  # seconds of audio the encoder sees at once
+ENCODE_STEP_S = 5  # encode(heard=True) reads the audio heard rounded up to a multiple of this many seconds
 N_FFT, HOP_LENGTH = 400, 160  # 25 ms window, 10 ms hop at 16 kHz: Whisper's STFT
 CONTEXT_TOKENS = 223  # the most previous-text tokens before the prompt (openai-whisper: n_text_ctx // 2 - 1)
 
@@ -211,12 +216,17 @@ class Whisper:
         return out.input_features
 
     @torch.inference_mode()
-    def encode(self, audio: np.ndarray, *, should_stop: Callable[[], bool] = never) -> torch.Tensor:
-        """(1, 1500, d_model) encoder states of the audio's 30 s window (Stopped, without the call, once
+    def encode(self, audio: np.ndarray, *, should_stop: Callable[[], bool] = never, heard: bool = False) -> torch.Tensor:
+        """(1, 1500, d_model) encoder states of the audio's 30 s window, or with `heard` (1, 50 s, d_model) of its
+        first s seconds: the audio's length rounded up to ENCODE_STEP_S (Stopped, without the call, once
         `should_stop()`)."""
         if should_stop():
             raise Stopped("the encoder pass was not run: the run was asked to stop")
-        return self.model.model.encoder(self.log_mel(audio)).last_hidden_state
+        mel = self.log_mel(audio)  # (1, n_mels, 3000): the log-mel is normalised over the padded window, as always
+        if not heard:
+            return self.model.model.encoder(mel).last_hidden_state
+        seconds = min(WINDOW_S, ENCODE_STEP_S * max(1, math.ceil(len(audio) / SAMPLE_RATE / ENCODE_STEP_S)))
+        return encode_frames(self.model.model.encoder, mel[:, :, :round(seconds * 100)])
 
     @torch.inference_mode()
     def decode(self, encoded: torch.Tensor, prefix_ids: list[int] = (), *, max_new_tokens: int = 128,
@@ -271,9 +281,23 @@ class Whisper:
     def text(self, token_ids: list[int]) -> str:
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
 
-    def transcribe(self, audio: np.ndarray, *, max_new_tokens: int = 128) -> str:
-        """Offline transcript of up to 30 s of audio (greedy, no timestamps)."""
-        return self.text([t.token_id for t in self.decode(self.encode(audio), max_new_tokens=max_new_tokens).tokens])
+    def transcribe(self, audio: np.ndarray, *, max_new_tokens: int = 128, heard: bool = False) -> str:
+        """Offline transcript of up to 30 s of audio (greedy, no timestamps; `heard`: see `encode`)."""
+        encoded = self.encode(audio, heard=heard)
+        return self.text([t.token_id for t in self.decode(encoded, max_new_tokens=max_new_tokens).tokens])
+
+
+def encode_frames(encoder, mel: torch.Tensor) -> torch.Tensor:
+    """transformers' WhisperEncoder.forward on the first mel frames only (it insists on the whole 3000): the
+    convolutional stem, the positions those frames have in the window, the layers, the final norm. On all 3000
+    frames it equals the library's pass (tests/speech/test_whisper.py)."""
+    x = torch.nn.functional.gelu(encoder.conv1(mel))
+    x = torch.nn.functional.gelu(encoder.conv2(x)).permute(0, 2, 1)  # (1, P, d)
+    x = x + encoder.embed_positions.weight[:x.shape[1]]
+    for layer in encoder.layers:
+        out = layer(x, None)
+        x = out[0] if isinstance(out, tuple) else out
+    return encoder.layer_norm(x)
 
 
 def build_model(model_bin: bytes, *, eot_id: int | None = None, sot_id: int = 0) -> object:

@@ -32,11 +32,11 @@ class Scripted:
         token_id = self.vocab.setdefault(word, len(self.vocab))
         return TokenChoice(token_id, word, 0.9, 0.1, [token_id], [word], [0.9])
 
-    def encode(self, heard: np.ndarray, *, should_stop=never) -> float:
+    def encode(self, audio: np.ndarray, *, should_stop=never, **_) -> float:
         if should_stop():
             raise Stopped("encoder")
         time.sleep(self.delay_s)  # a slow machine: latencies must not change
-        return len(heard) / SAMPLE_RATE
+        return len(audio) / SAMPLE_RATE
 
     def decode(self, heard_s: float, prefix_ids=(), *, max_new_tokens=128, top_k=5, should_stop=never) -> Decoded:
         words = [self.token(" " + w) for w in self.script[min(s for s in self.script if s >= heard_s - 1e-9)].split()]
@@ -170,7 +170,7 @@ def test_on_real_speech_redecode_ends_as_offline_decoding_and_local_agreement_ne
 
     sentence = "She sells fresh bread at the market every morning."
     clip = speak(sentence)
-    offline = whisper_base.decode(whisper_base.encode(clip.audio))
+    offline = whisper_base.decode(whisper_base.encode(clip.audio, heard=True))  # the policies' default `encode`
     redecode = list(transcribe(whisper_base, clip.audio, params={"policy": "redecode"}, words=clip.words,
                                reference=sentence))
     assert redecode[-2].final and [t["id"] for t in redecode[-2].hypothesis] == [t.token_id for t in offline.tokens]

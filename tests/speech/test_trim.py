@@ -42,10 +42,10 @@ class SampleReader:
         text = f" w{token_id}" if token_id < PARTIAL else f" w{token_id - PARTIAL}-"
         return TokenChoice(token_id, text, 0.9, 0.1, [token_id], [text], [0.9])
 
-    def encode(self, heard: np.ndarray, **_) -> np.ndarray:
-        self.longest_s = max(self.longest_s, len(heard) / SAMPLE_RATE)
-        assert len(heard) <= WINDOW_S * SAMPLE_RATE, "the buffer never exceeds Whisper's window"
-        return heard
+    def encode(self, audio: np.ndarray, **_) -> np.ndarray:
+        self.longest_s = max(self.longest_s, len(audio) / SAMPLE_RATE)
+        assert len(audio) <= WINDOW_S * SAMPLE_RATE, "the buffer never exceeds Whisper's window"
+        return audio
 
     def decode(self, heard: np.ndarray, prefix_ids=(), *, max_new_tokens=128, top_k=5, context_ids=(), **_) -> Decoded:
         values = np.round(heard * 1000).astype(int)

@@ -13,6 +13,7 @@ import shutil
 
 import numpy as np
 import pytest
+import torch
 
 from decoding.embedded import EmbeddedModelError
 from decoding.speech import whisper
@@ -36,6 +37,20 @@ def test_the_packaged_whisper_transcribes_an_espeak_sentence(model):
     for token in decoded.tokens:
         assert token.top_ids[0] == token.token_id and 0 < token.prob <= 1 and token.entropy >= 0
         assert token.top_probs == sorted(token.top_probs, reverse=True) and len(token.top_ids) == 5
+
+
+@pytest.mark.slow  # Whisper base's encoder over a full window (twice) and a 5 s one
+def test_the_encoder_reading_only_the_audio_heard_is_the_library_pass_on_the_whole_window(model):
+    """`encode(heard=True)` runs the encoder's own modules on the first frames; on all 3000 it is the library's pass
+    exactly, and on a short clip it reads 5 s (250 positions) and still writes the sentence."""
+    import numpy as np
+
+    clip = speak(SENTENCE)
+    long = np.tile(clip.audio, 10)[: 28 * 16000]  # rounds up to the whole window
+    assert torch.equal(model.encode(long, heard=True), model.encode(long))
+    short = model.encode(clip.audio, heard=True)
+    assert clip.duration <= 5 and short.shape[1] == 250
+    assert wer(SENTENCE, model.text([t.token_id for t in model.decode(short).tokens])) == 0.0
 
 
 @pytest.mark.slow  # Whisper base in torch and in CTranslate2, one clip each
