@@ -11,6 +11,9 @@ clip on one machine. Per policy and chunk size:
     retractions per minute  committed tokens later withdrawn, per minute of audio
     cpu per audio second    process CPU time of the policy's model calls and decisions / seconds of audio
                             (above 1: slower than real time on this machine)
+    behind live             seconds behind live audio at the end of the worst clip, had its chunks arrived in real
+                            time (each chunk's CPU time queued behind the earlier ones; 0: it keeps up)
+    longest repeat          the phrase of 1-4 words repeated most times in a row (4 or more: the stream loops)
 
 Real speech, where a Debian package ships some: alsa-utils' `/usr/share/sounds/alsa/*.wav` (a person saying the
 speaker names, "Front Center", "Rear Left"... 1.3-1.5 s each, 48 kHz; "Noise" left out), converted by sox. There are
@@ -20,8 +23,8 @@ CarelessWhisper (`careless`) runs when its trained LoRA ships (assets/whisper-ca
 `careless-untrained` row (the same causal encoder and commit rule without the LoRA, `careless.lora=false`);
 until then it is listed with the reason it cannot run.
 
-    python bench/bench_streaming.py [--chunks 1.0,2.0] [--clips 3] [--sets synthetic,real] [--threads 1] [--quick]
-                                    [--json]
+    python bench/bench_streaming.py [--chunks 1.0,2.0] [--clips 3] [--sets synthetic,real,long] [--threads 1]
+                                    [--policies careless,local-agreement] [--quick] [--json]
 
 `--quick`: the first clip, chunks of 2 s, no `careless-untrained` row (about a minute on one core).
 """
@@ -118,7 +121,8 @@ def run_policy(asr, clip, text: str, policy: str, chunk_s: float) -> dict:
     return {"policy": policy, "chunk_s": chunk_s, "text": finish.text, "edits": edits(ref, normalise(finish.text)),
             "repeat": longest_repeat(finish.text),
             "ref_words": len(ref), "latencies": [w["latency_s"] for w in finish.committed if w["latency_s"] is not None],
-            **{k: finish.stats[k] for k in ("retracted_tokens", "audio_s", "cpu_s", "encoder_passes", "decoder_passes")}}
+            **{k: finish.stats[k] for k in ("retracted_tokens", "audio_s", "cpu_s", "encoder_passes", "decoder_passes",
+                                            "behind_s")}}
 
 
 def aggregate(runs: list[dict]) -> dict:
@@ -131,6 +135,7 @@ def aggregate(runs: list[dict]) -> dict:
         "p95_latency_s": round(float(np.percentile(latencies, 95)), 3) if latencies else None,
         "retractions_per_minute": round(sum(r["retracted_tokens"] for r in runs) / (audio_s / 60), 2),
         "cpu_s_per_audio_s": round(sum(r["cpu_s"] for r in runs) / audio_s, 3),
+        "behind_live_s": max(r["behind_s"] for r in runs),  # the worst clip: how far behind live audio it ended
         "encoder_passes": sum(r["encoder_passes"] for r in runs), "decoder_passes": sum(r["decoder_passes"] for r in runs),
         "audio_s": round(audio_s, 2), "clips": len(runs),
         "longest_repeat": max((r["repeat"] for r in runs), key=lambda x: x["times"]),
@@ -203,11 +208,12 @@ def main() -> None:
     if "real" in sets and not real:
         print(f"real: no recordings in {REAL_DIR} (Debian's alsa-utils)", file=sys.stderr)
     print(f"{'set':<9} {'policy':<18} {'chunk':>5} {'WER':>6} {'mean lat':>9} {'p95 lat':>8} {'retr/min':>9} "
-          f"{'CPU/audio s':>12}  longest repeat")
+          f"{'CPU/audio s':>12} {'behind':>7}  longest repeat")
     for r in rows:
         repeat = r["longest_repeat"]
         print(f"{r['set']:<9} {r['policy']:<18} {r['chunk_s']:>5} {r['wer']:>6} {r['mean_latency_s']!s:>9} "
-              f"{r['p95_latency_s']!s:>8} {r['retractions_per_minute']:>9} {r['cpu_s_per_audio_s']:>12}  "
+              f"{r['p95_latency_s']!s:>8} {r['retractions_per_minute']:>9} {r['cpu_s_per_audio_s']:>12} "
+              f"{r['behind_live_s']:>7}  "
               f"{repeat['times']}x {repeat['phrase']!r}")
     for name, reason in out["unavailable"].items():
         print(f"{name}: {reason}")

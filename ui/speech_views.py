@@ -101,7 +101,8 @@ def run_label(trace) -> str:
 
 
 def stats_html(trace) -> str:
-    """One row of cards: WER, mean and p95 latency, retractions a minute, CPU s per audio s, committed words."""
+    """One row of cards: WER, mean and p95 latency, retractions a minute, CPU s per audio s and how far behind live
+    audio the policy would be (`SpeechChunk.behind_s`), chunks."""
     start, finish = start_of(trace), finish_of(trace)
     s = dict(finish.stats) if finish else {}
     chunks = chunks_of(trace)
@@ -110,11 +111,12 @@ def stats_html(trace) -> str:
         retracted = sum(len(c.retracted) for c in chunks)
         cpu = sum(c.cpu_s for c in chunks)
         s = {"retractions_per_minute": retracted / (heard / 60) if heard else None,
-             "cpu_s_per_audio_s": cpu / heard if heard else None, "committed_words": None}
+             "cpu_s_per_audio_s": cpu / heard if heard else None, "committed_words": None,
+             "behind_s": chunks[-1].behind_s if chunks else 0.0}
     cards = [("WER", fmt(s.get("wer"), 3) if finish and start.reference else "–"),
              ("mean latency (s)", fmt(s.get("mean_latency_s"))), ("p95 latency (s)", fmt(s.get("p95_latency_s"))),
              ("retractions / min", fmt(s.get("retractions_per_minute"), 1)),
-             ("CPU s per audio s", fmt(s.get("cpu_s_per_audio_s"))),
+             ("CPU s per audio s · behind live (s)", f"{fmt(s.get('cpu_s_per_audio_s'))} · {fmt(s.get('behind_s'), 1)}"),
              ("chunks", f"{len(chunks)} / {start.num_chunks}" if start.num_chunks else len(chunks))]
     state = ("stopped" if finish and finish.stop_reason == "cancelled" else "finished" if finish else "streaming")
     caption = f"{run_label(trace)} · {start.model} · {state}" + (f" · {start.source}" if start.source else "")
@@ -125,9 +127,26 @@ def stats_line(trace) -> str:
     """A run in one sentence (status bar, tests)."""
     finish = finish_of(trace)
     if finish is None:
-        return f"{run_label(trace)}: {len(chunks_of(trace))} chunks so far"
+        chunks = chunks_of(trace)
+        lag = chunks[-1].behind_s if chunks else 0.0
+        late = f", {lag:.1f} s behind live audio" if lag >= LATE_S else ""
+        return f"{run_label(trace)}: {len(chunks)} chunks so far{late}"
     s = finish.stats
     wer = f"WER {s['wer']:.3f}, " if s.get("wer") is not None else ""
     return (f"{run_label(trace)}: {wer}latency mean {fmt(s.get('mean_latency_s'))} s / p95 "
             f"{fmt(s.get('p95_latency_s'))} s, {s.get('retracted_tokens', 0)} tokens retracted, "
-            f"{fmt(s.get('cpu_s_per_audio_s'))} CPU s per audio s")
+            f"{fmt(s.get('cpu_s_per_audio_s'))} CPU s per audio s, {live_line(s)}")
+
+
+LATE_S = 0.5  # behind live audio by more than this: said
+
+
+def live_line(s: dict) -> str:
+    """Whether the policy keeps up with live audio on this machine, and if not by how much (from its chunks' CPU
+    time, as if it ran alone: a microphone's audio queues behind a policy slower than real time)."""
+    lag = s.get("behind_s")
+    if lag is None:  # a trace saved before this was recorded
+        return "live: not recorded"
+    if lag < LATE_S:
+        return "keeps up with live audio"
+    return f"falls behind live audio: {lag:.1f} s behind at the end of {s.get('audio_s', 0):.0f} s"

@@ -105,6 +105,8 @@ class SpeechChunk(Event):
     trimmed: str = ""  # how the buffer was cut after this chunk: "" (not), "trim" (at an earlier chunk's end whose
     #                    hypothesis is all committed now) or "flush" (the window was full); the next chunk's
     #                    `buffer_start_s` says where
+    behind_s: Seconds = 0.0  # live audio: how long after this chunk arrived the policy would finish it, had it run
+    #                          alone on this machine (its CPU time queued behind its earlier chunks; 0: it keeps up)
 
 
 @dataclass(frozen=True)

@@ -47,8 +47,15 @@ def committed_words(texts: list[str], times: list[float], reference: list[dict] 
     return out
 
 
+def behind(free_at_s: float, arrived_s: float, spent_s: float) -> float:
+    """When a policy that is busy until `free_at_s` (the audio clock) finishes a chunk that arrived at `arrived_s` and
+    takes `spent_s` of compute: live audio queues behind a policy slower than real time."""
+    return max(free_at_s, arrived_s) + spent_s
+
+
 def summary(words: list[dict], *, reference: str, final_text: str, audio_s: float, retracted: int,
-            retraction_events: int, cpu_s: float, encoder_passes: int, decoder_passes: int) -> dict:
+            retraction_events: int, cpu_s: float, encoder_passes: int, decoder_passes: int,
+            behind_s: float = 0.0, max_behind_s: float = 0.0) -> dict:
     """A run's statistics (the CLI's finish event, the benchmark's rows)."""
     latencies = [w["latency_s"] for w in words if w["latency_s"] is not None]
     ref = normalise(reference)
@@ -63,6 +70,8 @@ def summary(words: list[dict], *, reference: str, final_text: str, audio_s: floa
         "audio_s": round(audio_s, 3),
         "cpu_s": round(cpu_s, 3),
         "cpu_s_per_audio_s": round(cpu_s / audio_s, 3) if audio_s > 0 else None,
+        "behind_s": round(behind_s, 3),  # live audio: how far behind it the last chunk was finished (0: kept up)
+        "max_behind_s": round(max_behind_s, 3),
         "encoder_passes": encoder_passes,
         "decoder_passes": decoder_passes,
     }

@@ -61,7 +61,7 @@ from decoding.papers import Uncited
 from decoding.params import Params, flat, from_values, own_params, param
 from decoding.registry import Registry
 from decoding.speech.events import SpeechChunk, SpeechFinished, SpeechStarted
-from decoding.speech.latency import committed_words, summary
+from decoding.speech.latency import behind, committed_words, summary
 from decoding.speech.whisper import SAMPLE_RATE, WINDOW_S, Stopped, TokenChoice, Whisper
 
 POLICIES: Registry = Registry("policy", capabilities={"unavailable": ""})  # unavailable: why it cannot run yet
@@ -360,6 +360,7 @@ def _stream(asr, config: StreamParams, pieces: Iterator[np.ndarray], total: int 
     times: list[float] = []  # the audio time each committed token was committed at
     retracted = retraction_events = encoder_passes = decoder_passes = 0
     cpu, stop_reason, k = 0.0, "end", 0
+    free_at = lag = most_behind = 0.0  # live audio: when this policy would be free, alone on this machine
     while True:
         if should_stop():  # asked once before each chunk's model calls
             stop_reason = "cancelled"
@@ -391,6 +392,9 @@ def _stream(asr, config: StreamParams, pieces: Iterator[np.ndarray], total: int 
         keep = common_prefix(committed, step.committed)
         withdrawn = committed[keep:]
         now = end / SAMPLE_RATE
+        free_at = behind(free_at, now, spent)
+        lag = free_at - now
+        most_behind = max(most_behind, lag)
         times = times[:keep] + [now] * (len(step.committed) - keep)
         committed = list(step.committed)
         retracted += len(withdrawn)
@@ -405,7 +409,7 @@ def _stream(asr, config: StreamParams, pieces: Iterator[np.ndarray], total: int 
                           committed_text=asr.text(ids), newly_committed=len(committed) - keep,
                           retracted=[{"id": t.token_id, "text": t.text} for t in withdrawn],
                           encoder_passes=step.encoder_passes, decoder_passes=step.decoder_passes, cpu_s=spent,
-                          extra=step.extra, buffer_start_s=start / SAMPLE_RATE, trimmed=cut)
+                          extra=step.extra, buffer_start_s=start / SAMPLE_RATE, trimmed=cut, behind_s=lag)
         heard, k = end, k + 1
         if cut:
             policy.restart(step)
@@ -417,4 +421,5 @@ def _stream(asr, config: StreamParams, pieces: Iterator[np.ndarray], total: int 
     yield SpeechFinished(text=text, committed=done, stop_reason=stop_reason,
                          stats=summary(done, reference=reference, final_text=text, audio_s=heard / SAMPLE_RATE,
                                        retracted=retracted, retraction_events=retraction_events, cpu_s=cpu,
-                                       encoder_passes=encoder_passes, decoder_passes=decoder_passes))
+                                       encoder_passes=encoder_passes, decoder_passes=decoder_passes,
+                                       behind_s=lag, max_behind_s=most_behind))

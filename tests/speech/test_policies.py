@@ -184,3 +184,38 @@ def test_on_real_speech_redecode_ends_as_offline_decoding_and_local_agreement_ne
     assert agreement[-1].stats["wer"] == redecode[-1].stats["wer"] == 0.0
     for word in agreement[-1].committed:  # committed once a chunk has been heard, after (or as) the word ended
         assert word["committed_at_s"] in {round(c.audio_end_s, 3) for c in chunks} and word["latency_s"] > -0.5
+
+
+def test_a_policy_slower_than_real_time_falls_behind_live_audio_and_says_by_how_much():
+    """Each chunk's CPU time queues behind the earlier ones on the audio clock: a policy that needs 1.5 s for every
+    1 s chunk is 0.5 s further behind after each one; a fast one keeps up."""
+    from decoding.speech.latency import behind
+
+    free_at, lags = 0.0, []
+    for k in range(1, 5):
+        free_at = behind(free_at, float(k), 1.5)
+        lags.append(round(free_at - k, 3))
+    assert lags == [1.5, 2.0, 2.5, 3.0]
+    free_at = 0.0
+    for k in range(1, 5):
+        free_at = behind(free_at, float(k), 0.3)
+    assert round(free_at - 4, 3) == 0.3  # finishes each chunk 0.3 s after it arrived: never queues
+
+
+class Busy(Scripted):
+    """A recogniser that computes 0.6 CPU s for every encoder pass (CPU time, not sleep: it is what is counted)."""
+
+    def encode(self, audio, **kwargs):
+        started = time.process_time()
+        while time.process_time() - started < 0.6:
+            pass
+        return super().encode(audio, **kwargs)
+
+
+def test_the_run_records_how_far_behind_live_audio_it_is():
+    events = list(transcribe(Busy(SCRIPT), np.zeros(3 * SAMPLE_RATE // 2, np.float32),
+                             params={"policy": "redecode", "chunk_s": 0.5}))
+    chunks, finish = events[1:-1], events[-1]
+    lags = [c.behind_s for c in chunks]
+    assert len(lags) == 3 and lags == sorted(lags) and lags[-1] >= 0.3  # 0.1 s more behind with every 0.5 s chunk
+    assert finish.stats["behind_s"] == round(lags[-1], 3) and finish.stats["max_behind_s"] == round(max(lags), 3)
