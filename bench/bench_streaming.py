@@ -26,7 +26,8 @@ until then it is listed with the reason it cannot run.
     python bench/bench_streaming.py [--chunks 1.0,2.0] [--clips 3] [--sets synthetic,real,long] [--threads 1]
                                     [--policies careless,local-agreement] [--quick] [--json]
 
-`--quick`: the first clip, chunks of 2 s, no `careless-untrained` row (about a minute on one core).
+`--quick`: the first clip, chunks of 2 s, no variant rows (about a minute on one core). Variant rows: `careless-untrained`
+(the causal encoder without its LoRA) and `local-agreement-window` (the encoder over the padded 30 s window, `encode=window`).
 """
 
 from __future__ import annotations
@@ -110,7 +111,10 @@ class Recording:
         self.duration = len(self.audio) / 16000
 
 
-VARIANTS = {"careless-untrained": ("careless", {"careless.lora": False})}  # row -> (policy, its settings)
+VARIANTS = {  # row -> (policy, its settings)
+    "careless-untrained": ("careless", {"careless.lora": False}),
+    "local-agreement-window": ("local-agreement", {"encode": "window"}),  # the encoder over the padded 30 s window
+}
 
 
 def run_policy(asr, clip, text: str, policy: str, chunk_s: float) -> dict:
