@@ -342,7 +342,8 @@ def train(args) -> None:
         model.eval()
         result = evaluate(asr, model, eval_clips)
         state["evals"].append({"step": 0, **result})
-        log(work, f"eval step 0 (the untrained causal encoder): {json.dumps(result)}")
+        start = f"the LoRA of {args.init}" if args.init else "the untrained causal encoder"
+        log(work, f"eval step 0 ({start}): {json.dumps(result)}")
     model.train()
     t_end = time.time() + 60 * args.minutes
     last_save = last_eval = time.time()
