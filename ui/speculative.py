@@ -187,6 +187,7 @@ def _wire(c: dict) -> None:
         on(event.then, *mecb, **QUIET)
     for event in events.values():  # a run ended (or was stopped, or replayed): its bytes, and one more point
         on(event.then, *memory, **QUIET)
+    on(c["generate"].click, cb.memory_pending, {"memory": c["memory"]}, {}, **QUIET)  # not the last run's, meanwhile
     on(c["coupling_k"].release, *coupling, **QUIET)
     on(c["mecb_rate"].input, *mecb, trigger_mode="always_last", **QUIET)  # dragged or typed
     game = (cb.mcg_view, {"mcg": c["mcg"], "mcg_text": c["mcg_text"]},

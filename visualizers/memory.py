@@ -65,11 +65,13 @@ def setting_label(trace: Trace) -> str:
     return f"{trace.start.model} · {p.get('drafter')} · {p.get('tree')} · T {p.get('temperature', 0):g}"
 
 
-def memory_figure(trace: Trace | None, points: list | tuple = ()) -> go.Figure:
+def memory_figure(trace: Trace | None, points: list | tuple = (), *, pending: bool = False) -> go.Figure:
+    """The figure (see the module docstring); `pending`: a run is under way (its bytes are drawn when it ends)."""
     rounds = _rounds(trace) if trace is not None else []
     if not rounds:
-        return empty_figure("Generate a speculative run: the bytes each part holds appear here", height=420,
-                            title="Memory (SpecMemo)")
+        message = ("A run is under way: its memory is drawn when it ends, with the earlier runs' points" if pending
+                   else "Generate a speculative run: the bytes each part holds appear here")
+        return empty_figure(message, height=420, title="Memory (SpecMemo)")
     fig = make_subplots(rows=2, cols=1, row_heights=[0.55, 0.45], vertical_spacing=0.24,
                         subplot_titles=("what speculation holds above the weights, per round (MB)",
                                         "acceptance against memory budget (a point per run; ★ no budget, "

@@ -116,3 +116,4 @@ def test_the_memory_plot_stacks_the_parts_under_the_budget_and_adds_a_point_per_
                                                       (hot["setting_label"], ["run 2"])]
     assert point["setting_label"] == "tiny-ar · model · chain · T 0"
     assert memory_figure(None).layout.annotations[0].text.startswith("Generate a speculative run")
+    assert "drawn when it ends" in memory_figure(None, pending=True).layout.annotations[0].text  # Generate pressed
