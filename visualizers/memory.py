@@ -134,7 +134,8 @@ def _budget_panel(fig: go.Figure, shown: list) -> None:
                 x=[p[x_key] for _, p in part], y=[p["acceptance"] for _, p in part],
                 mode="markers+lines+text" if symbol == "circle" else "markers+text", name=plotly_safe(label),
                 legendgroup=f"setting {g}", showlegend=part is (budgeted or peaks), text=[f"run {k}" for k, _ in part],
-                textposition="top center", textfont=dict(size=10, color=color), cliponaxis=False,
+                textposition="middle right", textfont=dict(size=10, color=color), cliponaxis=False,
+                legendgrouptitle=dict(text="runs (lower panel)") if g == 0 and part is (budgeted or peaks) else None,
                 marker=dict(symbol=symbol, size=12 if symbol == "star" else 9, color=color), line=dict(color=color),
                 meta="budget runs",
                 hovertext=[plotly_safe(f"run {k}: {p['label']}; " + (f"node budget {p['node_budget']}, " if p.get(

@@ -57,6 +57,16 @@ def on_screen(page, elem_id: str) -> bool:
     return box is not None and box["height"] > 0 and box["y"] >= 0 and box["y"] + 20 <= PROJECTOR["height"]
 
 
+def cut_slider_ends(page) -> list[str]:
+    """The visible sliders' end labels (their min and max) that reach past their slider's box, where it cuts them
+    (top_k's 1048576 showed as "104")."""
+    return page.evaluate("""() => [...document.querySelectorAll('.min_value, .max_value')]
+        .filter(e => e.offsetParent !== null && e.textContent.trim())
+        .filter(e => { const b = e.getBoundingClientRect(), box = e.closest('.block').getBoundingClientRect();
+                       return b.right > box.right + 0.5 || b.left < box.left - 0.5; })
+        .map(e => (e.closest('[id]') || {}).id + ': ' + e.textContent)""")
+
+
 def tree_title(page) -> str:
     return page.locator("#spec-tree-plot .gtitle").text_content()
 
@@ -129,9 +139,13 @@ def test_present_mode_keeps_the_lesson_and_its_keys_work_in_every_tab(app_url):
         present(page, False)
 
         # Every tab: what the class reads stays on the page, G presses this tab's Generate, N / B walk its lesson
+        page.get_by_role("tab", name="Playground").click()
+        page.locator("#dl-compare").get_by_text("Compare strategies side by side").click()  # its sliders too
+        page.wait_for_selector("#dl-compare-go")
         for tab, (prefix, lab, kept) in TABS.items():
             page.get_by_role("tab", name=tab).click()
             page.wait_for_selector(f"#{prefix}-generate")
+            assert cut_slider_ends(page) == [], tab  # with the controls shown, on the projector
             present(page, True)
             page.evaluate("() => window.scrollTo(0, 0)")
             for elem_id in kept:
