@@ -2,10 +2,13 @@
 
 Presentation layout: the "Present" button (or the P key) hides every tab's controls and the page
 header, widens the views and enlarges the text (CSS class `dl-present` on the page body, rules in
-assets/app.css). The keys step through the run that is on screen: Left / Right move the visible
-tab's step (or round) slider by one; N / B play the next / previous lesson step; P toggles the
-layout; G presses the tab's Generate (hidden with the controls). Keys typed into a text field are
-left alone.
+assets/app.css). What the class needs to read stays on the projected page: the lesson line (its step and
+title), the teaching note and the prompt (elements of class `dl-keep`, in a narrow column beside the
+views). The keys step through the run that is on screen: Left / Right move the visible tab's step (or
+round, or chunk) by one, and its pictures follow (each tab wires its step box's `.input`, which the keys
+fire); N / B play the next / previous lesson step; P toggles the layout; G presses the tab's Generate
+(or Transcribe; class `dl-generate`, hidden with the controls). Keys typed into a text field are left
+alone.
 
 Lesson: a lab's presets in file order (the numbers in their names are the order a class meets
 them). "Next" and "Previous" choose the next preset in the lab's Preset menu, which sets every
@@ -22,7 +25,8 @@ from decoding.presets import load_presets
 # Installed once with the page (`launch(js=...)`): the keys of presentation mode.
 KEYS_JS = """
 () => {
-  const sliders = ["#dl-step", "#spec-round", "#sc-step", "#df-step"];
+  // the step (or round, or chunk) box of each tab: a slider's number box, or the Playground's step box
+  const steppers = ["#dl-step", "#spec-round", "#sc-step", "#df-step", "#sp-chunk"];
   const visible = (el) => el && el.offsetParent !== null;
   const typing = (el) => el && (el.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(el.tagName))
                         && el.type !== "range" && el.type !== "button";
@@ -32,7 +36,12 @@ KEYS_JS = """
   };
   const clickInTab = (selector) => {
     const button = [...document.querySelectorAll(selector)].find(activeTab);
-    if (button) button.click();
+    if (button && !button.disabled) button.click();
+  };
+  const lastChip = (box) => {  // a box without a maximum (the Playground's step): the last token chip's step
+    const steps = [...(box.closest("[role=tabpanel]") || document).querySelectorAll(".tok[data-step]")]
+      .map((chip) => Number(chip.dataset.step));
+    return steps.length ? Math.max(...steps) : null;
   };
   document.addEventListener("keydown", (event) => {
     if (event.ctrlKey || event.metaKey || event.altKey || typing(event.target)) return;
@@ -40,22 +49,35 @@ KEYS_JS = """
     if (key === "p") { document.body.classList.toggle("dl-present"); event.preventDefault(); return; }
     if (key === "n") { clickInTab(".dl-lesson-next"); return; }
     if (key === "b") { clickInTab(".dl-lesson-prev"); return; }
-    if (key === "g") { clickInTab("#dl-generate, #spec-generate, #sc-generate, #df-generate"); return; }
+    if (key === "g") { clickInTab(".dl-generate"); return; }
     if (key !== "arrowright" && key !== "arrowleft") return;
-    const slider = sliders.map((s) => document.querySelector(`${s} input[type=number]`)).find(visible);
-    if (!slider || slider.disabled) return;
-    const next = Number(slider.value) + (key === "arrowright" ? 1 : -1);
-    if (next < Number(slider.min || 0) || (slider.max !== "" && next > Number(slider.max))) return;
-    slider.value = String(next);
-    slider.dispatchEvent(new Event("input", { bubbles: true }));
-    slider.dispatchEvent(new Event("change", { bubbles: true }));
-    slider.blur();
+    const box = steppers.map((s) => document.querySelector(`${s} input[type=number]`)).find(visible);
+    if (!box || box.disabled) return;
+    const low = Number(box.min || 0), high = box.max !== "" ? Number(box.max) : lastChip(box);
+    if (high === null) return;
+    // an empty step box means "the latest step": Left steps back from the last one
+    const current = box.value === "" ? high + (key === "arrowleft" ? 0 : 1) : Number(box.value);
+    const next = current + (key === "arrowright" ? 1 : -1);
+    if (next < low || next > high) return;
+    box.value = String(next);
+    // what Gradio listens to: the box's `input` event (each tab wires its step's `.input`)
+    box.dispatchEvent(new Event("input", { bubbles: true }));
     event.preventDefault();
   });
 }
 """
 
+KEEP = "dl-keep"  # the class of what presentation mode keeps on the page: lesson line, note, prompt
+
 TOGGLE_JS = "() => { document.body.classList.toggle('dl-present'); }"
+
+
+def keep_on_screen(*components) -> None:
+    """Mark what the projected page keeps while the controls hide (a tab's note and prompt): class `dl-keep`.
+    Called in a tab's build, inside its Blocks (the page's config is read when the Blocks closes)."""
+    for component in components:
+        classes = component.elem_classes or []
+        component.elem_classes = [*([classes] if isinstance(classes, str) else classes), KEEP]
 
 
 def present_button() -> gr.Button:
@@ -96,9 +118,9 @@ def lesson_row(c: dict, lab: str, prefix: str) -> None:
     lesson_next)."""
     if not lesson(lab):
         return
-    with gr.Row(elem_classes="dl-lesson"):
+    with gr.Row(elem_classes=["dl-lesson", KEEP]):
         c["lesson_prev"] = gr.Button("◀ Previous", size="sm", elem_id=f"{prefix}-lesson-prev",
                                      elem_classes="dl-lesson-prev", min_width=90)
         c["lesson_next"] = gr.Button("Next ▶", size="sm", elem_id=f"{prefix}-lesson-next",
                                      elem_classes="dl-lesson-next", min_width=90)
-    c["lesson"] = gr.Markdown(lesson_line(lab, None), elem_id=f"{prefix}-lesson", elem_classes="dl-help")
+    c["lesson"] = gr.Markdown(lesson_line(lab, None), elem_id=f"{prefix}-lesson", elem_classes=["dl-help", KEEP])

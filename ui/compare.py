@@ -31,7 +31,8 @@ element.addEventListener('click', (event) => {
 INTRO = ("Run two to four settings on the **prompt, model, max new tokens, seed, chat template and dtype above**, "
          "side by side: the runs take turns (one token each), share the model and start from the same seed. "
          "Each run is exactly the run it would be alone. Click a token in any run to see every run's "
-         "distribution at that step. Stop stops all of them.")
+         "distribution at that step. Stop stops all of them. Each knob is explained under the same knob in the "
+         "controls above (choose that strategy there to read it).")
 
 
 def build_compare(c: dict) -> None:
@@ -84,7 +85,7 @@ def _row(c: dict, k: int) -> None:
                 c[f"compare_{k}:group:{name}"] = group
                 for w in widgets:
                     c[f"compare_{k}:{w.key}"] = param_widget(
-                        w, value=params.get(w.name) if name == strategy else None,
+                        w, value=params.get(w.name) if name == strategy else None, compact=True,
                         elem_id=f"dl-compare-{k}-{w.key.removeprefix('param:').replace('.', '-')}")
         with gr.Accordion(f"Run {k + 1}: parameters as JSON", open=False, elem_id=f"dl-compare-json-{k}"):
             c[f"compare_params_{k}"] = gr.Textbox("", label=f"Run {k + 1}: parameters (JSON, optional)", max_lines=1,

@@ -221,13 +221,16 @@ def run_label(trace: Trace) -> str:
 
 
 def stats_html(trace: Trace) -> str:
-    """One row of cards: tokens, steps, NFE, tokens per step, NFE per token, elapsed."""
+    """One row of cards: answer tokens, steps, NFE, positions per step, NFE per position, elapsed. The answer is
+    the text before the first end-of-text; the per-step and per-NFE rates count every canvas position committed,
+    the end-of-text padding too (that is the work a step does: 8 answer tokens in one step of 32 positions)."""
     def cards(trace: Trace) -> list:
         s = stats(trace)
         tokens = s["num_tokens"] if trace.finish else sum(len(e.unmasked) for e in steps_of(trace))
-        return [("tokens", f"{tokens} / {trace.start.max_new_tokens}"), ("steps", s.get("diffusion_steps", 0)),
-                ("NFE (model calls)", s.get("nfe", 0)), ("tokens per step", fmt(s.get("tokens_per_step"))),
-                ("NFE per token", fmt(s.get("nfe_per_token"))), ("elapsed (s)", fmt(s.get("elapsed_s"), 1))]
+        return [("answer tokens" if trace.finish else "committed", f"{tokens} / {trace.start.max_new_tokens}"),
+                ("steps", s.get("diffusion_steps", 0)), ("NFE (model calls)", s.get("nfe", 0)),
+                ("positions per step", fmt(s.get("tokens_per_step"))),
+                ("NFE per position", fmt(s.get("nfe_per_token"))), ("elapsed (s)", fmt(s.get("elapsed_s"), 1))]
 
     def setting(start) -> str:
         chat = " · chat template" if start.chat else ""
@@ -241,7 +244,8 @@ def stats_line(trace: Trace) -> str:
     """The run in one sentence (status bar, tests)."""
     s = stats(trace)
     return (f"{s['num_tokens']} tokens in {s.get('diffusion_steps', 0)} steps, NFE {s.get('nfe', 0)} "
-            f"({fmt(s.get('tokens_per_step'))} tokens per step), {s['elapsed_s']:.1f} s{verdict_mark(trace)}")
+            f"({fmt(s.get('tokens_per_step'))} positions per step, end-of-text padding included), "
+            f"{s['elapsed_s']:.1f} s{verdict_mark(trace)}")
 
 
 __all__ = ["COMPARISONS", "CONTROLS", "OPENING_COMPARE", "OPENING_PRESET",

@@ -333,7 +333,7 @@ def generate_run(model, source, doc_seed, own_text, question, own_question, refe
         return views(trace, state["marks"], live=True) | {"marks": state["marks"]}
 
     def line(status, progress) -> str:
-        count = len(trace.of_kind("token")) + sum(len(r.token_ids) for r in trace.of_kind("spec_round"))
+        count = len(trace.of_kind("token"))  # a speculative run's tokens too (its rounds' tokens are token events)
         return md_esc(status or "Working…") + (f" {count} tokens so far." if count else "")
 
     def quick(_) -> dict:  # the answer as it grows (no figures: they wait for a redraw)

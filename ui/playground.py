@@ -24,7 +24,7 @@ from ui.classroom import lesson_row
 from ui.compare import build_compare
 from ui.launch import serve, standalone
 from ui.widgets import auto_dtype_help, explain_clamping, model_choices, seed_box
-from ui.wiring import named_inputs, on, run_buttons, session_state, wire_lab
+from ui.wiring import lab_columns, named_inputs, on, on_any, run_buttons, session_state, wire_lab
 from ui.exports import HTML_NOTE, download, wire_download
 from ui.playground_views import (COLOR_CHOICES, CONTROLS, DEFAULT_STRATEGY, EXAMPLE_PROMPTS, OUTPUTS,
                                  PRIMARY_PARAMS, UI_MAX_NEW_TOKENS, new_selection, param_widget, param_widgets,
@@ -131,11 +131,7 @@ def _views(c: dict) -> None:
 def build_playground() -> dict:
     """Create the tab's widgets in the current Blocks, wire them, and return them by name."""
     c: dict = {}
-    with gr.Row(equal_height=False, elem_id="dl-playground"):
-        with gr.Column(scale=4, min_width=330, elem_classes="dl-controls"):
-            _controls(c)
-        with gr.Column(scale=9, elem_classes="dl-views"):
-            _views(c)
+    lab_columns(c, _controls, _views, "dl-playground")
     build_compare(c)  # Compare mode: 2-4 settings side by side on the controls above
     c["trace"], c["branch"], c["selection"] = session_state(), session_state(), session_state(new_selection())
     _wire(c)
@@ -158,7 +154,9 @@ def _wire(c: dict) -> None:
              more_runs={"branch": (c["branch_button"], cb.branch_run, {"alternative": c["alternatives"]} | state)})
     on(c["text"].click, cb.click_main, outputs, state, **quiet)
     on(c["branch_text"].click, cb.click_branch, outputs, state, **quiet)
-    on(c["step"].submit, cb.type_step, outputs, {"step": c["step"]} | state, **quiet)
+    # the step box: typed (Enter), its arrows, or Present mode's Left / Right keys (which fire `input`)
+    on_any([c["step"].submit, c["step"].input], cb.type_step, outputs, {"step": c["step"]} | state,
+           trigger_mode="always_last", **quiet)
     on(c["color_by"].change, cb.recolor, outputs, state, **quiet)
     explain_clamping(c, {w.key: w.spec for w in param_widgets() if w.spec})
     for what in ("json", "csv", "html"):

@@ -82,8 +82,17 @@ def generate_run(model, strategy, prompt, max_new_tokens, seed, chat, dtype, col
                     max_new_tokens=max_new_tokens, seed=seed, chat=bool(chat))
     render = lambda: views(trace, branch, selection, color_by, inspector=False)
     chips = lambda _: text_views(trace, branch, selection, color_by)
-    yield from stream_views(work, trace, render, "tokens", quick=chips)
-    yield views(trace, branch, selection, color_by) | {"trace": trace, "status": finished_status(trace, "Finished")}
+    beams = is_beam_family(strategy)  # a step grows every beam by one; the best hypothesis may end sooner
+    yield from stream_views(work, trace, render, "beam steps" if beams else "tokens", quick=chips)
+    yield views(trace, branch, selection, color_by) | {"trace": trace, "status": finished_status(trace, "Finished")
+                                                       + (beam_note(trace) if beams else "")}
+
+
+def beam_note(trace: Trace) -> str:
+    """What a beam run's counts mean: the live line counted beam steps, "Finished" the best hypothesis's tokens."""
+    steps = len(trace.of_kind("beams"))
+    return (f" Tokens counts the best hypothesis; the search ran {steps} beam steps (what the live line counted)."
+            if steps else "")
 
 
 def stop_run(trace, branch, selection, color_by, wait_s: float = 3.0) -> dict:

@@ -38,9 +38,11 @@ EXAMPLE_PROMPTS = [
     "List three uses of a paperclip.",
     "Once upon a time, in a small village by the sea,",
 ]
-# Practical slider ends for parameters whose allowed range is unbounded (the engine still checks).
+# Practical slider ends for parameters whose allowed range is unbounded or huge (top_k: 1,048,576); the engine, the
+# API and presets still take the whole range (a value past the slider is clamped in the widget, with a note).
 UI_MAX = {"temperature": 2.0, "top_k": 100, "repetition_penalty": 2.0, "tau": 10.0}
 UI_STEP = {"temperature": 0.05, "tau": 0.1, "length_penalty": 0.1, "penalty_alpha": 0.05, "top_p": 0.01}
+COMPACT_WIDTH = 200  # px: a Compare row's widget at least this wide (a row of them wraps)
 PRIMARY_PARAMS = 4  # the first parameters of a strategy are shown; the rest sit in an accordion
 STOP_WORDS = {"max_new_tokens": "length", "eos": "end token", "cancelled": "Stop", "running": "running…"}
 
@@ -101,26 +103,36 @@ def param_widgets(strategy: str | None = None) -> list[ParamWidget]:
                     high = UI_MAX.get(spec["name"], max(10.0, float(spec["default"]) * 4))
                 elif not spec["high_inclusive"]:
                     high -= step
+                ui_high = spec.get("ui_high") or UI_MAX.get(spec["name"])
+                if ui_high is not None and ui_high < high:  # top_k's 1,048,576: a slider to 100 (its end label fits)
+                    high = float(ui_high)
             widgets.append(ParamWidget(name, spec["name"], kind, spec["default"], low, high, step, spec["help"],
                                        range_text, spec=spec))
     return widgets
 
 
-def param_widget(w: ParamWidget, *, value=None, elem_id: str | None = None) -> gr.components.Component:
+def param_widget(w: ParamWidget, *, value=None, elem_id: str | None = None,
+                 compact: bool = False) -> gr.components.Component:
     """A slider for a numeric range, else a number box, checkbox, menu or text box; help as `info`. `value`
-    replaces the declared default shown at first; `elem_id` the Playground's own id (`dl-param-...`)."""
+    replaces the declared default shown at first; `elem_id` the Playground's own id (`dl-param-...`). `compact`
+    (a Compare row): no help under the widget (the same knob above, in the Playground's controls, has it) and a
+    width that lets a row of them wrap instead of squashing each slider."""
     value = w.default if value is None else value
     common = dict(label=w.name.replace("_", " "), elem_id=elem_id or f"dl-{w.key.replace(':', '-').replace('.', '-')}")
+    if compact:
+        common["min_width"] = COMPACT_WIDTH
     info = f"{w.help} Allowed: {w.range_text}."
     if w.kind in ("int", "float") and w.low is not None:  # the info claims only what the slider reaches
         info = f"{w.help} {slider_range_text(w.spec, w.low, w.high)}"
+    info = None if compact else info
+    if w.kind in ("int", "float") and w.low is not None:
         return gr.Slider(w.low, w.high, value=value, step=w.step, info=info, **common)
     if w.kind in ("int", "float"):
         return gr.Number(value, precision=0 if w.kind == "int" else None, info=info, **common)
     if w.kind == "bool":
-        return gr.Checkbox(bool(value), info=w.help, **common)
+        return gr.Checkbox(bool(value), info=None if compact else w.help, **common)
     if w.kind == "choice":
-        return gr.Dropdown(list(w.choices), value=value, info=w.help, **common)
+        return gr.Dropdown(list(w.choices), value=value, info=None if compact else w.help, **common)
     return gr.Textbox(value, info=info, **common)
 
 

@@ -30,7 +30,8 @@ from ui.plugin_fields import field_label
 from ui.scaling_views import (CONTROLS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_METHOD, DEFAULT_MODEL, DEFAULT_PROMPT,
                               DEFAULT_SETTINGS, DEFAULT_TASK, FIELDS, METHODS, OPENING_COMPARE, OPENING_NOTE, OUTPUTS,
                               REWARD_KEYS, REWARDS, SPECIFIC, VARYING, METHOD_FIELDS, UI_MAX_N, UI_MAX_NEW_TOKENS, help_of,
-                              spec_of, benchmark_views, method_info, reward_help, task_choices, views, visible_fields)
+                              spec_of, benchmark_views, method_help, method_info, method_list, reward_help, task_choices,
+                              views, visible_fields)
 
 INTRO = ("A **particle** is one partial solution; N of them decode side by side as one batch. After every "
          "reasoning step (a line) the **reward** r ∈ [0, 1] scores each particle, and its **weight** is "
@@ -86,6 +87,9 @@ def _controls(c: dict) -> None:
     c["form_note"] = gr.Markdown("", visible=False, elem_id="sc-form-note")  # a prompt tiny-math cannot read
     run_buttons(c, "sc")
     c["method"] = gr.Radio(list(METHODS), value=DEFAULT_METHOD, label="Method", info=method_info(), elem_id="sc-method")
+    c["method_help"] = gr.Markdown(method_help(DEFAULT_METHOD), elem_classes="dl-help", elem_id="sc-method-help")
+    with gr.Accordion("Every method", open=False, elem_id="sc-methods"):
+        gr.Markdown(method_list(), elem_classes="dl-help")
     _field(c, "reward", gr.Dropdown(list(REWARDS.names()), value=d["reward"], label="Reward", elem_id="sc-reward",
                                     info="What scores each step (and the finished answer)."))
     c["reward_help"] = gr.Markdown(reward_help(d["reward"]), elem_classes="dl-help", elem_id="sc-reward-help")
@@ -174,7 +178,7 @@ def _wire(c: dict) -> None:
     state = {k: c[k] for k in ("trace", "other")}
     explain_clamping(c, {f"sc:{f}": spec_of(f) for f in FIELDS})
 
-    shown = {f"sc:{f}": c[f"sc:{f}"] for f in SPECIFIC} | {"reward_help": c["reward_help"]}
+    shown = {f"sc:{f}": c[f"sc:{f}"] for f in SPECIFIC} | {k: c[k] for k in ("reward_help", "method_help")}
     on_any([c["method"].change, c["sc:reward"].change], cb.shown_controls, shown,
            {"method": c["method"], "reward": c["sc:reward"]}, **QUIET)
     switched = {f"sc:{f}": c[f"sc:{f}"] for f in VARYING}

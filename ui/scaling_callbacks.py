@@ -19,8 +19,8 @@ from ui.widgets import USER_ERRORS, md_esc, user_error
 from ui.wiring import RunControls, as_int
 from ui.worker import check_model, limit_note, run_work, stream_views, wait_for_finish
 from ui.scaling_views import (defaults_on_switch, settings_of, FIELDS, FREE_PROMPT, METHODS, SPECIFIC, UI_MAX_NEW_TOKENS,
-                              collect_params, fields_from_params, live_particles, method_info, reward_help, stats_line,
-                              task_by_id, task_of_prompt, views, visible_fields)
+                              collect_params, fields_from_params, live_particles, method_help, method_info, reward_help,
+                              stats_line, task_by_id, task_of_prompt, views, visible_fields)
 
 NO_COMPARISON = "none"
 
@@ -38,9 +38,10 @@ def model_changed(model: str, method: str) -> dict:
 
 
 def shown_controls(method: str, reward: str) -> dict:
-    """Show only the controls of this method and reward, and the reward's one-line explanation."""
+    """Show only the controls of this method and reward, and the method's and the reward's one-line explanations."""
     shown = visible_fields(method, reward)
-    return {f"sc:{f}": gr.update(visible=f in shown) for f in SPECIFIC} | {"reward_help": reward_help(reward)}
+    return ({f"sc:{f}": gr.update(visible=f in shown) for f in SPECIFIC}
+            | {"reward_help": reward_help(reward), "method_help": method_help(method)})
 
 
 def method_switched(method: str, **values) -> dict:

@@ -45,9 +45,23 @@ def scaling_methods() -> tuple[str, ...]:
 METHODS = scaling_methods()
 
 
+METHOD_INFO = "How the budget is spent; the chosen method in one line below, every method under “Every method”."
+
+
 def method_info() -> str:
-    """One line per method, from the registry's help."""
-    return " · ".join(f"{m}: {get_strategy(m).help}" for m in METHODS)
+    """The method menu's line (the methods' own help is `method_help` and `method_list`: 300 words under the
+    menu were too many to read)."""
+    return METHOD_INFO
+
+
+def method_help(method: str) -> str:
+    """The chosen method in one line, from the registry's help."""
+    return f"**{method}**: {get_strategy(method).help}" if method in METHODS else ""
+
+
+def method_list() -> str:
+    """Every method, one line each (a Markdown list), from the registry's help."""
+    return "\n".join(f"- **{m}**: {get_strategy(m).help}" for m in METHODS)
 
 
 DEFAULT_METHOD = "particle-filter"

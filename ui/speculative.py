@@ -174,7 +174,8 @@ def _wire(c: dict) -> None:
     events = wire_lab(c, cb, outputs, state, run_inputs, CONTROLS, lab="speculative")
     coupling = (cb.coupling_view, {"coupling": c["coupling"]},
                 {"k": c["coupling_k"], "round_index": c["round"], "parent": c["position"], "trace": c["trace"]})
-    picked = [on(c["round"].release, cb.choose_round, outputs, {"round_index": c["round"]} | state, **QUIET),
+    picked = [on(c["round"].input, cb.choose_round, outputs, {"round_index": c["round"]} | state,  # dragged, typed or
+                 trigger_mode="always_last", **QUIET),  # Present mode's Left / Right
               on(c["position"].input, cb.choose_position, outputs,
                  {"parent": c["position"], "round_index": c["round"]} | state, **QUIET)]
     memory = (cb.memory_view, {"memory": c["memory"], "budget_points": c["budget_points"]},
@@ -186,6 +187,7 @@ def _wire(c: dict) -> None:
         on(event.then, *mecb, **QUIET)
     for event in events.values():  # a run ended (or was stopped, or replayed): its bytes, and one more point
         on(event.then, *memory, **QUIET)
+    on(c["generate"].click, cb.memory_pending, {"memory": c["memory"]}, {}, **QUIET)  # not the last run's, meanwhile
     on(c["coupling_k"].release, *coupling, **QUIET)
     on(c["mecb_rate"].input, *mecb, trigger_mode="always_last", **QUIET)  # dragged or typed
     game = (cb.mcg_view, {"mcg": c["mcg"], "mcg_text": c["mcg_text"]},

@@ -186,6 +186,11 @@ def mcg_view(message, rate, temperature, seed) -> dict:
     return {"mcg": game_figure(episode, MCG_PRIOR, MCG_MESSAGES, curves, temperature), "mcg_text": text}
 
 
+def memory_pending() -> dict:
+    """Generate pressed: the Memory plot (drawn when a run ends) stops showing the previous run as if it were this one."""
+    return {"memory": memory_figure(None, pending=True)}
+
+
 def memory_view(trace, points) -> dict:
     """The Memory plot (SpecMemo): the shown run's bytes per part and round, and acceptance against budget
     over this session's runs; a finished run not yet among the points is added."""

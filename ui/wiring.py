@@ -16,7 +16,7 @@ import gradio as gr
 
 from decoding.env import env_int
 from decoding.errors import short_repr
-from ui.classroom import lesson_line, lesson_step
+from ui.classroom import keep_on_screen, lesson_line, lesson_step
 from ui.guard import BudgetExceeded, replay_budget_s, within_budget
 from ui.widgets import QUIET, RENDER_ERRORS, error_toast, md_esc
 from ui.worker import MODEL_CONCURRENCY_ID, model_event, runs_at_once
@@ -133,11 +133,16 @@ def named_inputs(*groups: dict[str, gr.components.Component]) -> dict[str, gr.co
     return merged
 
 
+ON_SCREEN = ("note", "prompt", "question", "own_question")  # the controls Present mode keeps on the page
+
+
 def lab_columns(c: dict, controls: Callable[[dict], None], views: Callable[[dict], None], elem_id: str) -> None:
-    """A lab tab's layout: controls on the left, views on the right (each fills `c` by name)."""
+    """A lab tab's layout: controls on the left, views on the right (each fills `c` by name). Of the controls,
+    Present mode keeps those named in `ON_SCREEN` on the projected page (ui/classroom.py)."""
     with gr.Row(equal_height=False, elem_id=elem_id):
         with gr.Column(scale=4, min_width=330, elem_classes="dl-controls"):
             controls(c)
+            keep_on_screen(*(c[name] for name in ON_SCREEN if name in c))
         with gr.Column(scale=9, elem_classes="dl-views"):
             views(c)
 
@@ -145,9 +150,9 @@ def lab_columns(c: dict, controls: Callable[[dict], None], views: Callable[[dict
 def run_buttons(c: dict, prefix: str, label: str = "Generate") -> None:
     """A lab tab's Generate (named `label`) and Stop buttons side by side, and its status line under them:
     `c["generate"]`, `c["stop"]`, `c["status"]` (elem ids `<prefix>-generate`, `-stop`, `-status`), which
-    `wire_lab` wires."""
+    `wire_lab` wires. The class `dl-generate` is what Present mode's G key presses (ui/classroom.py)."""
     with gr.Row():
-        c["generate"] = gr.Button(label, variant="primary", elem_id=f"{prefix}-generate")
+        c["generate"] = gr.Button(label, variant="primary", elem_id=f"{prefix}-generate", elem_classes="dl-generate")
         c["stop"] = gr.Button("Stop", variant="stop", elem_id=f"{prefix}-stop")
     c["status"] = gr.Markdown("Ready.", elem_id=f"{prefix}-status")
 

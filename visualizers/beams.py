@@ -58,7 +58,9 @@ def beams_figure(trace: Trace) -> go.Figure:
     fig.add_trace(_lines(star_edges, "to finished", dict(color=COLORS["finished"], width=1.5, dash="dot")))
     fig.add_trace(_lines(best_edges, "best path" if trace.finish else "best live beam",
                          dict(color=COLORS["best"], width=4)))
-    fig.add_trace(go.Scatter(x=[root_x], y=[0], mode="markers+text", text=["prompt"], textposition="middle left",
+    # "prompt" above its marker, as the tokens' labels are (at its left it ran into the "0" tick of rank 0)
+    fig.add_trace(go.Scatter(x=[root_x], y=[0], mode="markers+text", text=["prompt"], textposition="top center",
+                             textfont=dict(size=10),
                              marker=dict(symbol="square", size=11, color="#555"), name="prompt",
                              showlegend=False, hovertemplate="prompt<extra></extra>"))
     fig.add_trace(go.Scatter(

@@ -208,6 +208,9 @@ def kv_memory_figure(trace: Trace | None, marks: dict | None = None) -> go.Figur
     per = marks.get("kv_bytes_per_position")
     if not per:
         return empty_figure("No bytes per position known for this run's model", height=300, title="Memory")
+    if trace.finish is None and trace.start.strategy == "rag":  # its cache holds its own prompt, known at the end:
+        return empty_figure("RAG's KV cache holds the retrieved chunks, not the book: measured when the run ends",
+                            height=300, title="Memory")  # not the whole book's positions, as it said while running
     held = _cache_positions(trace)
     bars = [("this run holds", held, "#f58518")]
     total = _context_tokens(trace, marks)

@@ -4,14 +4,17 @@
                                       weights (MB per part: the caches, the verification's logits and
                                       probs, the draft's q; the weights in the title), the budget less the
                                       weights as a dashed line; bottom: acceptance rate against the budget,
-                                      one point per run of this session (`budget_point(trace)` makes one).
-    budget_point(trace)               {"budget_mb", "acceptance", "tokens_per_round", "peak_mb", "label"}
-                                      of a finished speculative run, from its rounds.
+                                      one point per run of this session (`budget_point(trace)` makes one),
+                                      a line per setting (all but the budget), each point "run k".
+    budget_point(trace)               {"budget_mb", "acceptance", "tokens_per_round", "peak_mb", "label",
+                                      "setting", "setting_label"} of a finished speculative run, from its rounds.
 
 Read from SpecRound.extra["memory"] (decoding.speculative.memory); no model.
 """
 
 from __future__ import annotations
+
+import json
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -23,6 +26,7 @@ MB = 1 << 20
 PARTS = {"target weights": "#4c78a8", "draft weights": "#9ecae9", "target cache": "#f58518", "draft cache": "#ffbf79",
          "verify logits": "#54a24b", "verify probs": "#88d27a", "draft q": "#b279a2"}
 MAX_POINTS = 40  # runs kept in the acceptance-vs-budget panel
+SETTING_COLORS = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756", "#72b7b2", "#9d755d", "#eeca3b")
 
 
 def _rounds(trace: Trace) -> list:
@@ -42,17 +46,36 @@ def budget_point(trace: Trace | None) -> dict | None:
             "peak_mb": round(max(sum(r.extra["memory"]["parts"].values()) for r in rounds) / MB, 3),
             "node_budget": rounds[0].extra["memory"].get("node_budget"),
             "label": f"{trace.start.model} · {params.get('drafter')} · "
-                     f"{len(trace.finish.token_ids) if trace.finish else 0} tokens"}
+                     f"{len(trace.finish.token_ids) if trace.finish else 0} tokens",
+            "setting": setting_of(trace), "setting_label": setting_label(trace)}
 
 
-def memory_figure(trace: Trace | None, points: list | tuple = ()) -> go.Figure:
+def setting_of(trace: Trace) -> str:
+    """What a run's acceptance depends on besides its memory budget (model, prompt, length, seed, every other
+    parameter), as one string: runs of one setting at several budgets are one line of the lower panel."""
+    start = trace.start
+    params = {k: v for k, v in start.params.items() if "memory_budget" not in k}
+    return json.dumps([start.model, start.prompt, start.max_new_tokens, start.seed, start.chat, params], sort_keys=True,
+                      default=str)
+
+
+def setting_label(trace: Trace) -> str:
+    """The setting in a few words, for the legend: model, drafter, tree and temperature."""
+    p = trace.start.params
+    return f"{trace.start.model} · {p.get('drafter')} · {p.get('tree')} · T {p.get('temperature', 0):g}"
+
+
+def memory_figure(trace: Trace | None, points: list | tuple = (), *, pending: bool = False) -> go.Figure:
+    """The figure (see the module docstring); `pending`: a run is under way (its bytes are drawn when it ends)."""
     rounds = _rounds(trace) if trace is not None else []
     if not rounds:
-        return empty_figure("Generate a speculative run: the bytes each part holds appear here", height=420,
-                            title="Memory (SpecMemo)")
+        message = ("A run is under way: its memory is drawn when it ends, with the earlier runs' points" if pending
+                   else "Generate a speculative run: the bytes each part holds appear here")
+        return empty_figure(message, height=420, title="Memory (SpecMemo)")
     fig = make_subplots(rows=2, cols=1, row_heights=[0.55, 0.45], vertical_spacing=0.24,
                         subplot_titles=("what speculation holds above the weights, per round (MB)",
-                                        "acceptance against memory budget (one point per run)"))
+                                        "acceptance against memory budget (a point per run; ★ no budget, "
+                                        "at its peak)"))
     first = rounds[0].extra["memory"]["parts"]
     weights = first.get("target weights", 0) + first.get("draft weights", 0)
     x = [r.round for r in rounds]
@@ -69,19 +92,7 @@ def memory_figure(trace: Trace | None, points: list | tuple = ()) -> go.Figure:
         fig.add_trace(go.Scatter(x=[min(x) - 0.5, max(x) + 0.5], y=[(budget - weights) / MB] * 2, mode="lines",
                                  name="budget − weights", line=dict(color="#e45756", dash="dash")), 1, 1)
     shown = [p for p in points if isinstance(p, dict) and p.get("acceptance") is not None][-MAX_POINTS:]
-    with_budget = [p for p in shown if p.get("budget_mb")]
-    without = [p for p in shown if not p.get("budget_mb")]
-    if with_budget:
-        fig.add_trace(go.Scatter(x=[p["budget_mb"] for p in with_budget], y=[p["acceptance"] for p in with_budget],
-                                 mode="markers+lines", name="run with a budget", line=dict(color="#4c78a8"),
-                                 hovertext=[plotly_safe(f"{p['label']}: node budget {p['node_budget']}, "
-                                                        f"{p['tokens_per_round']} tokens/round, peak {p['peak_mb']} MB")
-                                            for p in with_budget], hoverinfo="text+x+y"), 2, 1)
-    for p in without:  # no budget: drawn at its peak
-        fig.add_trace(go.Scatter(x=[p["peak_mb"]], y=[p["acceptance"]], mode="markers", name="no budget (at its peak)",
-                                 marker=dict(symbol="star", size=12, color="#f58518"), showlegend=p is without[0],
-                                 hovertext=plotly_safe(f"{p['label']}: no budget, {p['tokens_per_round']} tokens/round"),
-                                 hoverinfo="text+x+y"), 2, 1)
+    _budget_panel(fig, shown)
     peak = max(sum(r.extra["memory"]["parts"].values()) for r in rounds)
     nodes = memory.get("node_budget")
     line = (f"SpecMemo: budget {budget / MB:.2f} MB, at most {nodes} draft tokens a round"
@@ -100,3 +111,33 @@ def memory_figure(trace: Trace | None, points: list | tuple = ()) -> go.Figure:
         fig.add_annotation(text="finished runs appear here", xref="x2 domain", yref="y2 domain", x=0.5, y=0.5,
                            showarrow=False, font=dict(color="#666"))
     return fig
+
+
+def _budget_panel(fig: go.Figure, shown: list) -> None:
+    """The lower panel: a line per setting (`setting_of`) through its runs' budgets, named in the legend, each
+    point marked "run k" (its place among the session's runs); a run without a budget is a star at its peak."""
+    groups: dict = {}
+    for k, p in enumerate(shown, start=1):
+        groups.setdefault(p.get("setting") or p.get("label"), []).append((k, p))
+    labels: list = []
+    for g, members in enumerate(groups.values()):
+        label = members[0][1].get("setting_label") or members[0][1].get("label", "")
+        label = label if label not in labels else f"{label} · setting {g + 1}"  # same words, another prompt or length
+        labels.append(label)
+        color = SETTING_COLORS[g % len(SETTING_COLORS)]
+        budgeted = sorted((m for m in members if m[1].get("budget_mb")), key=lambda m: m[1]["budget_mb"])
+        peaks = [m for m in members if not m[1].get("budget_mb")]
+        for part, x_key, symbol in ((budgeted, "budget_mb", "circle"), (peaks, "peak_mb", "star")):
+            if not part:
+                continue
+            fig.add_trace(go.Scatter(
+                x=[p[x_key] for _, p in part], y=[p["acceptance"] for _, p in part],
+                mode="markers+lines+text" if symbol == "circle" else "markers+text", name=plotly_safe(label),
+                legendgroup=f"setting {g}", showlegend=part is (budgeted or peaks), text=[f"run {k}" for k, _ in part],
+                textposition="middle right", textfont=dict(size=10, color=color), cliponaxis=False,
+                legendgrouptitle=dict(text="runs (lower panel)") if g == 0 and part is (budgeted or peaks) else None,
+                marker=dict(symbol=symbol, size=12 if symbol == "star" else 9, color=color), line=dict(color=color),
+                meta="budget runs",
+                hovertext=[plotly_safe(f"run {k}: {p['label']}; " + (f"node budget {p['node_budget']}, " if p.get(
+                    "budget_mb") else "no budget, ") + f"{p['tokens_per_round']} tokens/round, peak {p['peak_mb']} MB")
+                    for k, p in part], hoverinfo="text+x+y"), 2, 1)

@@ -266,10 +266,12 @@ def acceptance_figure(trace: Trace) -> go.Figure:
                      row=1, col=1, secondary_y=False)
     fig.update_yaxes(title_text="acceptance rate", range=[0, 1.02], tickmode="linear", tick0=0, dtick=0.2,
                      showgrid=False, row=1, col=1, secondary_y=True)
-    fig.update_xaxes(title_text="accepted length", dtick=1, row=1, col=2)
+    # the histogram's column is narrow: about five unrotated ticks (one per length squashed 0-10 into a smear)
+    fig.update_xaxes(title_text="accepted length", dtick=_int_dtick(max_depth), tickangle=0, row=1, col=2)
     fig.update_yaxes(title_text="rounds", rangemode="tozero", dtick=_int_dtick(max(rounds_by_length.values())),
                      row=1, col=2)
-    fig.update_xaxes(title_text="draft depth", dtick=1, row=1, col=3)
+    fig.update_xaxes(title_text="draft depth", dtick=1 if max_depth <= 12 else _int_dtick(max_depth), tickangle=0,
+                     row=1, col=3)
     fig.update_yaxes(title_text="accepted fraction", range=[0, 1.02], row=1, col=3)
     fig.update_annotations(font=dict(size=12))
     fig.update_layout(template=TEMPLATE, height=ACCEPTANCE_HEIGHT, margin=dict(l=55, r=30, t=70, b=45),

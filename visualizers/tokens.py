@@ -8,6 +8,9 @@ Glossary
     tooltip     the chip's `title`: step, p, rank, entropy, kept set, then the top alternatives
                 with ✓ (kept by truncation) or ✗ (cut); the chosen one is marked ◀.
     selected    the chip of `selected_step` gets the extra class `sel` (outlined).
+    special     a special token's chip (class `special`) shows a marked label, not the raw token: "end of text"
+                for the one that ended the run (`<|im_end|>`), the bare name for others; the raw form is in
+                its tooltip.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ COLOR_BY = ("prob", "entropy")
 ENTROPY_CAP = 6.0  # nats; entropies at or above this get the "most uncertain" colour
 _SCALE = "Viridis"
 _WHITE_MIX = 0.5  # share of white mixed into the scale, so chips stay light
+END_LABEL = "end of text"  # the chip of the token that ended the run (`<|im_end|>`, `</s>`, ...)
 _SPECIAL = re.compile(r"^<\|[^<>|]*\|>$|^</?s>$|^<(pad|unk|eos|bos|mask)>$")
 
 TABLE_COLUMNS = ["step", "token_id", "token", "prob", "sampling_prob", "rank", "entropy", "entropy_truncated",
@@ -40,6 +44,9 @@ _CSS = " ".join("""
 .dl-tokens .tok.sel{outline:2px solid #e4572e;outline-offset:1px}
 .dl-tokens .tok .sym{opacity:.6}
 .dl-tokens .tok.special{font-family:ui-monospace,monospace;font-size:.85em;font-style:italic}
+.dl-tokens .tok .dl-mark{display:inline-block;margin:0 .25em;padding:0 .4em;border:1px dashed rgba(0,0,0,.55);
+ border-radius:4px;font-family:system-ui,sans-serif;font-style:normal;font-size:.75em;line-height:1.5;
+ text-transform:uppercase;letter-spacing:.04em;vertical-align:.1em}
 .dl-tokens .dl-legend{display:flex;flex-wrap:wrap;align-items:center;gap:.5em;font-size:12px;opacity:.85;
  margin-bottom:.4em}
 .dl-tokens .dl-bar{display:inline-block;width:9em;height:.9em;border-radius:3px;border:1px solid rgba(127,127,127,.5)}
@@ -123,21 +130,37 @@ def _ends_with_stop(trace: Trace, steps: list[TokenStep]) -> bool:
 
 def _chip(e: TokenStep, color_by: str, cap: float, selected_step: int | None, *, special: bool) -> str:
     classes = ["tok"]
+    stop = special  # the token that ended the run
     special = special or bool(_SPECIAL.match(e.token_text)) or e.token_text == ""
     if special:
         classes.append("special")
     if selected_step is not None and e.step == selected_step:
         classes.append("sel")
-    return chip_html(e.token_text, _confidence(e, color_by, cap), tooltip_text(e), classes, {"step": e.step})
+    label = special_label(e.token_text, stop=stop) if special else None
+    return chip_html(e.token_text, _confidence(e, color_by, cap), tooltip_text(e), classes, {"step": e.step},
+                     label=label)
 
 
-def chip_html(text: str, confidence: float, tooltip: str, classes=("tok",), data: dict | None = None) -> str:
+def special_label(text: str, *, stop: bool = False) -> str | None:
+    """What a special token's chip says instead of its raw form: "end of text" for the token that ended the run (or
+    one named like an end: `<|im_end|>`, `</s>`, `<eos>`, `<|endoftext|>`), else its name without the brackets
+    (`<|im_start|>` -> "im_start"); None for an empty token (drawn as ∅). The raw token stays in the tooltip."""
+    name = text.strip().strip("<>|/").strip()
+    if stop or text.strip() == "</s>" or re.search(r"end|eos|eot", name, re.IGNORECASE):
+        return END_LABEL
+    return name or None
+
+
+def chip_html(text: str, confidence: float, tooltip: str, classes=("tok",), data: dict | None = None,
+              label: str | None = None) -> str:
     """One token chip: `text` on the colour of `confidence` (0 uncertain .. 1 sure), `tooltip` on hover (plain
-    text, escaped here), `data` as data-* attributes. Inside `tokens_css()`'s `.dl-tokens` it looks like the
-    Playground's (the Streaming speech tab's transcript uses it too)."""
+    text, escaped here), `data` as data-* attributes; `label` (a special token's): shown in a marked box instead
+    of the text. Inside `tokens_css()`'s `.dl-tokens` it looks like the Playground's (the Streaming speech tab's
+    transcript uses it too)."""
     attrs = "".join(f' data-{esc(k)}="{esc(v)}"' for k, v in (data or {}).items())
+    shown = f'<span class="dl-mark">{esc(label)}</span>' if label else _chip_text(text)
     return (f'<span class="{esc(" ".join(classes))}"{attrs} style="background:{esc(chip_color(confidence))}" '
-            f'title="{esc(tooltip).replace(chr(10), "&#10;")}">{_chip_text(text)}</span>')
+            f'title="{esc(tooltip).replace(chr(10), "&#10;")}">{shown}</span>')
 
 
 def tokens_css() -> str:

@@ -91,6 +91,16 @@ def test_generate_streams_and_exports_on_demand():
     assert "<html" in open(download(trace, "entropy")).read()[:500].lower()
 
 
+def test_a_beam_run_says_what_its_counts_count():
+    """The live line counts beam steps, "Finished" the best hypothesis's tokens, which may be fewer (it can end
+    sooner): the two numbers are named, not "24 tokens so far" then "Finished: 15 tokens"."""
+    updates, trace, _ = run_ui("beam", max_new_tokens=12, values=values_with("beam", num_beams=2))
+    live = [u["status"] for u in updates[:-1] if "so far" in u.get("status", "")]
+    assert live and all("beam steps so far" in line for line in live)
+    steps = len(trace.of_kind("beams"))
+    assert f"the search ran {steps} beam steps" in updates[-1]["status"]
+
+
 def test_redraws_are_throttled_by_wall_clock(monkeypatch):
     start = time.perf_counter()
     updates, trace, _ = run_ui(max_new_tokens=100)

@@ -76,7 +76,7 @@ def test_generate_streams_steps_and_ends_unmasked(run):
     assert trace.finish.text.strip() and mask not in trace.finish.text
     final = merged(main)
     assert masked_cells(final["canvas"]) == 0 and "NFE 8" in final["canvas"]
-    for card in ("tokens", "steps", "NFE (model calls)", "tokens per step", "NFE per token", "elapsed (s)"):
+    for card in ("answer tokens", "steps", "NFE (model calls)", "positions per step", "NFE per position", "elapsed (s)"):
         assert f'<div class="k">{card}</div>' in final["stats"]
     assert '<div class="v">3.00</div>' in final["stats"] and "fixed, 8 steps" in final["stats"]
     assert final["order"].data and final["confidence"].data and final["tokens"].data

@@ -113,7 +113,10 @@ def test_only_the_methods_controls_are_shown(method):
     out = cb.shown_controls(method, "arith-step")
     shown = {k.removeprefix("sc:") for k, v in out.items() if k.startswith("sc:") and v["visible"]}
     assert shown == set(METHOD_FIELDS[method])
-    assert set(out) == {f"sc:{f}" for f in SPECIFIC} | {"reward_help"} and "arith-step" in out["reward_help"]
+    assert set(out) == {f"sc:{f}" for f in SPECIFIC} | {"reward_help", "method_help"} and "arith-step" in out["reward_help"]
+    # the chosen method in one line under the menu (all of them, ~300 words, were its grey help before)
+    assert out["method_help"].startswith(f"**{method}**:") and "\n" not in out["method_help"]
+    assert len(out["method_help"].split()) < 60
 
 
 @pytest.mark.parametrize("reward", ["final-answer", "forbid-letter", "max-word-length", "required-words", "none"])

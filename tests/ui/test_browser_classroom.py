@@ -1,6 +1,6 @@
 """Classroom mode in a real headless Chromium: the lesson's Next / Previous walk a lab's presets in
-order, Present (and the P key) hides the controls and enlarges the views, G generates, and the
-arrow keys step through the run on screen."""
+order, Present (and the P key) hides the controls (but the lesson, its note and the prompt) and enlarges the
+views, G generates, and the arrow keys step through the run on screen."""
 
 from __future__ import annotations
 
@@ -32,9 +32,11 @@ def test_a_scaling_lesson_presented_and_stepped_with_the_keyboard(app_url):
 
         controls = page.locator(".dl-controls").filter(has=page.locator("#sc-generate"))
         assert controls.is_visible()
-        page.locator("body").press("p")  # presentation layout: controls hidden, views full width
+        page.locator("body").press("p")  # presentation layout: controls hidden but the lesson, its note and the prompt
         page.wait_for_function("() => document.body.classList.contains('dl-present')")
-        assert not controls.is_visible() and page.locator("#sc-particles").is_visible()
+        assert not page.locator("#sc-generate").is_visible() and not page.locator("#sc-model").is_visible()
+        assert page.locator("#sc-prompt").is_visible() and page.locator("#sc-note").is_visible()
+        assert page.locator("#sc-particles").is_visible()
         page.locator("body").press("n")  # next lesson step, with the controls hidden
         page.wait_for_function("t => document.querySelector('#sc-lesson').innerText.includes(t)", arg=lesson[1].title)
         page.locator("body").press("b")
@@ -55,4 +57,4 @@ def test_a_scaling_lesson_presented_and_stepped_with_the_keyboard(app_url):
         page.screenshot(path=str(SCREENSHOT))
         page.locator("#dl-present").click()  # the header button toggles back
         page.wait_for_function("() => !document.body.classList.contains('dl-present')")
-        assert controls.is_visible()
+        assert controls.is_visible() and page.locator("#sc-generate").is_visible()

@@ -61,7 +61,7 @@ def test_the_memory_plot_shows_bytes_per_part_and_acceptance_against_budget(app_
                                ".startsWith('SpecMemo: budget 21.50 MB')")
         points = page.evaluate("""() => {  // the lower panel's line: one point per run
             const plot = document.querySelector('#spec-memory .js-plotly-plot');
-            const trace = plot.data.find(t => t.name === 'run with a budget');
+            const trace = plot.data.find(t => t.meta === 'budget runs' && t.mode.includes('lines'));
             return trace ? trace.x.length : 0; }""")
         assert points == 2
         assert error_toasts(page) == []

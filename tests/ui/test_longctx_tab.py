@@ -8,17 +8,20 @@ a long prompt."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 import gradio as gr
 import pytest
 
+from decoding.events import Trace
 from decoding.longctx.document import build_document, count_tokens
 from decoding.params import Params, param
 from decoding.registry import register_strategy, unregister_strategy
 from ui import longctx_callbacks as cb
 from ui.longctx import build_longctx
 from ui.longctx_views import collect, field_rows, methods
+from visualizers.longctx import kv_memory_figure
 
 MODEL = "tiny-random"
 PICTURES = ("strip", "memory", "speed", "compute")
@@ -111,6 +114,11 @@ def test_each_method_answers_with_a_verdict_and_draws_every_picture(method, tmp_
         assert "effective context" in final["compute"].layout.title.text
         totals = sum(sum(bar.y) for bar in final["compute"].data)  # the stacked bars add up to what it processed
         assert totals == trace.finish.extra["tokens_processed"] and final["compute"].data[-1].x[-1] == "the rest"
+        # while it runs, its cache is not the book's: the memory panel says it is measured at the end (it drew the
+        # whole book's positions until then)
+        live = kv_memory_figure(Trace(trace.events[:-1]), marks)
+        assert "measured when the run ends" in live.layout.annotations[0].text and not live.data
+        assert final["memory"].data[0].text[0] == f"{trace.finish.extra['tokens_processed']} positions"
     if method.startswith("speculative"):
         assert "drafter reads" in rows and "target reads all" in rows
         assert {t.name for t in final["memory"].data} == {"target cache", "drafter's cache"}
@@ -124,6 +132,18 @@ def test_each_method_answers_with_a_verdict_and_draws_every_picture(method, tmp_
     assert shown["marks"]["question"] == marks["question"] and shown["method"] == method and shown["source"] == "own"
     assert shown["answer"] == final["answer"]
     assert [t.y[0] for t in shown["strip"].data] == rows
+
+
+def test_the_live_token_count_of_a_speculative_run_is_the_count_it_finishes_with():
+    """RAPID's rounds yield their tokens as token events too: counting both said twice what the run made."""
+    lines, final = [], {}
+    for update in cb.generate_run(MODEL, "1024", 0, "", "1", "", "", "speculative:rapid", 16, False,
+                                  **knob_values() | {"speculative.rapid.chunk_tokens": 64}):
+        lines.append(update.get("status", ""))
+        final |= update
+    counts = [int(m.group(1)) for line in lines for m in [re.search(r"(\d+) tokens so far", line)] if m]
+    made = len(final["trace"].finish.token_ids) - len(final["trace"].start.prefix_ids)
+    assert counts and max(counts) <= made and f"{made} tokens in" in final["status"]
 
 
 def test_your_own_text_with_a_typed_question_and_expected_answer(tok):

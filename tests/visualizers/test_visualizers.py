@@ -16,7 +16,7 @@ from visualizers import (
     token_table,
     tokens_html,
 )
-from visualizers.tokens import TABLE_COLUMNS
+from visualizers.tokens import TABLE_COLUMNS, special_label
 
 VOCAB = 100
 
@@ -130,7 +130,12 @@ def test_tokens_html_beam_trace_shows_final_text(beam_trace):
 def test_tokens_html_special_stop_token():
     trace = Trace([start(), tok(0, "hi"), tok(1, "<|im_end|>", token_id=2), finish("hi", [10, 2], "eos")])
     out = tokens_html(trace)
-    assert 'class="tok special" data-step="1"' in out and "&lt;|im_end|&gt;" in out
+    chip = out[out.index('class="tok special" data-step="1"'):]
+    chip = chip[:chip.index("</span></span>")]
+    # a marked "end of text", not the raw token; the raw token stays in the tooltip
+    assert chip.endswith('<span class="dl-mark">end of text') and "&lt;|im_end|&gt;" in chip.split(">")[0]
+    assert special_label("<|im_start|>") == "im_start" and special_label("</s>") == "end of text"
+    assert special_label("<|endoftext|>") == "end of text" and special_label("") is None
 
 
 def test_token_table(sample_trace):

@@ -105,5 +105,15 @@ def test_the_memory_plot_stacks_the_parts_under_the_budget_and_adds_a_point_per_
     budget = next(t for t in fig.data if t.name == "budget − weights")
     assert list(budget.y) == pytest.approx([21.0 - weights] * 2)
     assert fig.layout.title.text.startswith("SpecMemo: budget 21.00 MB, at most")
-    assert len(next(t for t in fig.data if t.name == "run with a budget").x) == 1
+    runs = [t for t in fig.data if t.meta == "budget runs"]  # one setting: its budgeted run and its run without
+    assert [(len(t.x), t.marker.symbol, list(t.text)) for t in runs] == [(1, "circle", ["run 1"]), (1, "star", ["run 2"])]
+    assert len({t.name for t in runs}) == 1 and [t.showlegend for t in runs] == [True, False]
+    # another setting (here the temperature) is a line of its own, named in the legend, not a point among the first's
+    hot = point | {"setting": "another", "setting_label": point["setting_label"].replace("T 0", "T 0.7"),
+                   "acceptance": 0.3}
+    runs = [t for t in memory_figure(trace, [point, hot, point | {"budget_mb": 22.0}]).data if t.meta == "budget runs"]
+    assert [(t.name, list(t.text)) for t in runs] == [(point["setting_label"], ["run 1", "run 3"]),
+                                                      (hot["setting_label"], ["run 2"])]
+    assert point["setting_label"] == "tiny-ar · model · chain · T 0"
     assert memory_figure(None).layout.annotations[0].text.startswith("Generate a speculative run")
+    assert "drawn when it ends" in memory_figure(None, pending=True).layout.annotations[0].text  # Generate pressed
