@@ -100,8 +100,8 @@ OPENING_COMPARE = "best-of-n"
 OPENING_SETTINGS = {"reward": "spare"}  # the lesson's own choices over the declared defaults
 DEFAULT_TASK = next((t for t in TASKS if str(t["id"]) == OPENING_TASK), TASKS[0])
 OPENING_NOTE = (
-    "**This tab's lesson: a particle filter against best-of-N, on a problem greedy gets wrong.** tiny-math, the lab's 2.7M policy, "
-    "solves held-out problem m5 one `a op b = c` line at a time. Greedy decoding answers 238: its last line adds 40 "
+    "**This tab's lesson: a particle filter against best-of-N, on a problem greedy gets wrong.** tiny-math, the "
+    "lab's 2.7M policy, solves held-out problem m5 one `a op b = c` line at a time. Greedy decoding answers 238: its last line adds 40 "
     "where the question says 22, right arithmetic on a misread number. **Generate** runs a particle filter of "
     "N = 4 sampling at temperature 0.8; after every line the reward **spare** checks each particle's line against "
     "the question's own steps, and resampling replaces a particle that misread with a copy of one that did not (the "
