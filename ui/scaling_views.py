@@ -101,19 +101,18 @@ OPENING_SETTINGS = {"reward": "spare"}  # the lesson's own choices over the decl
 DEFAULT_TASK = next((t for t in TASKS if str(t["id"]) == OPENING_TASK), TASKS[0])
 OPENING_NOTE = (
     "**This tab's lesson: a particle filter against best-of-N, on a problem greedy gets wrong.** tiny-math, the "
-    "lab's 2.7M policy, solves held-out problem m5 one `a op b = c` line at a time. Greedy decoding answers 238: its last line adds 40 "
-    "where the question says 22, right arithmetic on a misread number. **Generate** runs a particle filter of "
-    "N = 4 sampling at temperature 0.8; after every line the reward **spare** checks each particle's line against "
-    "the question's own steps, and resampling replaces a particle that misread with a copy of one that did not (the "
-    "weights chart marks it; the lineage greys the dropped branch). At seed 0 all four particles end on 220, the "
-    "right answer. Then *Compare with* runs best-of-N at the same budget: four independent samples judged only at "
-    "the end; one of them is right and spare picks it. One problem and seed: over seeds 0-19 the filter ends right "
-    "on 12 and best-of-N on 10; over 40 held-out problems at N = 4 and temperature 1 the filter with spare is right "
-    "on 92%, best-of-N with the arithmetic checker on 85% (docs/measured.md). Spare reads the question's reference "
-    "steps, which no reward of a real task has: with the arithmetic checker (reward arith-step) the filter cannot "
-    "see a misread, its final weights are equal and it ends on 220 only because the first slot is one of the two "
-    "that reached it "
-    "(docs/scaling.md).") if DEFAULT_TASK["id"] == OPENING_TASK else ""
+    "lab's 2.7M policy, solves held-out problem m5 one `a op b = c` line at a time. Greedy decoding answers 238: "
+    "its last line adds 40 where the question says 22, right arithmetic on a misread number. **Generate** runs a "
+    "particle filter of N = 4 sampling at temperature 0.8; after every line the reward **spare** checks each "
+    "particle's line against the question's own steps, and resampling replaces a particle that misread with a copy "
+    "of one that did not (the weights chart marks it; the lineage greys the dropped branch). At seed 0 all four "
+    "particles end on 220, the right answer. Then *Compare with* runs best-of-N at the same budget: four "
+    "independent samples judged only at the end; one of them is right and spare picks it. One problem and seed: "
+    "over seeds 0-19 the filter ends right on 12 and best-of-N on 10; over 40 held-out problems at N = 4 and "
+    "temperature 1 the filter with spare is right on 92%, best-of-N with the arithmetic checker on 85% "
+    "(docs/measured.md). Spare reads the question's reference steps, which no reward of a real task has: with the "
+    "arithmetic checker (reward arith-step) the filter cannot see a misread, its final weights are equal and it "
+    "ends on 220 only because the first slot is one of the two that reached it (docs/scaling.md).") if DEFAULT_TASK["id"] == OPENING_TASK else ""
 DEFAULT_PROMPT = DEFAULT_TASK["prompt"]
 DEFAULT_SETTINGS = DEFAULTS | {"reference": DEFAULT_TASK["answer"]} | (
     OPENING_SETTINGS if DEFAULT_TASK["id"] == OPENING_TASK else {})
