@@ -112,7 +112,8 @@ OPENING_NOTE = (
     "temperature 1 the filter with spare is right on 92%, best-of-N with the arithmetic checker on 85% "
     "(docs/measured.md). Spare reads the question's reference steps, which no reward of a real task has: with the "
     "arithmetic checker (reward arith-step) the filter cannot see a misread, its final weights are equal and it "
-    "ends on 220 only because the first slot is one of the two that reached it (docs/scaling.md).") if DEFAULT_TASK["id"] == OPENING_TASK else ""
+    "ends on 220 only because the first slot is one of the two that reached it (docs/scaling.md)."
+) if DEFAULT_TASK["id"] == OPENING_TASK else ""
 DEFAULT_PROMPT = DEFAULT_TASK["prompt"]
 DEFAULT_SETTINGS = DEFAULTS | {"reference": DEFAULT_TASK["answer"]} | (
     OPENING_SETTINGS if DEFAULT_TASK["id"] == OPENING_TASK else {})
