@@ -132,8 +132,10 @@ def test_the_playground_opening_and_its_smollm2_presets():
     tokens = opening.of_kind("token")
     prob = {e.token_text: e.prob for e in tokens}
     assert prob["leigh"] >= 0.995 and prob[" directions"] >= 0.995 and "Rayleigh scattering" in opening.finish.text
-    chooses = [round(prob[w], 2) for w in (" a", " blue", " red")]
-    assert chooses == [0.14, 0.27, 0.31] and "a mixture of blue and red light" in opening.finish.text
+    assert "a mixture of blue and red light" in opening.finish.text
+    at = [e.token_text for e in tokens].index(" mixture")  # " a mixture of blue and red": -1, +2, +4
+    chooses = [tokens[at + k].prob for k in (-1, 2, 4)]
+    assert all(abs(p - q) < 0.03 for p, q in zip(chooses, (0.14, 0.27, 0.31))), chooses
     assert '"a" 0.14, "blue" 0.27, "red" 0.31' in OPENING_NOTE
     assert max(e.entropy for e in tokens) > 3 and min(e.entropy for e in tokens) < 0.05  # "near zero ... 2 to 3.5"
 
