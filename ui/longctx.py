@@ -37,13 +37,24 @@ CSS = """<style>
 .lc-verdict { margin-right: 0.6em; }
 </style>"""
 CONTROLS = ("model", "method", "source", "doc_seed", "own_text", "question", "own_question", "max_new_tokens", "chat")
+# The tab opens on its lesson (issue 43): the controls' defaults (rag: DRAG, top 4 of 128-token chunks; the 1K book of
+# seed 0; question 0, the fact at depth 0.1). tests/test_lessons.py runs it and checks what this note says.
+OPENING_NOTE = (
+    "**This tab's lesson: read four chunks, not the book.** The 1K book (seed 0) has three secret numbers planted "
+    "at depths 0.1, 0.5 and 0.9, and the question asks for the first. **Generate** runs retrieval (DRAG, Yue et "
+    "al. 2024): BM25 ranks the book's 128-token chunks for the question and SmolLM2 reads only the best four, 402 "
+    "of the book's 849 tokens. The strip shows which chunks it read (the answer's chunk, outlined green, ranks "
+    "first), the Memory plot its cache beside the whole book's, and the answer is right: 9376. Retrieval is only "
+    "as good as its ranking: ask question 1 (the fact at depth 0.5) and the four chunks it reads answer 7634, "
+    "another fact's number, where the whole book gives 8961. The presets walk the other methods: IterDRAG, RAPID, "
+    "test-time training.")
 
 
 def _controls(c: dict) -> None:
     c["preset"] = gr.Dropdown(cb.preset_choices(), value=None, label="Preset", elem_id="lc-preset",
                               info="A lesson: the method, its knobs and the shipped book by size, seed and question.")
     lesson_row(c, "longctx", "lc")
-    c["note"] = gr.Markdown("", elem_classes="dl-help", elem_id="lc-note")
+    c["note"] = gr.Markdown(OPENING_NOTE, elem_classes="dl-help", elem_id="lc-note")
     c["model"] = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model", allow_custom_value=True,
                              elem_id="lc-model", info="SmolLM2-135M's window is 8,192 tokens.")
     run_buttons(c, "lc")

@@ -40,6 +40,17 @@ element.addEventListener('click', (event) => {
   trigger('click', {step: Number(chip.dataset.step)});
 });
 """
+# The tab opens on its lesson (issue 43): the controls' defaults (SmolLM2-135M, greedy, the first example prompt, 64
+# tokens). tests/test_lessons.py runs it and checks what this note says.
+OPENING_NOTE = (
+    "**This tab's lesson: how sure the model was of every token.** **Generate** decodes the prompt greedily "
+    "with SmolLM2-135M: every step takes the most probable next token, and the text colours each token by the "
+    "probability the model gave it. The model is sure where the words are fixed (\"Ray\" is followed by \"leigh\" "
+    "with probability 1.00, \"in all\" by \"directions\") and unsure where it chooses what to say (in \"it "
+    "encounters a mixture of blue and red light\", \"a\" 0.14, \"blue\" 0.27, \"red\" 0.31). The entropy timeline "
+    "shows the same: near zero inside a phrase, 2 to 3.5 nats where the sentence could go several ways. Click "
+    "a token to see the alternatives it weighed, or branch from one. The presets walk the rest: loops, "
+    "temperature, truncation rules, other methods.")
 EXPORTS = {"json": "trace", "csv": "tokens", "html": "entropy"}  # button -> what `download` writes
 PNG_NOTE = ("PNG export needs the `kaleido` package (and a Chrome); use the chart's camera button instead."
             if importlib.util.find_spec("kaleido") is None else "")
@@ -50,7 +61,7 @@ def _controls(c: dict) -> None:
                               info="A classroom demo: sets the model, strategy, parameters and prompt, and explains "
                                    "what to look for.")
     lesson_row(c, "playground", "dl")
-    c["note"] = gr.Markdown("", elem_classes="dl-help", elem_id="dl-note")
+    c["note"] = gr.Markdown(OPENING_NOTE, elem_classes="dl-help", elem_id="dl-note")
     c["model"] = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model", allow_custom_value=True,
                              info=f"Embedded models work offline; with internet, type any hub id "
                                   f"(e.g. {SUGGESTED_HUB_IDS[-1]}).{model_field_hint()}", elem_id="dl-model")

@@ -186,8 +186,9 @@ def _wire(c: dict) -> None:
         inputs = named_inputs({"method": c["method"]}, {f: c[f"sc:{f}"] for f in VARYING})
         on(c["method"].input, cb.method_switched, switched, inputs, **QUIET)
     on(c["model"].change, cb.model_changed, {"method": c["method"]}, {k: c[k] for k in ("model", "method")}, **QUIET)
-    task_outputs = {k: c[k] for k in ("prompt", "sc:reference", "model")}
-    on(c["task"].input, cb.task_chosen, task_outputs, {"task_id": c["task"], "model": c["model"]}, **QUIET)
+    task_outputs = {k: c[k] for k in ("prompt", "sc:reference", "model", "sc:reward")}
+    on(c["task"].input, cb.task_chosen, task_outputs, {"task_id": c["task"], "model": c["model"],
+                                                        "reward": c["sc:reward"]}, **QUIET)
     on_any([c["prompt"].change, c["model"].change],  # typed, or set by a task, a preset or a replay
            cb.form_note, {"form_note": c["form_note"]}, {k: c[k] for k in ("model", "prompt")},
            trigger_mode="always_last", **QUIET)

@@ -18,9 +18,9 @@ from decoding.run import validate_request
 from ui.widgets import USER_ERRORS, md_esc, user_error
 from ui.wiring import RunControls, as_int
 from ui.worker import check_model, limit_note, run_work, stream_views, wait_for_finish
-from ui.scaling_views import (defaults_on_switch, settings_of, FIELDS, FREE_PROMPT, METHODS, SPECIFIC, UI_MAX_NEW_TOKENS,
-                              collect_params, fields_from_params, live_particles, method_help, method_info, reward_help,
-                              stats_line, task_by_id, task_of_prompt, views, visible_fields)
+from ui.scaling_views import (defaults_on_switch, settings_of, DEFAULTS, FIELDS, FREE_PROMPT, METHODS, SPECIFIC,
+                              UI_MAX_NEW_TOKENS, collect_params, fields_from_params, live_particles, method_help,
+                              method_info, reward_help, stats_line, task_by_id, task_of_prompt, views, visible_fields)
 
 NO_COMPARISON = "none"
 
@@ -50,16 +50,23 @@ def method_switched(method: str, **values) -> dict:
     return defaults_on_switch(method, values)
 
 
-def task_chosen(task_id, model=None) -> dict:
+TINY_MATH_REWARDS = ("spare", "spare-prm")  # read a tiny-math question's steps, or tiny-math's own forward pass
+
+
+def task_chosen(task_id, model=None, reward=None) -> dict:
     """A shipped task fills the prompt and its reference answer; "(free prompt)" clears the reference.
     A tiny-math problem also picks tiny-math (it reads nothing else), and a word problem moves the
-    policy off tiny-math to the model the task set was written for; any other model is kept."""
+    policy off tiny-math to the model the task set was written for; any other model is kept. A word
+    problem also moves the reward off one that reads only tiny-math (the tab opens on spare, issue 43),
+    to the declared default: spare would score every line of a word problem neutral."""
     task = task_by_id(task_id) if task_id not in (None, FREE_PROMPT) else None
     if task is None:
         return {"sc:reference": ""}
     out = {"prompt": task["prompt"], "sc:reference": task["answer"]}
     if task["model"] == "tiny-math" or model == "tiny-math":
         out["model"] = task["model"]
+    if task["model"] != "tiny-math" and reward in TINY_MATH_REWARDS:
+        out["sc:reward"] = DEFAULTS["reward"]
     return out
 
 

@@ -152,7 +152,7 @@ def loop_steps(trace):
 
 @pytest.mark.slow
 def test_the_momentum_preset_loops_far_less_than_greedy_on_the_base_model():
-    """What the note says: the same base model and prompt as preset 01, far fewer loop steps than greedy."""
+    """What the note says: greedy loops on this prompt, momentum takes far fewer loop steps."""
     momentum = run_preset("08-momentum-breaks-greedy-loops")
     greedy = run_preset("08-momentum-breaks-greedy-loops", strategy="greedy", params={})
     assert momentum.start.model == greedy.start.model == "gemma3-270m"

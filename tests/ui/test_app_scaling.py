@@ -25,7 +25,7 @@ from ui.scaling_views import (task_of_prompt, DEFAULT_PROMPT, DEFAULT_SETTINGS, 
                               METHODS, REWARD_FIELDS, SPECIFIC, task_choices, verdict, views)
 
 MODEL = "smollm2-135m"
-SMALL = {"n": 3, "max_step_tokens": 8}
+SMALL = {"n": 3, "max_step_tokens": 8, "reward": "arith-step"}  # the declared reward (the tab opens on spare)
 TASK = load_tasks()[0]
 PROMPT = task_prompt(TASK["question"])
 
@@ -147,6 +147,10 @@ def test_a_tiny_math_problem_picks_tiny_math_and_a_word_problem_moves_off_it():
     assert out == {"prompt": problem.question + "\n", "sc:reference": str(problem.answer), "model": "tiny-math"}
     assert cb.task_chosen("3", "tiny-math")["model"] == "smollm2-135m"  # tiny-math reads only its own problems
     assert "model" not in cb.task_chosen("3", "HuggingFaceTB/SmolLM2-360M-Instruct")  # a chosen hub model stays
+    # the tab opens on the reward spare (tiny-math's questions only): a word problem moves it to the default
+    assert cb.task_chosen("3", "tiny-math", "spare")["sc:reward"] == "arith-step"
+    assert "sc:reward" not in cb.task_chosen("m3", "tiny-math", "spare")
+    assert "sc:reward" not in cb.task_chosen("3", "tiny-math", "forbid-letter")  # the user's other choice stays
     assert task_of_prompt(out["prompt"])["answer"] == str(problem.answer)  # a replayed trace is graded
 
 

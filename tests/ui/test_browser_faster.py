@@ -25,7 +25,8 @@ def test_each_preset_draws_its_method_picture(app_url, title, picture):
     with open_page(app_url, "#dl-generate") as page:
         page.set_viewport_size({"width": 1400, "height": 1000})
         choose(page, "dl-preset", title)
-        page.wait_for_function("t => document.querySelector('#dl-note').innerText.length > 40", arg=title)
+        page.wait_for_function("t => document.querySelector('#dl-note').innerText.includes(t)",
+                               arg=title)  # the preset's note, past the opening one
         page.locator("#dl-generate").click()
         wait_for_status(page, "Finished")
         page.wait_for_selector("#dl-method .js-plotly-plot .gtitle")

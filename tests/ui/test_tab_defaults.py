@@ -1,7 +1,8 @@
 """Every lab tab opens on the declared defaults of the method it shows (issue 26): a family field that two
 methods declare with different defaults (step-speculation's n = 1, the particle filter's n = 4) never
-leaks into another method's widgets. A tab's own choices (the Speculative tab opens on prompt lookup,
-and the Diffusion tab opens on preset 54, tests/ui/test_tab_lessons.py) are the only exceptions, each named here."""
+leaks into another method's widgets. A tab's own choices (the Speculative tab opens on prompt lookup, the Scaling
+tab on the reward spare, and the Diffusion tab opens on preset 54, tests/ui/test_tab_lessons.py) are the only
+exceptions, each named here."""
 
 from __future__ import annotations
 
@@ -36,7 +37,10 @@ def test_each_tab_opens_on_its_methods_declared_defaults(tab):
         shown = {field: value_of(c[f"sc:{field}"]) for field in fields}
         from ui.scaling_views import DEFAULT_TASK
 
-        tab_choices = {"reference": DEFAULT_TASK["answer"]}  # the tab opens on a shipped problem, with its answer
+        from ui.scaling_views import OPENING_SETTINGS
+
+        # the tab opens on a shipped problem, with its answer, and its lesson's reward (issue 43)
+        tab_choices = {"reference": DEFAULT_TASK["answer"]} | OPENING_SETTINGS
         expected = {field: declared[name] for field, name in fields.items()} | tab_choices
         shown["lm-judge.judge_model"] = shown["lm-judge.judge_model"] or ""  # a model menu shows "" as no choice
         assert shown == expected
