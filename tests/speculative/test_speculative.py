@@ -370,11 +370,15 @@ def test_the_prompt_goes_through_the_target_with_the_first_draft(tiny_lm, tree, 
     assert sum(r.target_forward_passes for r in rounds) == len(rounds) + separate
 
 
+@pytest.mark.parametrize("tree", ["chain", "static"])
 @pytest.mark.parametrize("reads_rows", [True, False], ids=["reads-rows", "reads-nothing"])
-def test_a_drafter_is_told_exactly_the_rows_the_target_ran(tiny_lm, monkeypatch, reads_rows):
-    """Feedback's tokens, logits and hidden states describe the same rows: the pending tokens and the tree for a
-    drafter that reads rows (EAGLE's features need every pending token's), the root and the tree otherwise. An
-    oracle drafts the target's own greedy text, so every round leaves several pending tokens."""
+def test_a_drafter_is_told_exactly_the_rows_the_target_ran_and_what_its_cache_holds(tiny_lm, monkeypatch, reads_rows,
+                                                                                      tree):
+    """Feedback's tokens, logits and hidden states describe the same rows: the fed tokens and the tree for a drafter
+    that reads rows (EAGLE's features need every fed token's), the root and the tree otherwise. An oracle drafts the
+    target's own greedy text (behind a wrong sibling, as a tree's second branch), so every round accepts several
+    tokens: they stay in the target's cache, which holds the context but its last token after every round
+    (`committed`), and the next pass feeds that one token alone."""
     from decoding.speculative import strategy
     from decoding.speculative.base import Drafter
     from decoding.speculative.drafters import Draft
@@ -390,27 +394,39 @@ def test_a_drafter_is_told_exactly_the_rows_the_target_ran(tiny_lm, monkeypatch,
         prefill_rows = -1 if reads_rows else 0
 
         def propose(self, context, plan, temperature, generator):
-            tree = DraftTree()
-            for token in text[len(context) - len(prompt):][:3]:
-                tree.add(len(tree) - 1, token)
+            tree, parent = DraftTree(), ROOT
+            right = text[len(context) - len(prompt):][:3]
+            if tree_shape == "static" and right:
+                tree.add(ROOT, (right[0] + 1) % tiny_lm.vocab_size)  # a wrong first branch: the path is gathered
+            for token in right:
+                parent = tree.add(parent, token)
             return Draft(tree)
 
         def observe(self, feedback):
-            seen.append(feedback)
+            seen.append((feedback, feedback.cache.get_seq_length()))
 
+    tree_shape = tree
     monkeypatch.setattr(strategy, "make_drafter", lambda lm, params: Oracle())
     trace = run_to_trace(tiny_lm, PROMPT, strategy="speculative", max_new_tokens=20)
     assert trace.finish.token_ids == text
-    verifications = seen[1:] if reads_rows else seen  # a drafter that reads rows first sees the prompt's pass
-    fed = list(prompt[-1:])
-    for feedback, r in zip(verifications, trace.of_kind("spec_round")):
-        tree = [n["token_id"] for n in r.nodes]
-        assert feedback.row_tokens == (fed if reads_rows else fed[-1:]) + tree
+    if reads_rows:  # a drafter that reads rows first sees the prompt's pass
+        (prefill, held), seen = seen[0], seen[1:]
+        assert prefill.committed == held == len(prompt) - 1 and prefill.fed == len(prompt) - 1
+    context = list(prompt)
+    for (feedback, held), r in zip(seen, trace.of_kind("spec_round")):
+        nodes = [n["token_id"] for n in r.nodes]
+        assert feedback.row_tokens == context[-1:] + nodes
+        assert feedback.fed == (len(prompt) if r.round == 0 and not reads_rows else 1)
         assert feedback.row_logits.shape[0] == len(feedback.row_tokens)
         if reads_rows:
-            assert all(h.shape[1] == len(feedback.row_tokens) for h in feedback.hidden_states)
-        fed = r.token_ids
-    assert max(len(r.token_ids) for r in trace.of_kind("spec_round")) >= 3  # several pending tokens a round
+            assert all(h.shape[1] == feedback.fed + len(nodes) for h in feedback.hidden_states)
+        assert feedback.accepted == tuple(r.accepted_path)
+        context += r.token_ids
+        assert feedback.committed == held == len(context) - 1
+        assert feedback.start == len(context) - 1 - len(r.accepted_path) - feedback.fed
+    assert max(len(r.accepted_path) for r in trace.of_kind("spec_round")) >= 3  # several accepted a round
+    if tree == "static":
+        assert any(r.accepted_path and r.accepted_path[0] == 1 for r in trace.of_kind("spec_round"))  # gathered
 
 
 def test_a_drafter_that_reads_the_prompts_pass_still_gets_it(tiny_lm):
