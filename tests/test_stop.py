@@ -35,6 +35,7 @@ from decoding.lm import LM
 from decoding.registry import STRATEGIES
 from decoding.run import MAX_NEW_TOKENS_CAP, as_lm, run_to_trace
 from decoding.scaling import scoring
+from drafter_settings import TARGET_PROMPTS, VERSE, arrange, drafter_names, drafter_setting, target_name
 from ui.worker import Status, WORKER_NAME, model_event, model_slot, stream_in_thread
 
 TINY, TINY_DRAFT, TINY_DIFFUSION = "tiny-random", "tiny-random-draft", "tiny-random-diffusion"
@@ -181,10 +182,11 @@ SCALING = {"n": 4, "max_step_tokens": 3, "reward": "lm-judge", "temperature": 1.
 FAMILY_DEFAULTS = {"scaling": SCALING}  # batch calls and judge calls
 SETTINGS = {
     "sample": [{"top_k": 20}], "contrastive": [{"top_k": 3}], "beam": [{"num_beams": 3}],
-    "speculative": [MODEL_DRAFT | {"tree": "static"}, MODEL_DRAFT | {"tree": "dynamic", "temperature": 1.0},
-                    {"drafter": "early-exit", "exit_layer": 2, "draft_length": 3},
-                    {"drafter": "early-exit"},  # DEL: the layer and length change every round
-                    {"drafter": "prompt-lookup"}, {"drafter": "token-recycling"}],
+    # every registered drafter at its tiny setting (tests/drafter_settings.py; DEL's layer and length change every
+    # round), and trees, sampling and a fixed exit layer
+    "speculative": [drafter_setting(name) | {"draft_length": 3} for name in drafter_names()] + [
+        MODEL_DRAFT | {"tree": "static"}, MODEL_DRAFT | {"tree": "dynamic", "temperature": 1.0},
+        {"drafter": "early-exit", "exit_layer": 2, "draft_length": 3}],
     "reward-beam": [SCALING | {"beam_width": 2}],
     "first-finish": [{"n": 4, "chunk_tokens": 3, "reward": "lm-judge"}],
     "diffusion": [{}, {"block_length": 4, "remasking": "margin"}, {"sampler": "freedave", "draft_steps": 3}],
@@ -201,7 +203,7 @@ CASES = [(name, params) for name, info in STRATEGIES.items() if info.fn.__module
 # exact-extract reads a passage and a question; every other strategy continues PROMPT (or its own opening)
 PROMPTS = {"exact-extract": "Context: Stop means stop. Question: What does stop mean? Answer:",
            # the models trained for LUD, HAMburger and FTP end a verse early on an unfamiliar prompt: a verse opening
-           **dict.fromkeys(("lud", "hamburger", "ftp"), "And it came to pass, when the king")}
+           **dict.fromkeys(("lud", "hamburger", "ftp"), VERSE)}  # (and a drafter's tiny-ar target: TARGET_PROMPTS)
 
 
 def test_the_settings_name_only_registered_strategies():
@@ -209,14 +211,18 @@ def test_the_settings_name_only_registered_strategies():
 
 
 @pytest.mark.parametrize("strategy, params", CASES, ids=[f"{s}-{json.dumps(p)}" for s, p in CASES])
-def test_stop_during_any_model_call_ends_the_run_before_the_next(strategy, params, monkeypatch):
+def test_stop_during_any_model_call_ends_the_run_before_the_next(strategy, params, monkeypatch, tmp_path):
     monkeypatch.setattr(scoring, "lm_judge", byte_judge)
     models = STRATEGIES[strategy].models  # LUD, HAMburger, FTP: the (shipped, tiny) model trained for them
-    lm = as_lm(TINY_DIFFUSION if strategy == "diffusion" else models[0] if models else TINY)
+    lm = as_lm(TINY_DIFFUSION if strategy == "diffusion" else models[0] if models else
+               target_name(params["drafter"]) if strategy == "speculative" else TINY)
+    if strategy == "speculative":
+        arrange(params["drafter"], lm, tmp_path, monkeypatch)  # EAGLE's and LongSpec's random heads
     probe = Probe(monkeypatch)
     kwargs = dict(strategy=strategy, params=params, max_new_tokens=8, seed=0,
                   chat=False)
-    prompt = PROMPTS.get(strategy, PROMPT)
+    prompt = TARGET_PROMPTS.get(lm.name) if strategy == "speculative" else None
+    prompt = prompt or PROMPTS.get(strategy, PROMPT)
     probe.sites = []
     full = run_to_trace(lm, prompt, **kwargs)
     sites, probe.sites = probe.sites, None

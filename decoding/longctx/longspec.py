@@ -181,6 +181,7 @@ class LongSpecDrafter(Drafter):
         self.positions = torch.zeros(0, dtype=torch.long)  # the position of each cached key
         self.fed = 0  # context positions 0..fed-1 have passed through the draft (their keys kept or dropped)
         self.target_cache = None  # a weak reference to the target's cache (read, never held: not the draft's memory)
+        self.committed = 0  # positions the target's cache holds (the last `Feedback.committed`)
 
     WEIGHT_TENSORS = ("lm_rows",)
 
@@ -210,9 +211,13 @@ class LongSpecDrafter(Drafter):
         return (self.positions < self.sinks) | (self.positions >= position - self.window)
 
     def _target_kv(self, n: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The target's last-layer keys and values of context[:n - 1], which its cache holds after every pass
+        (`Feedback`); None before the first (a one-token prompt has no prefill)."""
         cache = self.target_cache() if self.target_cache is not None else None
-        if cache is None or cache.get_seq_length() != n - 1 or n < 2:
+        if cache is None or self.committed == 0:
             return None
+        if self.committed != n - 1:
+            raise RuntimeError(f"the target's cache holds {self.committed} positions; a context of {n} needs {n - 1}")
         layer = cache.layers[-1]
         return layer.keys[:, :, :n - 1], layer.values[:, :, :n - 1]
 
@@ -265,10 +270,11 @@ class LongSpecDrafter(Drafter):
         return draft
 
     def observe(self, feedback: Feedback) -> None:
-        """Note the target's cache (after a prefill or a verification it holds the committed context but the last
-        token); nothing else to learn: the draft's own keys depend on the tokens alone."""
+        """Note the target's cache and what it holds (`Feedback.committed`: after a prefill or a verification, the
+        context but its last token); nothing else to learn: the draft's own keys depend on the tokens alone."""
         if feedback.cache is not None:
             self.target_cache = weakref.ref(feedback.cache)
+            self.committed = feedback.committed
 
 
 def longspec_drafter(lm, window: int = 0) -> LongSpecDrafter:

@@ -24,10 +24,20 @@ if TYPE_CHECKING:  # annotations only: drafters.py builds on this module
 
 @dataclass(frozen=True)
 class Feedback:
-    """What the target's pass over some rows tells a drafter (a verification, or the prefill).
+    """What the target's pass over some rows tells a drafter (a verification, or the prefill), and what the
+    target's cache holds after it.
 
     rows index the pass's positions; row_tokens are the tokens fed at those positions and
     row_logits / target_probs the target's next-token logits / probabilities after them.
+
+    The cache contract. After the pass the target's cache holds exactly the first `committed` positions of the
+    context: every token the run has kept but the last one, which the next verification feeds (the round's bonus
+    or corrected token; after the prefill, the prompt's last token). A verification feeds `fed` context tokens
+    (pass rows 0..fed-1, at positions committed - len(accepted) - fed ...; one after the first round) and then the
+    draft tree (pass rows fed + i for node i); the drafted nodes on the accepted path, `accepted` (in path order),
+    stay in the cache as positions committed - len(accepted) .. committed - 1 (a tree's path gathered into place),
+    so nothing accepted is fed again. A drafter that reads the target's state reads it from here (EAGLE's
+    features of the committed positions, LongSpec's keys), never guesses it.
     """
 
     row_tokens: list[int]  # tokens whose next-token rows are given, in order
@@ -35,9 +45,17 @@ class Feedback:
     target_probs: torch.Tensor  # (R', V) target probabilities (temperature applied) at the judged rows
     greedy: bool  # temperature 0 verification
     rows: list[int]  # positions of the judged rows in the pass (hidden_states index)
+    committed: int  # positions the target's cache holds after the round: the context but its last token
+    fed: int  # context tokens the pass fed before the tree (its rows 0..fed-1; the prefill: all its rows)
+    accepted: tuple[int, ...] = ()  # drafted nodes on the accepted path, now cache positions committed - len .. - 1
     hidden_states: tuple | None = None  # all layers of the pass, when the drafter asked for them
-    cache: object | None = None  # the target's cache after the pass (committed positions only; the tree dropped):
-    # a drafter may read it (LongSpec's cross-attention on the last layer's keys) but must not keep it alive
+    cache: object | None = None  # the target's cache after the round (`committed` positions; the rest of the tree
+    # dropped): a drafter may read it (LongSpec's cross-attention on the last layer's keys) but must not keep it alive
+
+    @property
+    def start(self) -> int:
+        """The context position of the pass's first row (what the cache held before the pass)."""
+        return self.committed - len(self.accepted) - self.fed
 
 
 class Drafter:

@@ -212,7 +212,6 @@ class EagleDrafter(Drafter):
         self.vocab = target.vocab_size
         self.feats = torch.zeros(0, d, dtype=head.fc.weight.dtype)  # (M, D) true features, positions 0..M-1
         self.past: tuple[torch.Tensor, torch.Tensor] | None = None  # head KV of committed positions
-        self.last: tuple[int, DraftTree] | None = None  # (context length, tree) of the last draft
 
     WEIGHT_TENSORS = ("lm_rows",)  # its copy of the target's LM head rows (SpecMemo's accounting)
 
@@ -231,9 +230,11 @@ class EagleDrafter(Drafter):
     def propose(self, context: list[int], plan: TreePlan, temperature: float, generator: torch.Generator) -> Draft:
         t0 = time.perf_counter()
         m = self.feats.shape[0]
-        if m == 0 or m != len(context) - 1:  # no feature yet (a one-token prompt): no draft this round
-            self.last = (len(context), DraftTree())
+        if m == 0:  # no feature yet (a one-token prompt): no draft this round
             return Draft(DraftTree(), seconds=time.perf_counter() - t0)
+        if m != len(context) - 1:  # the target's cache holds the context but its last token (`Feedback`)
+            raise RuntimeError(f"EAGLE holds the target's features of {m} positions; the target's cache holds "
+                               f"{len(context) - 1}")
         committed = 0 if self.past is None else self.past[0].shape[2]
         node_out: dict[int, torch.Tensor] = {}
         tree_kv: list[tuple[torch.Tensor, torch.Tensor]] = []
@@ -273,24 +274,18 @@ class EagleDrafter(Drafter):
             return self._logits(out[0])
 
         draft = grow_tree(expand, plan, temperature, generator)
-        self.last = (len(context), draft.tree)
         draft.seconds = time.perf_counter() - t0
         return draft
 
     @torch.inference_mode()
     def observe(self, feedback: Feedback) -> None:
-        """Keep the target's true features of the rows just run: the prompt's (prefill), or the pending
-        tokens' and the accepted draft tokens' (a verification)."""
+        """Keep the target's true features of the positions its cache now holds (`Feedback`): the prompt's
+        (prefill), or the fed token's and the accepted path's (a verification: rows fed + node)."""
         if feedback.hidden_states is None:
             return
-        h = feedback.hidden_states[-1][0].to(self.feats.dtype)  # (R, D) last layer, normed
-        if self.last is None:  # the prefill: rows are the prompt's positions 0..R-1
-            self.feats = h.clone()
-            return
-        n, tree = self.last
-        num_pending = len(feedback.row_tokens) - len(tree)
-        start = n - num_pending  # the first pending token's position
-        accepted = [r - num_pending for r in feedback.rows[1:]]  # tree nodes on the accepted path
-        self.feats = torch.cat([self.feats[:start], h[:num_pending], h[[num_pending + a for a in accepted]]])
-        if self.past is not None and self.past[0].shape[2] > start:  # re-feed positions whose features changed
-            self.past = (self.past[0][:, :, :start], self.past[1][:, :, :start])
+        h = feedback.hidden_states[-1][0].to(self.feats.dtype)  # (rows of the pass, D) last layer, normed
+        start, fed = feedback.start, feedback.fed
+        if start != self.feats.shape[0]:
+            raise RuntimeError(f"the target's pass starts at position {start}; EAGLE holds features of "
+                               f"{self.feats.shape[0]}")
+        self.feats = torch.cat([self.feats, h[:fed], h[[fed + a for a in feedback.accepted]]])

@@ -16,6 +16,7 @@ Parts (bytes)
     draft cache      the drafter's own caches (a draft model's keys and values, EAGLE's features)
     verify logits    the verification pass's float32 logits: one row of V for the root and one per node, and
                      for a drafter that reads the pass's rows (EAGLE, DEL, Token Recycling) one per pending token
+                     (the prompt's last token, then the previous round's extra token: the accepted ones stay cached)
     verify probs     the float32 probabilities verification judges with: one row per node + the root
     draft q          the float32 draft distributions q, one row per parent the drafter proposed at
 
@@ -163,8 +164,10 @@ class Footprint:
 
     @property
     def per_node(self) -> int:
-        """The most one draft node adds: its cache entries (target + draft), its logits row as a node and
-        again as a pending token of the next round, its probs row and a q row."""
+        """The most one draft node adds: its cache entries (target + draft), its logits row, its probs row and a q
+        row, and one row more: before issue 45 an accepted node was fed again as a pending token of the next round
+        (a second logits row for a drafter that reads rows); it now stays in the target's cache, so the bound is one
+        row loose, kept so that preset 28 and the measured budgets keep their numbers."""
         return self.kv_target + self.kv_draft + 4 * self.row
 
     def node_budget(self, budget: int, max_context: int, prefill_rows: int = 0) -> int:

@@ -10,8 +10,14 @@ Glossary
     round     draft a tree, verify it with ONE target forward pass (tree attention), keep the
               accepted path plus one token of the target's own.
     draft / accepted / bonus / residual / correction: see `decoding.speculative.verify`.
-    pending   tokens the target has produced but not yet run through itself (at least the
-              round's extra token); they are fed in front of the next round's tree.
+    pending   context tokens not yet in the target's cache, fed in front of the next round's tree: the
+              prompt (or its last token) before the first round, then one token, the round's extra token.
+
+The cache contract (`Feedback`): after a round the target's cache keeps every accepted position (a chain's
+accepted prefix stays where it was; a tree's accepted path is gathered into place, `keep_path`), so it holds
+the whole context but its last token, and the next verification feeds that one token before the tree. Each
+`Feedback` says what the cache holds (`committed`, the `accepted` nodes), so a drafter that reads the target's
+state (EAGLE's features, LongSpec's keys) never guesses it.
 
 Stop is asked before every model call: the prefill, each draft level (`TreePlan.should_stop`)
 and the verification; the round under way is dropped.
@@ -335,10 +341,11 @@ def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) ->
         rows = [0] + [1 + i for i in verdict.accepted]  # the row each produced token was judged at
         origins = ["draft"] * len(verdict.accepted) + [verdict.extra_kind]
         keep = _keep_count(produced, lm.stop_ids, ctx.max_new_tokens - (step - ctx.step_offset))
-        crop_cache(cache, past + num_pending)  # commit the pending tokens; the tree is dropped
+        keep_path(cache, past + num_pending, verdict.accepted)  # the pending tokens and the accepted path stay
         first = num_pending - 1 if not fused else 0  # the root's row in out.logits
         drafter.observe(Feedback(row_tokens=pending[num_pending - 1 - first:] + tree.tokens, row_logits=out.logits[0],
                                  target_probs=probs[rows], greedy=greedy, rows=[first + r for r in rows],
+                                 committed=cache.get_seq_length(), fed=num_pending, accepted=tuple(verdict.accepted),
                                  hidden_states=out.hidden_states, cache=cache))
         yield _round_event(ctx, lm, round_index, step, drafter, draft, verdict, probs, produced,
                            target_passes=1 + (prefill_passes if round_index == 0 else 0), verify_s=verify_s,
@@ -350,11 +357,11 @@ def speculative(ctx: RunContext, params: SpeculativeParams, outcome: Outcome) ->
                               extra={"round": round_index, "origin": origins[j]})
             step += 1
         context += produced[:keep]
-        pending = produced[:keep]
+        pending = produced[-1:]  # the cache holds the rest (`keep_path`): the next pass feeds the extra token alone
         done = False
         for token in produced[:keep]:
             done = outcome.add(ctx, token) or done
-        if done or step - ctx.step_offset >= ctx.max_new_tokens:
+        if done or step - ctx.step_offset >= ctx.max_new_tokens or keep < len(produced):
             return
         if params.adaptive and params.tree == "chain":
             grown = len(verdict.accepted) == len(tree) and len(tree)
@@ -372,9 +379,26 @@ def _prefill(lm: LM, drafter, ids: list[int], cache, greedy: bool, temperature: 
         kept = out.logits.shape[1]
         probs = torch.softmax(out.logits[0] if greedy else tempered(out.logits[0], temperature), -1)
         drafter.observe(Feedback(row_tokens=ids[-kept:], row_logits=out.logits[0], target_probs=probs, greedy=greedy,
-                                 rows=list(range(len(ids) - kept, len(ids))), hidden_states=out.hidden_states,
-                                 cache=cache))
+                                 rows=list(range(len(ids) - kept, len(ids))), committed=len(ids), fed=len(ids),
+                                 hidden_states=out.hidden_states, cache=cache))
     return out
+
+
+@torch.inference_mode()  # the cache's tensors are inference tensors (made by `LM.forward`)
+def keep_path(cache, start: int, path: list[int]) -> None:
+    """After a verification: keep the cache's first `start` positions (the context and the pending tokens) and the
+    entries of the tree nodes on `path` (node i sat at position start + i), moved to start, start + 1, ... in path
+    order; the rest of the tree is dropped. A chain's accepted prefix is already in place: a crop. A tree's path
+    is gathered (every layer's keys and values): their keys were rotated at the node's depth, which is its final
+    position, and they attended to exactly the context and their ancestors, so they are the entries a causal
+    pass over the accepted tokens would have made."""
+    if list(path) != list(range(len(path))):  # a tree's path: gather its entries into place
+        index = torch.tensor([start + i for i in path])
+        for layer in cache.layers:
+            for name in ("keys", "values"):
+                tensor = getattr(layer, name)
+                tensor[:, :, start:start + len(path)] = tensor.index_select(2, index.to(tensor.device))
+    crop_cache(cache, start + len(path))
 
 
 def _keep_count(produced: list[int], stop_ids, budget: int) -> int:

@@ -108,7 +108,8 @@ def test_a_draft_is_over_the_draft_vocabulary_only(tiny_lm, tiny_head):
     with torch.inference_mode():
         out = tiny_lm.model(torch.tensor([ids[:-1]]), output_hidden_states=True)
     drafter.observe(Feedback(row_tokens=ids[:-1], row_logits=out.logits[0], target_probs=out.logits[0].softmax(-1),
-                             greedy=True, rows=list(range(len(ids) - 1)), hidden_states=out.hidden_states))
+                             greedy=True, rows=list(range(len(ids) - 1)), committed=len(ids) - 1, fed=len(ids) - 1,
+                             hidden_states=out.hidden_states))
     draft = drafter.propose(ids, TreePlan("static", 2, 3, 16), 0.0, torch.Generator())
     allowed = set(tiny_head.vocab_ids.tolist())
     assert len(draft.tree) == 3 + 9 and set(draft.tree.tokens) <= allowed

@@ -9,10 +9,12 @@ from decoding import generate, run_to_trace
 from decoding.events import SpecRound, TokenStep, stats
 from decoding.lm import LM
 from decoding.models import load_model
+from decoding.run import as_lm
 from decoding.speculative import verify
 from decoding.speculative.drafters import TreePlan, gumbel_top_k, iid_draws, shallow_view
 from decoding.speculative.retrieval import PromptLookupDrafter, build_trie
 from decoding.speculative.verify import ROOT, DraftTree, verify_tree
+from drafter_settings import TARGET_PROMPTS, arrange, drafter_names, drafter_setting, target_name
 
 PROMPT = "Summarise: the cat sat on the mat. The cat sat on the mat and the dog sat on the mat."
 
@@ -214,31 +216,36 @@ def test_gumbel_top_k_samples_without_replacement():
 
 
 # ---------------------------------------------------------------- the strategy
-TINY_DRAFTERS = [
-    {"drafter": "model", "draft_model": "tiny-random-draft"},
-    {"drafter": "model", "draft_model": "tiny-random-draft", "confidence": 0.4, "adaptive": True},
+MODEL_DRAFTERS = [drafter_setting("model"),
+                  {"drafter": "model", "draft_model": "tiny-random-draft", "confidence": 0.4, "adaptive": True}]
+# every registered drafter at its tiny setting (tests/drafter_settings.py: a new drafter is covered without an edit
+# here), and other settings of some
+TINY_DRAFTERS = [drafter_setting(name) for name in drafter_names()] + MODEL_DRAFTERS[1:] + [
     {"drafter": "rasd", "draft_model": "tiny-random-draft", "ngram": 2},
-    {"drafter": "early-exit", "exit_layer": 2},
-    {"drafter": "early-exit"},  # dynamic exit layer (DEL)
+    {"drafter": "early-exit", "exit_layer": 2},  # a fixed exit layer (the default is DEL's choice per round)
     {"drafter": "s2d", "draft_model": "tiny-random", "exits": "1,2", "threshold": 0.05},  # S2D, self
-    {"drafter": "s2d", "draft_model": "tiny-random-draft", "exits": "1,2", "threshold": 0.05},  # S2D, another model
-    {"drafter": "prompt-lookup"},
-    {"drafter": "token-recycling"},
-    {"drafter": "rapid"},  # RAPID, self-speculation (the short prompt has no context: it reads all of it)
-    {"drafter": "rapid", "draft_model": "tiny-random-draft", "top_k": 1},
+    {"drafter": "rapid", "draft_model": "tiny-random-draft", "top_k": 1},  # RAPID with another model
 ]
+
+
+def test_the_lossless_table_covers_every_registered_drafter():
+    assert {d["drafter"] for d in TINY_DRAFTERS} == set(drafter_names())
 
 
 @pytest.mark.parametrize("tree", ["chain", "static", "dynamic"])
 @pytest.mark.parametrize("drafter", TINY_DRAFTERS, ids=lambda d: "-".join(map(str, d.values())))
-def test_greedy_speculative_equals_target_greedy_on_tiny_models(tiny_lm, drafter, tree):
-    base = run_to_trace(tiny_lm, PROMPT, strategy="greedy", max_new_tokens=30)
-    spec = run_to_trace(tiny_lm, PROMPT, strategy="speculative", params=drafter | {"tree": tree}, max_new_tokens=30)
+def test_greedy_speculative_equals_target_greedy_on_tiny_models(drafter, tree, monkeypatch, tmp_path):
+    lm = as_lm(target_name(drafter["drafter"]))
+    arrange(drafter["drafter"], lm, tmp_path, monkeypatch)
+    prompt = TARGET_PROMPTS.get(lm.name, PROMPT)
+    base = run_to_trace(lm, prompt, strategy="greedy", max_new_tokens=30)
+    spec = run_to_trace(lm, prompt, strategy="speculative", params=drafter | {"tree": tree}, max_new_tokens=30)
     assert spec.finish.token_ids == base.finish.token_ids
+    n = len(base.finish.token_ids)  # 30 (tiny-random never ends; tiny-ar ends its verse)
     tokens = spec.of_kind("token")
-    assert [e.token_id for e in tokens] == spec.finish.token_ids and [e.step for e in tokens] == list(range(30))
+    assert n >= 12 and [e.token_id for e in tokens] == spec.finish.token_ids and [e.step for e in tokens] == list(range(n))
     rounds = spec.of_kind("spec_round")
-    assert sum(len(r.token_ids) for r in rounds) >= 30
+    assert sum(len(r.token_ids) for r in rounds) >= n
     for r in rounds:
         assert [n["status"] for n in r.nodes if n["id"] in r.accepted_path] == ["accepted"] * len(r.accepted_path)
         path_tokens = [r.nodes[i]["token_id"] for i in r.accepted_path]
@@ -275,7 +282,7 @@ def test_a_draft_model_cuts_its_chain_at_0_4_by_default_and_other_drafters_never
 
 
 @pytest.mark.parametrize("tree", ["chain", "static", "dynamic"])
-@pytest.mark.parametrize("drafter", TINY_DRAFTERS[:2], ids=lambda d: "-".join(map(str, d.values())))
+@pytest.mark.parametrize("drafter", MODEL_DRAFTERS, ids=lambda d: "-".join(map(str, d.values())))
 def test_greedy_spectr_rule_equals_target_greedy_on_tiny_models(tiny_lm, drafter, tree):
     """At temperature 0 the rule changes nothing: greedy verification, top-k drafts."""
     base = run_to_trace(tiny_lm, PROMPT, strategy="greedy", max_new_tokens=30)
@@ -370,11 +377,15 @@ def test_the_prompt_goes_through_the_target_with_the_first_draft(tiny_lm, tree, 
     assert sum(r.target_forward_passes for r in rounds) == len(rounds) + separate
 
 
+@pytest.mark.parametrize("tree", ["chain", "static"])
 @pytest.mark.parametrize("reads_rows", [True, False], ids=["reads-rows", "reads-nothing"])
-def test_a_drafter_is_told_exactly_the_rows_the_target_ran(tiny_lm, monkeypatch, reads_rows):
-    """Feedback's tokens, logits and hidden states describe the same rows: the pending tokens and the tree for a
-    drafter that reads rows (EAGLE's features need every pending token's), the root and the tree otherwise. An
-    oracle drafts the target's own greedy text, so every round leaves several pending tokens."""
+def test_a_drafter_is_told_exactly_the_rows_the_target_ran_and_what_its_cache_holds(tiny_lm, monkeypatch, reads_rows,
+                                                                                      tree):
+    """Feedback's tokens, logits and hidden states describe the same rows: the fed tokens and the tree for a drafter
+    that reads rows (EAGLE's features need every fed token's), the root and the tree otherwise. An oracle drafts the
+    target's own greedy text (behind a wrong sibling, as a tree's second branch), so every round accepts several
+    tokens: they stay in the target's cache, which holds the context but its last token after every round
+    (`committed`), and the next pass feeds that one token alone."""
     from decoding.speculative import strategy
     from decoding.speculative.base import Drafter
     from decoding.speculative.drafters import Draft
@@ -390,27 +401,39 @@ def test_a_drafter_is_told_exactly_the_rows_the_target_ran(tiny_lm, monkeypatch,
         prefill_rows = -1 if reads_rows else 0
 
         def propose(self, context, plan, temperature, generator):
-            tree = DraftTree()
-            for token in text[len(context) - len(prompt):][:3]:
-                tree.add(len(tree) - 1, token)
+            tree, parent = DraftTree(), ROOT
+            right = text[len(context) - len(prompt):][:3]
+            if tree_shape == "static" and right:
+                tree.add(ROOT, (right[0] + 1) % tiny_lm.vocab_size)  # a wrong first branch: the path is gathered
+            for token in right:
+                parent = tree.add(parent, token)
             return Draft(tree)
 
         def observe(self, feedback):
-            seen.append(feedback)
+            seen.append((feedback, feedback.cache.get_seq_length()))
 
+    tree_shape = tree
     monkeypatch.setattr(strategy, "make_drafter", lambda lm, params: Oracle())
     trace = run_to_trace(tiny_lm, PROMPT, strategy="speculative", max_new_tokens=20)
     assert trace.finish.token_ids == text
-    verifications = seen[1:] if reads_rows else seen  # a drafter that reads rows first sees the prompt's pass
-    fed = list(prompt[-1:])
-    for feedback, r in zip(verifications, trace.of_kind("spec_round")):
-        tree = [n["token_id"] for n in r.nodes]
-        assert feedback.row_tokens == (fed if reads_rows else fed[-1:]) + tree
+    if reads_rows:  # a drafter that reads rows first sees the prompt's pass
+        (prefill, held), seen = seen[0], seen[1:]
+        assert prefill.committed == held == len(prompt) - 1 and prefill.fed == len(prompt) - 1
+    context = list(prompt)
+    for (feedback, held), r in zip(seen, trace.of_kind("spec_round")):
+        nodes = [n["token_id"] for n in r.nodes]
+        assert feedback.row_tokens == context[-1:] + nodes
+        assert feedback.fed == (len(prompt) if r.round == 0 and not reads_rows else 1)
         assert feedback.row_logits.shape[0] == len(feedback.row_tokens)
         if reads_rows:
-            assert all(h.shape[1] == len(feedback.row_tokens) for h in feedback.hidden_states)
-        fed = r.token_ids
-    assert max(len(r.token_ids) for r in trace.of_kind("spec_round")) >= 3  # several pending tokens a round
+            assert all(h.shape[1] == feedback.fed + len(nodes) for h in feedback.hidden_states)
+        assert feedback.accepted == tuple(r.accepted_path)
+        context += r.token_ids
+        assert feedback.committed == held == len(context) - 1
+        assert feedback.start == len(context) - 1 - len(r.accepted_path) - feedback.fed
+    assert max(len(r.accepted_path) for r in trace.of_kind("spec_round")) >= 3  # several accepted a round
+    if tree == "static":
+        assert any(r.accepted_path and r.accepted_path[0] == 1 for r in trace.of_kind("spec_round"))  # gathered
 
 
 def test_a_drafter_that_reads_the_prompts_pass_still_gets_it(tiny_lm):
