@@ -27,7 +27,7 @@ until then it is listed with the reason it cannot run.
                                     [--policies careless,local-agreement] [--quick] [--json]
 
 `--quick`: the first clip, chunks of 2 s, no variant rows (about a minute on one core). Variant rows: `careless-untrained`
-(the causal encoder without its LoRA) and `local-agreement-window` (the encoder over the padded 30 s window, `encode=window`).
+(the causal encoder without its LoRA) and `local-agreement-heard` (the encoder over the audio heard only, `encode=heard`).
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ class Recording:
 
 VARIANTS = {  # row -> (policy, its settings)
     "careless-untrained": ("careless", {"careless.lora": False}),
-    "local-agreement-window": ("local-agreement", {"encode": "window"}),  # the encoder over the padded 30 s window
+    "local-agreement-heard": ("local-agreement", {"encode": "heard"}),  # the encoder over the audio heard only
 }
 
 

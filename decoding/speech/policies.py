@@ -75,11 +75,11 @@ class StreamParams(Params):
     top_k: int = param(5, low=1, high=20, help="Alternatives recorded for every token (shown on hover).")
     trim_s: float = param(15.0, low=5.0, high=28.0, help="Audio over 30 s: once the buffer holds this many seconds, "
                                                           "cut it where everything heard is committed.")
-    encode: str = param("heard", choices=("heard", "window"),
-                        help="What Whisper's encoder reads at each chunk (redecode, local-agreement): the audio heard, "
-                             "rounded up to 5 s (its cost follows the buffer: real time on one CPU thread), or the "
-                             "whole 30 s window zero-padded, as in Whisper's training (about twice the cost on a short "
-                             "buffer). careless has its own causal encoder.")
+    encode: str = param("window", choices=("window", "heard"),
+                        help="What Whisper's encoder reads at each chunk (redecode, local-agreement): the whole 30 s "
+                             "window zero-padded, as in Whisper's training, or only the audio heard, rounded up to 5 s "
+                             "(half the cost on a short buffer, but on long streams it wrote a loop at one stream's "
+                             "end: docs/speech.md). careless has its own causal encoder.")
     own: Params | None = own_params()  # the chosen policy's own knobs (`local-agreement.agree`)
 
 

@@ -32,3 +32,5 @@ def test_the_longest_repeat_finds_a_loop_and_nothing_in_plain_text():
     assert not loops("It is what it is, and that is that.")  # "is" twice, never four in a row
     assert longest_repeat("no no no") == {"phrase": "no", "times": 3}
     assert longest_repeat("") == {"phrase": "", "times": 0}
+    assert loops("at the end, the ocean was turned to the ocean, the ocean was turned to the ocean, the ocean was "
+                 "turned to the ocean, the ocean was turned to the ocean")  # a six-word phrase: a loop too

@@ -170,7 +170,7 @@ def test_on_real_speech_redecode_ends_as_offline_decoding_and_local_agreement_ne
 
     sentence = "She sells fresh bread at the market every morning."
     clip = speak(sentence)
-    offline = whisper_base.decode(whisper_base.encode(clip.audio, heard=True))  # the policies' default `encode`
+    offline = whisper_base.decode(whisper_base.encode(clip.audio))
     redecode = list(transcribe(whisper_base, clip.audio, params={"policy": "redecode"}, words=clip.words,
                                reference=sentence))
     assert redecode[-2].final and [t["id"] for t in redecode[-2].hypothesis] == [t.token_id for t in offline.tokens]

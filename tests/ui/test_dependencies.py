@@ -19,7 +19,7 @@ from decoding.speech import audio
 from ui import speech_callbacks as cb
 from ui.speech import needs_note
 
-FIELDS = {"chunk_s": 1.0, "max_new_tokens": 128.0, "top_k": 5.0, "trim_s": 15.0, "encode": "heard", "local-agreement.agree": 2.0}
+FIELDS = {"chunk_s": 1.0, "max_new_tokens": 128.0, "top_k": 5.0, "trim_s": 15.0, "encode": "window", "local-agreement.agree": 2.0}
 
 
 def without(monkeypatch, *programs: str) -> None:

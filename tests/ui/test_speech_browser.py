@@ -155,7 +155,7 @@ def test_the_microphone_streams_live_and_stop_ends_a_recording(app_url, tmp_path
         assert "Finished" in status(page), status(page)
         final = page.locator("#sp-transcript .dl-text").inner_text()
         # redecode's last chunk decodes everything the server received: exactly offline decoding of those samples
-        heard = load_whisper().transcribe(np.concatenate([piece for _, piece in pieces]), heard=True)
+        heard = load_whisper().transcribe(np.concatenate([piece for _, piece in pieces]))
         assert normalise(final) == normalise(heard), (final, heard)
         # and that is what was said, but for a word or so (once in the runs made while writing this test, with another
         # browser test beside it on the 2-core machine, the fake capture dropped a moment of audio and two words)

@@ -27,7 +27,7 @@ from ui.speech_views import collect_params, views
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "speech"))
 from test_policies import SCRIPT, WORDS, Scripted
 
-FIELDS = {"chunk_s": 1.0, "max_new_tokens": 128.0, "top_k": 5.0, "trim_s": 15.0, "encode": "heard", "local-agreement.agree": 2.0,
+FIELDS = {"chunk_s": 1.0, "max_new_tokens": 128.0, "top_k": 5.0, "trim_s": 15.0, "encode": "window", "local-agreement.agree": 2.0,
           "2:local-agreement.agree": 3.0}
 
 
