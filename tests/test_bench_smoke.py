@@ -20,6 +20,8 @@ pytestmark = pytest.mark.slow  # real models (SmolLM2, the tiny ones), llama.cpp
 SMOKE = [
     ("bench_app.py", ["--tokens", "4", "--rounds", "1"], None),
     ("bench_adaptive.py", ["--tasks", "1", "--json"], {"methods", "policies", "thresholds"}),
+    ("bench_classroom.py", ["--quick", "--json"], {"refused", "first_token_p50_s", "first_token_p95_s",
+                                                    "class_over_lone", "columns"}),
     ("bench_compare.py", ["--prompts", "1", "--seeds", "1", "--tokens", "4", "--json"], {"summary", "runs"}),
     ("bench_constraints.py", ["--n", "2", "--seeds", "1", "--tokens", "6", "--json"], None),
     ("bench_diffusion.py", ["--length", "16", "--prompts", "1", "--rounds", "1", "--samples", "0"], None),

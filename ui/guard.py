@@ -4,10 +4,10 @@ Gradio keeps one session per `session_hash` a request names, and drops the least
 beyond its capacity: 201 requests from one address (10 s) evicted another user's replayed trace. Its
 upload route stores any file for an hour: 20 anonymous 5 MiB uploads grew the cache by 100 MiB. Here:
 
-- `ClientMiddleware` (ASGI) learns each request's client address, limits its requests waiting in the
-  queue (DECODING_LAB_QUEUED_PER_CLIENT: a few slow replays from one address cannot fill the queue for
-  everyone) and its uploads (DECODING_LAB_UPLOADS_PER_MIN); after each upload the upload cache is swept to its size
-  (DECODING_LAB_UPLOAD_CACHE_MB) and age limits (`sweep_uploads`).
+- `ClientMiddleware` (ASGI) learns each request's client address and limits its uploads
+  (DECODING_LAB_UPLOADS_PER_MIN); after each upload the upload cache is swept to its size
+  (DECODING_LAB_UPLOAD_CACHE_MB) and age limits (`sweep_uploads`). Who joins the queue (per browser
+  session, per address) and in what order is `ui/admission.py`, installed with the session store.
 - `GuardedStateHolder` replaces Gradio's session store: a client holds at most
   DECODING_LAB_SESSIONS_PER_CLIENT sessions (a new one beyond it drops that client's own oldest),
   and when the server holds DECODING_LAB_SESSION_CAP sessions, or their traces more than
@@ -47,6 +47,8 @@ from gradio.utils import get_upload_folder
 
 from decoding.env import env_int
 from decoding.events import Trace
+from ui import admission
+from ui.admission import queue_size, queued_per_client  # noqa: F401  (where they were)
 
 CLIENT: contextvars.ContextVar[str] = contextvars.ContextVar("decoding_lab_client", default="unknown")
 UPLOAD_WINDOW_S = 60.0
@@ -123,31 +125,6 @@ class RateWindow:
 UPLOADS = RateWindow(uploads_per_min)
 
 
-def queue_size() -> int:
-    """How many requests may wait in the queue (DECODING_LAB_QUEUE_SIZE, default 32)."""
-    return env_int("DECODING_LAB_QUEUE_SIZE", 32)
-
-
-def queued_per_client() -> int:
-    """Requests one client may have waiting in the queue (DECODING_LAB_QUEUED_PER_CLIENT, default half the
-    queue: one address never fills it, and a class behind one address still gets most of it)."""
-    return env_int("DECODING_LAB_QUEUED_PER_CLIENT", max(1, queue_size() // 2))
-
-
-def _is_join(scope: dict) -> bool:
-    path = scope.get("path", "").rstrip("/")
-    return scope.get("method") == "POST" and (path.endswith("/queue/join") or "/gradio_api/call/" in path)
-
-
-def waiting_of(app, client: str) -> int:
-    """How many of `client`'s requests wait in the Gradio queue of `app` (not yet processing)."""
-    queue = getattr(getattr(app, "get_blocks", lambda: None)(), "_queue", None)
-    if queue is None:
-        return 0
-    return sum(1 for per_id in list(queue.event_queue_per_concurrency_id.values()) for event in list(per_id.queue)
-               if client_of(event.request.scope) == client)
-
-
 def _is_upload(scope: dict) -> bool:
     return scope.get("method") == "POST" and scope.get("path", "").rstrip("/").endswith("/gradio_api/upload")
 
@@ -168,10 +145,6 @@ class ClientMiddleware:
         try:
             if scope.get("path", "").rstrip("/").endswith("/gradio_api/deep_link"):
                 await _plain(send, 404, "Deep links are off in this app: export the trace (JSON) to share a run.")
-                return
-            if _is_join(scope) and waiting_of(scope.get("app"), client) >= queued_per_client():
-                await _plain(send, 429, f"This address has {queued_per_client()} requests waiting already "
-                                        "(DECODING_LAB_QUEUED_PER_CLIENT): wait for one to finish.")
                 return
             if not _is_upload(scope):
                 await self.app(scope, receive, send)
@@ -400,10 +373,13 @@ class GuardedStateHolder(StateHolder):
 
 
 def install(app) -> GuardedStateHolder:
-    """Give a launched Gradio app (its FastAPI `App`) the guarded session store."""
+    """Give a launched Gradio app (its FastAPI `App`) the guarded session store, and its queue the admission
+    rules of `ui.admission`."""
     holder = GuardedStateHolder()
     if getattr(app, "blocks", None) is not None:
         holder.set_blocks(app.blocks)
+        if getattr(app.blocks, "_queue", None) is not None:
+            admission.install(app.blocks._queue)
     app.state_holder = holder
     return holder
 
