@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import itertools
 import threading
 import time
@@ -174,6 +175,8 @@ class StepBatcher:
                  max_rows: int = MAX_ROWS, log: ServerLog = LOG):
         self.loaded, self.slots, self.gather_s, self.max_rows, self.log = loaded, slots, gather_s, max_rows, log
         self.lm = LM(loaded)  # the batched passes' caller
+        with _INSTALL:
+            self.rowwise = install_rowwise(loaded.model)  # exact rows; else a padded, masked pass (rounding differs)
         self.cond = threading.Condition()
         self.members: set[int] = set()
         self.pending: list[_Call] = []
@@ -199,47 +202,51 @@ class StepBatcher:
             self._leave(run_id)
 
     def _admit(self, should_stop: Callable[[], bool], waiting: Callable[[int], None]) -> int | None:
+        """A new member's run id, once the batch holds a slot and nobody waits for one (None: stopped first). The
+        first joiner of an idle batch takes the slot for it, in the slots' first-come-first-served queue."""
         told = False
+
+        def tell(ahead: int) -> None:
+            nonlocal told
+            if not told:
+                told = True
+                waiting(ahead)
+
         while True:
             with self.cond:
-                while True:
+                while not (self.holding and not (self.slots is not None and self.slots.waiting_count())):
                     if should_stop():
                         return None
-                    if self.holding and not (self.slots is not None and self.slots.waiting_count()):
-                        run_id = next(_RUN_IDS)
-                        self.members.add(run_id)
-                        self.log.members.append(MemberEvent(self.loaded.name, time.monotonic(), run_id, True))
-                        return run_id
                     if not self.holding and not self.acquiring:
                         self.acquiring = True
                         break
-                    if not told:  # the batch is draining for a run waiting for a slot, or another joiner acquires
-                        told = True
-                        ahead = self.slots.waiting_count() + 1 if self.slots is not None else 0
+                    self.cond.wait(WAIT_TICK_S)
+                    if not told:  # the batch drains for a run waiting for a slot, or another joiner takes one
                         self.cond.release()
                         try:
-                            waiting(ahead)
+                            tell(self.slots.waiting_count() + 1)
                         finally:
                             self.cond.acquire()
-                        continue
-                    self.cond.wait(WAIT_TICK_S)
+                else:
+                    return self._member()
             held = False
             try:
-                held = self.slots.acquire(should_stop, lambda ahead: None if told else waiting(ahead))
-                told = True
+                held = self.slots.acquire(should_stop, tell)
             finally:
                 with self.cond:
-                    self.acquiring = False
-                    self.holding = held
-                    if held and not self.members:  # nobody joined yet: this run is the first member
-                        run_id = next(_RUN_IDS)
-                        self.members.add(run_id)
-                        self.log.members.append(MemberEvent(self.loaded.name, time.monotonic(), run_id, True))
-                        self.cond.notify_all()
-                        return run_id
+                    self.acquiring, self.holding = False, held
                     self.cond.notify_all()
             if not held:
                 return None
+            with self.cond:
+                return self._member()  # the batch is this run's, even if someone queued behind it meanwhile
+
+    def _member(self) -> int:
+        run_id = next(_RUN_IDS)
+        self.members.add(run_id)
+        self.log.members.append(MemberEvent(self.loaded.name, time.monotonic(), run_id, True))
+        self.cond.notify_all()
+        return run_id
 
     def _leave(self, run_id: int) -> None:
         with self.cond:
@@ -288,15 +295,15 @@ class StepBatcher:
                     c.taken = True
                     self.pending.remove(c)
             for c in solo:
-                self._run(c.context.run, [c], lambda c=c: [c.lm.solo(c.input_ids, c.cache, **c.kwargs)], solo=True)
+                self._run([c], functools.partial(c.context.run, _solo, c), solo=True)
             if steps:
-                self._run(lambda f: f(), steps, lambda: self._step(steps), solo=False)
+                self._run(steps, functools.partial(self._step, steps), solo=False)
             self.last_end = time.monotonic()
 
-    def _run(self, runner, calls: list[_Call], compute: Callable[[], list[Output]], solo: bool) -> None:
+    def _run(self, calls: list[_Call], compute: Callable[[], list[Output]], solo: bool) -> None:
         start = time.monotonic()
         try:
-            results = runner(compute)
+            results = compute()
         except BaseException as error:  # noqa: BLE001 - each caller re-raises it in its own thread
             for c in calls:
                 c.error = error
@@ -331,6 +338,13 @@ class StepBatcher:
             mask[i, width - length:] = 1
         positions = torch.tensor([[length] for length in lengths])  # (B, 1) each row's next position
         device = self.lm.device
+        _ROWS.pads = [width - length for length in lengths] if self.rowwise else None
+        try:
+            return self._forward(calls, cache, mask, positions, lengths, width, device)
+        finally:
+            _ROWS.pads = None
+
+    def _forward(self, calls, cache, mask, positions, lengths, width, device) -> list[Output]:
         if any(c.kwargs["inputs_embeds"] is not None for c in calls):  # superposed decoding's row: embeddings for all
             embed = self.lm.model.get_input_embeddings()
             parts = [c.kwargs["inputs_embeds"] if c.kwargs["inputs_embeds"] is not None
@@ -348,6 +362,54 @@ class StepBatcher:
             c.lm.forward_passes += 1
             results.append(Output(logits=out.logits[i:i + 1], cache=row))
         return results
+
+
+def _solo(call: _Call) -> list[Output]:
+    """A solo call, made in the context of the run that asked (its prefill's stop check)."""
+    return [call.lm.solo(call.input_ids, call.cache, **call.kwargs)]
+
+
+# Attention row by row: each row over its own cache, as alone ------------------------------------------------------
+ROWWISE = "decoding_lab_rowwise"  # the attention implementation's name in transformers' registries
+_ROWS = threading.local()  # during a batched step (its thread): each row's left padding in the pass's cache
+_INSTALL = threading.Lock()
+
+
+def _rowwise_attention(module, query, key, value, attention_mask, **kwargs):
+    """The model's own attention, called for each row of a batched step over that row's cache without its padding
+    and without a mask, as the row's lone call is made (so its numbers are the lone call's, to the bit: a padded,
+    masked pass sums them in another order, which a bfloat16 model's tokens notice). Outside a step: as it is."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    inner = ALL_ATTENTION_FUNCTIONS[module.config.decoding_lab_inner_attention]
+    pads = getattr(_ROWS, "pads", None)
+    if pads is None or query.shape[0] != len(pads) or query.shape[2] != 1:
+        return inner(module, query, key, value, attention_mask, **kwargs)
+    outs = [inner(module, query[i:i + 1], key[i:i + 1, :, pad:], value[i:i + 1, :, pad:], None, **kwargs)[0]
+            for i, pad in enumerate(pads)]
+    return torch.cat(outs), None
+
+
+def install_rowwise(model) -> bool:
+    """Route `model`'s attention through `_rowwise_attention` (its own implementation inside); True when it can: an
+    implementation transformers registers (sdpa, flash, the CPU's gqa_sdpa), not a model's own eager code."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    config = model.config
+    current = getattr(config, "_attn_implementation", None)
+    if current == ROWWISE:
+        return True
+    if current not in ALL_ATTENTION_FUNCTIONS or not hasattr(model, "set_attn_implementation"):
+        return False
+    mask = ALL_MASK_ATTENTION_FUNCTIONS.get(current) or ALL_MASK_ATTENTION_FUNCTIONS["sdpa"]
+    AttentionInterface.register(ROWWISE, _rowwise_attention)
+    AttentionMaskInterface.register(ROWWISE, mask)
+    for sub in (config, getattr(config, "get_text_config", lambda: config)()):
+        sub.decoding_lab_inner_attention = current
+    model.set_attn_implementation(ROWWISE)
+    return True
 
 
 def _cache_of(layers: list[tuple[torch.Tensor, torch.Tensor]], lm: LM) -> DynamicCache:
