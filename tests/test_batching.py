@@ -1,6 +1,6 @@
 """Visitors' runs share the model's steps (issue 44, decoding/batching.py): runs of several strategies in one batch,
 rows joining and leaving mid-run, each get exactly their lone run's tokens (and its probabilities, entropies and
-alternatives, to the bit: each row's attention runs over its own cache); Stop withdraws one row and touches no
+alternatives within float rounding: each row's attention runs over its own cache); Stop withdraws one row and touches no
 other; the batch is one holder of the compute slots and drains for a run that waits for one."""
 
 from __future__ import annotations
@@ -52,8 +52,11 @@ def assert_same(alone: Trace, batched: Trace, what) -> None:
     assert batched.finish.forward_passes == alone.finish.forward_passes, what
     for a, b in zip(alone.of_kind("token"), batched.of_kind("token"), strict=True):
         assert (a.token_id, a.top_ids, a.kept_size, a.rank) == (b.token_id, b.top_ids, b.kept_size, b.rank), what
-        # attention row by row over each row's own cache: the lone call's numbers, to the bit
-        assert (b.prob, b.entropy, b.top_probs, b.sampling_prob) == (a.prob, a.entropy, a.top_probs, a.sampling_prob), what
+        # attention row by row over each row's own cache: the lone call's numbers (to the bit on SmolLM2; a float32
+        # matrix product of several rows may round the last bit otherwise, as on tiny-random)
+        assert b.prob == pytest.approx(a.prob, abs=1e-6) and b.entropy == pytest.approx(a.entropy, rel=1e-5), what
+        assert b.top_probs == pytest.approx(a.top_probs, abs=1e-6), what
+        assert b.sampling_prob == pytest.approx(a.sampling_prob, abs=1e-6), what
 
 
 @pytest.mark.parametrize("model", ["tiny-random",
