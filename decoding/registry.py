@@ -42,6 +42,8 @@ class StrategyInfo:
     uses_seed: bool = False  # whether the seed changes the result
     papers: Declaration = None  # its papers (decoding.papers): a tuple of Paper, Uncited(reason), None = undeclared
     models: tuple[str, ...] = ()  # the models it runs on (trained for it), the first the one a tab picks; () = any
+    batched: bool = False  # its model calls are one new position over a one-row cache (a prefill aside): the app's
+    #                        visitors' runs of it share the model's steps (decoding.batching)
 
 
 STRATEGIES: dict[str, StrategyInfo] = {}
@@ -49,7 +51,8 @@ FAMILY_CHECKS: dict[str, Callable] = {}  # family -> check(lm, config, prompt_id
 
 
 def register_strategy(name: str, *, params: type, help: str, family: str = "token", uses_seed: bool = False,
-                      replace: bool = False, papers: Declaration = None, models: tuple[str, ...] = ()) -> Callable:
+                      replace: bool = False, papers: Declaration = None, models: tuple[str, ...] = (),
+                      batched: bool = False) -> Callable:
     """Decorator registering a strategy function under `name` (see the module docstring)."""
 
     def decorate(fn: Callable) -> Callable:
@@ -72,7 +75,9 @@ def register_strategy(name: str, *, params: type, help: str, family: str = "toke
         declared = check_declaration(papers, where)
         if not isinstance(models, tuple) or not all(isinstance(m, str) and m for m in models):
             raise TypeError(f"{where}: models must be a tuple of model names, got {models!r}")
-        STRATEGIES[name] = StrategyInfo(name, fn, params, help, family, uses_seed, declared, models)
+        if not isinstance(batched, bool):
+            raise TypeError(f"{where}: batched must be True or False, got {batched!r}")
+        STRATEGIES[name] = StrategyInfo(name, fn, params, help, family, uses_seed, declared, models, batched)
         return fn
 
     return decorate

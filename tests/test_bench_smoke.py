@@ -40,6 +40,8 @@ SMOKE = [
     ("bench_scaling.py", ["--tasks", "1", "--budgets", "1", "--skip-accuracy", "--sweep", "--json"], {"sweep"}),
     ("bench_scaling.py", ["--model", "smollm2-135m", "--tasks", "1", "--budgets", "1,2", "--max-new-tokens", "8",
                           "--json"], {"accuracy"}),
+    ("bench_batching.py", ["--model", "tiny-random", "--runs", "3", "--tokens", "4", "--json"],
+     {"one_at_a_time", "batched", "identical_tokens", "speedup"}),
     ("bench_serving.py", ["--model", "tiny-ar", "--requests", "3", "--tokens", "4", "--rate", "50", "--rounds", "1",
                           "--json"], {"throughput", "ttft_p95_s", "identical_tokens"}),
     ("bench_spec_trees.py", ["--tokens", "4", "--seeds", "1", "--json"], None),

@@ -17,7 +17,8 @@ import gradio as gr
 from decoding.serving import POLICIES
 from ui import serving_callbacks as cb
 from ui.launch import serve, standalone
-from ui.serving_views import ARRIVALS, DEFAULT_MODEL, DEFAULTS, LIMITS, OUTPUTS, POLICY_HELP, new_state, views
+from ui.serving_views import (ARRIVALS, DEFAULT_MODEL, DEFAULTS, LIMITS, OUTPUTS, POLICY_HELP, SERVER_POLL_S, new_state,
+                              server_view, views)
 from ui.widgets import QUIET, explain_clamping, model_choices
 from ui.wiring import bind, lab_columns, named_inputs, on, run_buttons, session_state
 from ui.worker import MODEL_CONCURRENCY_ID, model_event, runs_at_once
@@ -62,10 +63,32 @@ def _views(c: dict) -> None:
                             elem_id="sv-timeline")
 
 
+SERVER_HELP = ("**This server**: the visitors' runs of this app share the model's steps the same way (fusion): "
+               "a greedy or sampling run joins the running batch at the next step and leaves when it ends. Turn "
+               "on *Watch* and ask the class to press Generate: each run's stay in the batch (below) and the rows "
+               "of every step (above), over the last 30 s.")
+
+
+def server_panel(c: dict) -> None:
+    """The live batch of this server's own visitors (`decoding.batching`), polled every 2 s while watched."""
+    with gr.Accordion("This server: the visitors' runs, batched live", open=False, elem_id="sv-server"):
+        gr.Markdown(SERVER_HELP, elem_classes="dl-help")
+        c["server_watch"] = gr.Checkbox(False, label="Watch (refreshes every 2 s)", elem_id="sv-server-watch")
+        c["server_line"] = gr.Markdown(elem_id="sv-server-line")
+        c["server_plot"] = gr.Plot(label="This server's batch", elem_id="sv-server-plot")
+        timer = gr.Timer(SERVER_POLL_S, active=False)
+    quiet = dict(show_progress="hidden", api_visibility="undocumented", concurrency_limit=None)  # not the model queue
+    outputs = [c["server_line"], c["server_plot"]]
+    c["server_watch"].change(lambda on: [gr.Timer(active=bool(on)), *server_view()], c["server_watch"],
+                             [timer, *outputs], **quiet)
+    timer.tick(server_view, None, outputs, **quiet)
+
+
 def build_serving() -> dict:
     """Create the tab's widgets in the current Blocks, wire them, and return them by name."""
     c: dict = {}
     lab_columns(c, _controls, _views, "dl-serving")
+    server_panel(c)
     c["runs"] = session_state(new_state())
     outputs = {name: c[name] for name in OUTPUTS}
     run_inputs = named_inputs({k: c[k] for k in ("model", "requests", "tokens", "arrival", "rate", "batch_size",

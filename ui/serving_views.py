@@ -51,3 +51,25 @@ def views(runs: dict) -> dict:
 
 __all__ = ["ARRIVALS", "DEFAULTS", "DEFAULT_MODEL", "LIMITS", "OUTPUTS", "POLICY_HELP", "new_state", "table_html",
            "views"]
+
+
+SERVER_POLL_S = 2.0  # how often a watching page asks for the server's batch
+
+
+def server_line(summary: dict) -> str:
+    """The "This server" panel's line: runs in the batch now, steps, rows per step, step time, tokens/s."""
+    if not summary["steps"] and not summary["solo_calls"]:
+        return "No batched run in the last 30 s."
+    step = f"{summary['mean_step_s'] * 1000:.0f} ms a step" if summary["mean_step_s"] is not None else "no step yet"
+    return (f"**{summary['runs_now']}** run{'s' * (summary['runs_now'] != 1)} in the batch now · last 30 s: "
+            f"{summary['steps']} steps, {summary['mean_rows']:.1f} rows a step (at most {summary['max_rows']}), {step}, "
+            f"**{summary['tokens_per_s']:.1f} tokens/s**, the model busy {summary['busy_share']:.0%} of the time.")
+
+
+def server_view(window_s: float = 30.0) -> list:
+    """[line, figure] of the server's batch over the last `window_s` seconds (decoding.batching.activity)."""
+    from decoding.batching import activity
+    from visualizers.server import server_figure, server_summary
+
+    snapshot = activity(window_s)
+    return [server_line(server_summary(snapshot)), server_figure(snapshot)]

@@ -18,9 +18,12 @@ Glossary
               answers within one model call.
     slot      one of `model_concurrency()` places for a computing run (`model_slot`, first come first
               served), held by the worker while it loads and computes, never while the figures are
-              drawn. Gradio's queue group (`MODEL_CONCURRENCY_ID`) lets `runs_at_once()` model-bound
-              events in at once, so one run's drawing overlaps the next run's compute; a run whose
-              worker outlived STOP_WAIT_S still blocks the next.
+              drawn. A run of a batched strategy (greedy, sampling, ...: `StrategyInfo.batched`) holds
+              none of its own: it joins its model's batch (`decoding.batching`), which holds one slot
+              for all its members and drains when another run waits for one. Gradio's queue group
+              (`MODEL_CONCURRENCY_ID`) lets `runs_at_once()` model-bound events in at once, so one
+              run's drawing overlaps the next run's compute; a run whose worker outlived STOP_WAIT_S
+              still blocks the next.
     redraw    rebuilding the figures from the growing Trace; `Redraw` decides by wall clock when
               (at most ~5 per second, and never more than REDRAW_BUDGET of the time).
     quick     the cheap views (token chips, the diffusion canvas, the particles of a step under way),
@@ -47,7 +50,11 @@ import decoding  # noqa: F401  (switches telemetry off before gradio is imported
 from decoding.contracts import StepProgress
 from decoding.env import env_int
 from decoding.events import BeamStep, DiffusionStep, Event, ParticleStep, TokenStep, Trace, stats
-from decoding.models import load_model, resolve_spec
+from decoding.batching import batch_member
+from decoding.loaded_model import LoadedModel
+from decoding.models import CACHE, load_model, model_kind, resolve_spec
+from decoding.registry import STRATEGIES
+from decoding.remote.source import is_remote
 from decoding.contracts import Cancelled
 from decoding.lm import PREFILL_STOP
 from decoding.run import RUN_CLOCK, RUN_TIME_LIMIT, TimeLimit, generate
@@ -106,6 +113,11 @@ class ComputeSlots:
                     self.queue.remove(ticket)
                 self.cond.notify_all()
 
+    def waiting_count(self) -> int:
+        """How many wait for a slot now (the batch admits no new member while someone does)."""
+        with self.cond:
+            return len(self.queue)
+
     def release(self) -> None:
         with self.cond:
             self.busy -= 1
@@ -126,6 +138,11 @@ def model_slot(should_stop: Callable[[], bool] = lambda: False, waiting: Callabl
     finally:
         if acquired:
             _SLOTS.release()
+
+
+def slot_hold(emit: Callable, should_stop: Callable[[], bool]):
+    """A `work`'s default hold: one compute slot, saying how many runs are ahead while it waits."""
+    return model_slot(should_stop, lambda ahead: emit(Status(waiting_line(ahead))))
 
 
 def waiting_line(ahead: int) -> str:
@@ -217,10 +234,11 @@ def stream_in_thread(work: Callable[[Callable, Callable[[], bool]], None], *, wa
                 on_late(item)
 
     limit = run_limit_s()
+    hold = getattr(work, "hold", slot_hold)  # what the run computes under: a compute slot, or its model's batch
 
     def target():
         try:
-            with model_slot(should_stop, lambda ahead: emit(Status(waiting_line(ahead)))) as held:
+            with hold(emit, should_stop) as held:
                 if held:  # the run's clock starts now: loading, preparing and computing all count
                     limited = TimeLimit(should_stop, limit)
                     RUN_TIME_LIMIT.set(limit)  # this thread's runs (its own context): `generate` stops them there,
@@ -331,17 +349,45 @@ def run_work(model: str, prompt: str, *, dtype: str = "auto", **generate_kwargs)
     the StepProgress of a long step (a scaling step's particles as they are sampled)."""
 
     requested = time.perf_counter()  # the click: the run's first token is counted from here too (`waited_s`)
+    member: dict = {}  # a batched run's model and its place in the model's batch (`batch_hold`)
 
     def work(emit, should_stop):
-        loaded = load_model(model, dtype=dtype, progress=lambda message: emit(Status(message)))
+        loaded = member.get("loaded") or load_model(model, dtype=dtype, progress=lambda message: emit(Status(message)))
         if should_stop():
             return
         emit(Status(f"Generating with {loaded.name}…"))
-        for event in generate(loaded, prompt, should_stop=should_stop, progress=emit,
+        for event in generate(member.get("lm") or loaded, prompt, should_stop=should_stop, progress=emit,
                               waited_s=time.perf_counter() - requested, **generate_kwargs):
             emit(event)
 
+    strategy = STRATEGIES.get(generate_kwargs.get("strategy", "greedy"))
+    if strategy is not None and strategy.batched and not is_remote(model):
+        work.hold = functools.partial(batch_hold, model, dtype, member)
     return work
+
+
+@contextlib.contextmanager
+def batch_hold(model: str, dtype: str, member: dict, emit: Callable, should_stop: Callable[[], bool]):
+    """A batched run's hold: its model (the loaded one at once; else loaded holding a compute slot, as any run loads
+    it), then a place in the model's batch (`decoding.batching`), which holds one compute slot for all its members.
+    `member` gets "loaded" and "lm" (the run's `BatchedLM`). A model that is not a causal LM holds a slot instead."""
+    name = resolve_spec(model).name
+    if any(key[0] == name for key in CACHE.keys()):
+        loaded = load_model(model, dtype=dtype, progress=lambda message: emit(Status(message)))
+    else:
+        with slot_hold(emit, should_stop) as held:
+            loaded = load_model(model, dtype=dtype, progress=lambda message: emit(Status(message))) if held else None
+    if loaded is None:
+        yield False
+        return
+    member["loaded"] = loaded
+    if not isinstance(loaded, LoadedModel) or model_kind(loaded) != "causal":
+        with slot_hold(emit, should_stop) as held:
+            yield held
+        return
+    with batch_member(loaded, should_stop, lambda ahead: emit(Status(waiting_line(ahead))), slots=_SLOTS) as lm:
+        member["lm"] = lm
+        yield lm is not None
 
 
 QUEUED_LOAD_WAIT_S = 30.0  # how long a preview or a replay waits for the model slot to load a model
@@ -351,8 +397,6 @@ def load_queued(model: str, wait_s: float = QUEUED_LOAD_WAIT_S):
     """A model for work outside a run (a document preview, a replay's marks): the loaded one at once when it is
     loaded; otherwise loaded holding a compute slot, as a run loads it (so in turn with the runs, and within the
     model cache's memory budget). ValueError when no slot came free within `wait_s`."""
-    from decoding.models import CACHE, load_model
-
     name = resolve_spec(model).name
     if any(key[0] == name for key in CACHE.keys()):
         return load_model(model, progress=None)

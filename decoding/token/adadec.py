@@ -51,7 +51,7 @@ def rerank(candidate_logprobs: torch.Tensor, lookahead_logprobs: torch.Tensor) -
     return torch.cat([candidate_logprobs[:, None], lookahead_logprobs], 1).mean(1)
 
 
-@register_strategy("adadec", params=AdaDecParams,
+@register_strategy("adadec", params=AdaDecParams, batched=True,
                    help="AdaDec: greedy, but where entropy exceeds a threshold rerank the top-k by a short lookahead",
                    papers=(bib.HE_2025,))
 def adadec(ctx: RunContext, params: AdaDecParams, outcome: Outcome) -> Iterator[Event]:

@@ -154,7 +154,7 @@ def check_causal_run(lm, params, prompt_ids: list[int], max_new_tokens: int, pre
     lm.check_fits(len(prompt_ids) + len(prefix_ids), max_new_tokens)
 
 
-@register_strategy("greedy", params=GreedyParams, help="always the most probable token",
+@register_strategy("greedy", params=GreedyParams, batched=True, help="always the most probable token",
                    papers=Uncited("the classic argmax decoder; no one paper introduced it"))
 def greedy(ctx: RunContext, params: GreedyParams, outcome: Outcome) -> Iterator[Event]:
     def choose(logits, ids):
@@ -164,7 +164,7 @@ def greedy(ctx: RunContext, params: GreedyParams, outcome: Outcome) -> Iterator[
     yield from token_loop(ctx, outcome, choose)
 
 
-@register_strategy("sample", params=sampling.SamplingParams, uses_seed=True,
+@register_strategy("sample", params=sampling.SamplingParams, uses_seed=True, batched=True,
                    help="sample after temperature, penalties and truncation (top-k/p, min-p, typical, epsilon, eta, top-H)",
                    papers=(bib.FAN_2018, bib.HOLTZMAN_2020, bib.NGUYEN_2024, bib.MEISTER_2023, bib.HEWITT_2022,
                            bib.KESKAR_2019, bib.BAGHAEI_POTRAGHLOO_2025))
@@ -180,7 +180,7 @@ def sample(ctx: RunContext, params: sampling.SamplingParams, outcome: Outcome) -
     yield from token_loop(ctx, outcome, choose)
 
 
-@register_strategy("mirostat", params=sampling.MirostatParams, uses_seed=True,
+@register_strategy("mirostat", params=sampling.MirostatParams, uses_seed=True, batched=True,
                    help="mirostat v2: truncate to keep the surprise near a target tau", papers=(bib.BASU_2021,))
 def mirostat(ctx: RunContext, params: sampling.MirostatParams, outcome: Outcome) -> Iterator[Event]:
     mu = params.initial_mu

@@ -67,7 +67,7 @@ def momentum_choice(probs: torch.Tensor, ids: list[int], params: MomentumParams)
     return {"candidates": top_ids.tolist(), "depths": depths, "scores": scores.tolist(), "chosen": best}
 
 
-@register_strategy("momentum", params=MomentumParams,
+@register_strategy("momentum", params=MomentumParams, batched=True,
                    help="momentum decoding: greedy, but returning to a visited n-gram (a loop) is penalised by its depth",
                    papers=(bib.LAN_2022,))
 def momentum(ctx: RunContext, params: MomentumParams, outcome: Outcome) -> Iterator[Event]:

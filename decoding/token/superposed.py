@@ -80,7 +80,7 @@ def superposed_step(draft_probs: torch.Tensor, token_probs: torch.Tensor, drafts
     return pairs[:k]
 
 
-@register_strategy("superposed", params=SuperposedParams,
+@register_strategy("superposed", params=SuperposedParams, batched=True,
                    help="superposed decoding: k drafts advanced by one forward pass per step on their superposed embeddings",
                    papers=(bib.SHEN_2024,))
 def superposed(ctx: RunContext, params: SuperposedParams, outcome: Outcome) -> Iterator[Event]:
