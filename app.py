@@ -8,7 +8,7 @@ Environment
     DECODING_LAB_CONCURRENCY                  model runs at once (default 1)
     DECODING_LAB_QUEUE_SIZE                   requests that may wait (default 128; ui/admission.py)
     DECODING_LAB_RUNS_PER_SESSION             runs one browser session may have computing or waiting (default 3)
-    DECODING_LAB_BATCH=0                      one run at a time (the batch engine's switch; ui/batch_switch.py)
+    DECODING_LAB_BATCH=1                      visitors' runs share the model's steps (the batch engine; off by default)
     DECODING_LAB_RUN_LIMIT_S                  seconds one run may compute (default 600 on a Space, none elsewhere)
     DECODING_LAB_SHOW_TEST_MODELS=1           list the tiny random test model in the menu
     DECODING_LAB_TORCH_THREADS                torch threads (default: all cores but one)

@@ -11,9 +11,10 @@ lone runs one after another (the median is "one lone run"). Per column it prints
     first_token_p50_s  time from a visitor's request to its first token event, median (and p95) over the class
     class_over_lone    the whole class's time (first request to last run done) / one lone run's time
 
-Columns: the app as it is (`DECODING_LAB_BATCH=1`, the default) and one run at a time (`DECODING_LAB_BATCH=0`);
-until the app's batch engine honours the switch (`ui.batch_switch.ENGINE_HONOURS_SWITCH`), both are the one-at-a-
-time server and the JSON says so. The library column is transformers' continuous batching (`generate_batch`,
+Columns: the app with its batch engine on (`DECODING_LAB_BATCH=1`; off by default while it is new) and one run at a
+time (`DECODING_LAB_BATCH=0`, today's default); a build whose worker does not read the switch
+(`ui.batch_switch.ENGINE_HONOURS_SWITCH` false) serves both one at a time, and the JSON says so. The library
+column is transformers' continuous batching (`generate_batch`,
 in this process, no HTTP, greedy for every row: its per-request sampling is not the app's strategies), timed
 the same way from its requests' own timestamps, with `--library` only: on this CPU its paged path took 42 s for
 4 requests of 32 tokens of tiny-ar (the app: under a second) and 30 requests of SmolLM2 did not end within 5

@@ -55,6 +55,7 @@ from decoding.loaded_model import LoadedModel
 from decoding.models import CACHE, load_model, model_kind, resolve_spec
 from decoding.registry import STRATEGIES
 from decoding.remote.source import is_remote
+from ui.batch_switch import batching
 from decoding.contracts import Cancelled
 from decoding.lm import PREFILL_STOP
 from decoding.run import RUN_CLOCK, RUN_TIME_LIMIT, TimeLimit, generate
@@ -361,7 +362,7 @@ def run_work(model: str, prompt: str, *, dtype: str = "auto", **generate_kwargs)
             emit(event)
 
     strategy = STRATEGIES.get(generate_kwargs.get("strategy", "greedy"))
-    if strategy is not None and strategy.batched and not is_remote(model):
+    if strategy is not None and strategy.batched and not is_remote(model) and batching():
         work.hold = functools.partial(batch_hold, model, dtype, member)
     return work
 
