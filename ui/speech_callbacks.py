@@ -35,7 +35,7 @@ from decoding.speech.policies import chunk_ends, stream_params, transcribe, tran
 from decoding.speech.whisper import DEFAULT_WHISPER, SAMPLE_RATE, load_whisper
 from decoding.trace_checks import Bound
 from ui.exports import NO_OTHER_RUN, download
-from ui.widgets import USER_ERRORS, md_esc, user_error
+from ui.widgets import USER_ERRORS, failed_line, md_esc, user_error
 from ui.wiring import as_int, load_replay
 from ui.worker import STOP_WAIT_S, LimitReached, Status, limit_line, pump_views
 from ui.speech_views import (NO_SECOND, OPENING_SECOND, collect_params, quick_views, stats_line, unavailable_policies,
@@ -166,6 +166,7 @@ def generate_run(source, preset, upload, reference, realtime, policy, policy2, *
     except BaseException as err:  # refused, or cancelled right away: the run has ended
         run.done.set()
         if isinstance(err, USER_ERRORS):
+            yield {"status": failed_line(err)}  # in place of "Preparing the audio…" (sox missing, a bad file)
             raise user_error(err) from None
         raise
     yield from run.stream(speech_work(audio, words, ref, where, configs, bool(realtime)), "Starting…")
@@ -291,6 +292,7 @@ class Run:
                     yield update
             yield views(traces[0], other) | {"status": finished_status(traces) + limit_line(self.limit_s)}
         except USER_ERRORS as err:
+            yield {"status": failed_line(err)}
             raise user_error(err) from None
         finally:
             self.done.set()

@@ -68,6 +68,12 @@ def error_toast(message: str, title: str) -> gr.Error:
 USER_ERRORS = (ValueError, ModelLoadError, EmbeddedModelError, MissingDependency, OSError)
 
 
+def failed_line(err: BaseException) -> str:
+    """A run's status line once it could not run: the reason itself (a missing program, a model that cannot be
+    fetched, a bad value), so the page never shows Gradio's bare "Error" beside a stale "Preparing…"."""
+    return f"**Cannot run this:** {md_esc(str(err))}"
+
+
 def theme() -> gr.themes.Base:
     """System fonts only: the page loads nothing from outside hosts (offline classrooms, CI)."""
     return gr.themes.Soft(primary_hue="indigo", secondary_hue="orange", neutral_hue="slate",

