@@ -322,5 +322,8 @@ def llama_server():
     pytest.importorskip("llama_cpp", reason="llama-cpp-python[server] is not installed (requirements-dev.txt)")
     from decoding.remote.llama_server import running
 
-    with running() as base_url:
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w+b", prefix="llama-server-", suffix=".log", delete=False) as log, \
+            running(log=log) as base_url:
         yield base_url

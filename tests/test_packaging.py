@@ -10,8 +10,10 @@ import os
 import re
 import shutil
 import subprocess
+import sysconfig
 import sys
 import tomllib
+from pathlib import Path
 
 import pytest
 from setuptools import find_packages
@@ -81,8 +83,14 @@ def test_the_readme_snippet_runs_from_another_directory_after_install(tmp_path):
     for name in ("app.py", "pyproject.toml", "README.md", "requirements.txt"):
         shutil.copy(ROOT / name, source / name)
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
+    # the new environment sees this one's packages: `--system-site-packages` would give the base Python's, which is
+    # not where they are when this runs in a virtual environment itself (as CI does)
+    ours = {sysconfig.get_paths()[k] for k in ("purelib", "platlib")}
+    theirs = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                            check=True, capture_output=True, text=True).stdout.strip()
+    (Path(theirs) / "_parent_env.pth").write_text("\n".join(sorted(ours)) + "\n")
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "-e", str(source)], check=True,
                    capture_output=True)
     elsewhere = tmp_path / "elsewhere"

@@ -118,7 +118,10 @@ def test_a_scaling_method_is_a_strategy_of_the_scaling_family():
         assert names[0] == "n" and names[-1] == "keep"  # the shared parameters' help comes with the base class
         tab, _ = rebuild_tab("scaling")  # the tab as a new app process builds it, with this registration in place
         method = tab["method"]
-        assert ("keep-test", "keep-test") in method.choices and "keep-test: best-of-N under another name" in method.info
+        from ui import scaling_views
+
+        assert ("keep-test", "keep-test") in method.choices  # its help: the "Every method" list under the menu
+        assert "**keep-test**: best-of-N under another name" in scaling_views.method_list()
         keep = tab["sc:keep-test.keep"]  # a widget generated from the parameter's spec, keyed by its method
         assert (type(keep).__name__, keep.minimum, keep.maximum, keep.value) == ("Slider", 1, 8, 1)
         assert keep.elem_id == "sc-keep-test-keep" and keep.info == "How many answers to keep (test only)."

@@ -24,7 +24,7 @@ fair queue without virtual time: each address is bounded, and each pass is one r
 Glossary
     session     Gradio's `session_hash`: one browser tab, one gradio_client `Client`; a call to
                 `/gradio_api/call/<name>` is a session of its own.
-    client      the request's address (`ui.guard.client_of`: behind a Space's proxy, X-Forwarded-For).
+    client      the request's address (`client_of`: behind a Space's proxy, X-Forwarded-For; ui.guard uses it too).
     in flight   a request of the model group (`ui.worker.MODEL_CONCURRENCY_ID`) waiting in the queue or
                 being processed.
     round       the (session, client) counts of runs in flight a request found when it joined.
@@ -32,9 +32,30 @@ Glossary
 
 from __future__ import annotations
 
+import os
+
 from fastapi import HTTPException
 
 from decoding.env import env_int
+
+
+def trust_proxy() -> bool:
+    raw = os.environ.get("DECODING_LAB_TRUST_PROXY", "").strip().lower()
+    if raw:
+        return raw in {"1", "true", "yes", "on"}
+    return bool(os.environ.get("SPACE_ID"))  # a Hugging Face Space runs behind its proxy
+
+
+def client_of(scope: dict) -> str:
+    """The client address of an ASGI request (see the glossary)."""
+    if trust_proxy():
+        for name, value in scope.get("headers") or ():
+            if name == b"x-forwarded-for":
+                last = value.decode("latin-1").split(",")[-1].strip()
+                if last:
+                    return last[:64]
+    client = scope.get("client")
+    return str(client[0])[:64] if client else "unknown"
 
 MODEL_GROUP = "model"  # ui.worker.MODEL_CONCURRENCY_ID (not imported: the worker imports the model stack)
 
@@ -58,8 +79,6 @@ def runs_per_session() -> int:
 
 
 def _client(event) -> str:
-    from ui.guard import client_of
-
     request = getattr(event, "request", None)
     return client_of(request.scope) if request is not None else "unknown"
 
@@ -78,8 +97,6 @@ def in_flight(queue, group: str = MODEL_GROUP) -> list:
 
 def refusal(queue, session: str | None, client: str, group: str | None) -> str | None:
     """Why a request of `session` from `client` to `group` may not join `queue` now, or None."""
-    from ui.guard import client_of
-
     if sum(1 for event in waiting(queue) if client_of(event.request.scope) == client) >= queued_per_client():
         return (f"This address has {queued_per_client()} requests waiting already (DECODING_LAB_QUEUED_PER_CLIENT): "
                 "wait for one to finish.")
@@ -126,8 +143,6 @@ def install(queue) -> None:
     original = queue.push
 
     async def push(body, request, username):
-        from ui.guard import client_of
-
         why = refusal(queue, body.session_hash, client_of(request.scope), _group_of(queue, body))
         if why is not None:
             raise HTTPException(status_code=429, detail=why)

@@ -48,7 +48,7 @@ from gradio.utils import get_upload_folder
 from decoding.env import env_int
 from decoding.events import Trace
 from ui import admission
-from ui.admission import queue_size, queued_per_client  # noqa: F401  (where they were)
+from ui.admission import client_of, queue_size, queued_per_client, trust_proxy  # noqa: F401  (where they were)
 
 CLIENT: contextvars.ContextVar[str] = contextvars.ContextVar("decoding_lab_client", default="unknown")
 UPLOAD_WINDOW_S = 60.0
@@ -79,25 +79,6 @@ def session_memory_bytes() -> int:
 def replay_budget_s() -> int:
     """Seconds drawing one replayed trace may take (DECODING_LAB_REPLAY_BUDGET_S, default 15)."""
     return env_int("DECODING_LAB_REPLAY_BUDGET_S", 15)
-
-
-def trust_proxy() -> bool:
-    raw = os.environ.get("DECODING_LAB_TRUST_PROXY", "").strip().lower()
-    if raw:
-        return raw in {"1", "true", "yes", "on"}
-    return bool(os.environ.get("SPACE_ID"))  # a Hugging Face Space runs behind its proxy
-
-
-def client_of(scope: dict) -> str:
-    """The client address of an ASGI request (see the glossary)."""
-    if trust_proxy():
-        for name, value in scope.get("headers") or ():
-            if name == b"x-forwarded-for":
-                last = value.decode("latin-1").split(",")[-1].strip()
-                if last:
-                    return last[:64]
-    client = scope.get("client")
-    return str(client[0])[:64] if client else "unknown"
 
 
 class RateWindow:

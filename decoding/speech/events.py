@@ -59,6 +59,8 @@ class SpeechStats(TypedDict, total=False):
     audio_s: Seconds
     cpu_s: Seconds
     cpu_s_per_audio_s: Annotated[float, Range(0)] | None
+    behind_s: Seconds  # live audio: how far behind it the last chunk was finished (0: kept up)
+    max_behind_s: Seconds
     encoder_passes: Count
     decoder_passes: Count
 
