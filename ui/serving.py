@@ -63,10 +63,11 @@ def _views(c: dict) -> None:
                             elem_id="sv-timeline")
 
 
-SERVER_HELP = ("**This server**: the visitors' runs of this app share the model's steps the same way (fusion): "
-               "a greedy or sampling run joins the running batch at the next step and leaves when it ends. Turn "
-               "on *Watch* and ask the class to press Generate: each run's stay in the batch (below) and the rows "
-               "of every step (above), over the last 30 s.")
+SERVER_HELP = ("**This server**: started with `DECODING_LAB_BATCH=1` (off by default for now), the visitors' runs "
+               "of this app share the model's steps the same way (fusion): a greedy or sampling run joins the running "
+               "batch at the next step and leaves when it ends. Turn on *Watch* and ask the class to press Generate: "
+               "each run's stay in the batch (below) and the rows of every step (above), over the last 30 s. With "
+               "the switch off, runs compute one at a time and nothing is drawn here.")
 
 
 def server_panel(c: dict) -> None:
