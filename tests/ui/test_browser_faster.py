@@ -53,7 +53,11 @@ def test_the_memory_plot_shows_bytes_per_part_and_acceptance_against_budget(app_
         page.locator("#spec-generate").click()
         wait_for(page, "spec-status", "plain decoding")  # the speculative run, then plain decoding for the speed-up
         page.wait_for_function("() => document.querySelectorAll('#spec-memory .barlayer .bars path').length >= 4")
-        heading = page.locator("#spec-memory .gtitle").first.text_content()
+        # the blank 'a run is under way' figure may still be in the page for a moment beside the new one (it was
+        # read first once, under load): wait for the run's own heading
+        page.wait_for_function("() => [...document.querySelectorAll('#spec-memory .gtitle')]"
+                               ".some(t => t.textContent.startsWith('SpecMemo:'))")
+        heading = next(t for t in page.locator("#spec-memory .gtitle").all_text_contents() if t.startswith("SpecMemo:"))
         assert heading.startswith("SpecMemo: budget 20.90 MB"), heading
         assert page.locator("#spec-memory .scatterlayer .trace").count() >= 2  # the budget line and the run's point
         set_number(page, "spec-memory-budget-mb", 21.5)
