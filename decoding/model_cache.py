@@ -69,7 +69,12 @@ class Relay:
             last = self.last
         if last:
             say(last)
-        return lambda: self._listeners.remove(say) if say in self._listeners else None
+        return lambda: self._forget(say)
+
+    def _forget(self, say: Say) -> None:
+        with self._lock:  # under the lock `__call__` copies the listeners with
+            if say in self._listeners:
+                self._listeners.remove(say)
 
 
 def _mb(n: float) -> str:
